@@ -1,0 +1,179 @@
+package bridge
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/pkg/sftp"
+)
+
+// tempName is a hidden sibling of base, unique enough for concurrent forks.
+func tempName(base string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "." + base + ".ab-" + hex.EncodeToString(b[:]) + "~"
+}
+
+// putAtomic writes r to the remote file dst so that dst is either absent
+// or complete: hidden temp file in the same directory, fsync, rename.
+// The file gets the mode OpenSSH's `put` would give it: an existing
+// file keeps its mode, a new one gets mode minus the server's umask.
+func putAtomic(sc *sftp.Client, dst string, r io.Reader, mode fs.FileMode) (int64, error) {
+	var keepMode *fs.FileMode
+	if st, err := sc.Stat(dst); err == nil {
+		if st.IsDir() {
+			return 0, fmt.Errorf("%w: is a directory", fs.ErrExist)
+		}
+		m := st.Mode().Perm()
+		keepMode = &m
+	}
+	tmp := path.Join(path.Dir(dst), tempName(path.Base(dst)))
+	f, err := sc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return 0, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			f.Close()
+			_ = sc.Remove(tmp)
+		}
+	}()
+	n, err := f.ReadFrom(r)
+	if err != nil {
+		return n, err
+	}
+	if err := f.Sync(); err != nil && !isUnsupported(err) {
+		return n, fmt.Errorf("fsync: %w", err)
+	}
+	final := mode.Perm()
+	if keepMode != nil {
+		final = *keepMode
+	} else if st, err := f.Stat(); err == nil {
+		final &^= umaskFromCreated(st.Mode().Perm())
+	}
+	if err := f.Chmod(final); err != nil {
+		return n, fmt.Errorf("chmod: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return n, err
+	}
+	if err := renameOver(sc, tmp, dst); err != nil {
+		return n, err
+	}
+	committed = true
+	return n, nil
+}
+
+// umaskFromCreated infers the server's umask from the mode of a file it
+// created with the default 0666; execute bits follow the read bits, as
+// in every umask in common use.
+func umaskFromCreated(created fs.FileMode) fs.FileMode {
+	u := ^created & 0o666
+	return u | (u&0o444)>>2
+}
+
+func renameOver(sc *sftp.Client, from, to string) error {
+	err := sc.PosixRename(from, to)
+	if isUnsupported(err) {
+		err = sc.Rename(from, to)
+	}
+	return err
+}
+
+// getAtomic copies the remote file src to the local file dst the same
+// way round: hidden temp, fsync, rename. New files get the remote mode
+// plus owner-write minus the shim's umask, as sftp's get does.
+func getAtomic(sc *sftp.Client, src, dst string, umask int, preserve bool) (int64, error) {
+	rf, err := sc.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer rf.Close()
+	st, err := rf.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if !st.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s: not a regular file", src)
+	}
+	mode := (st.Mode().Perm() | 0o200) &^ fs.FileMode(umask)
+	if preserve {
+		mode = st.Mode().Perm()
+	}
+	if lst, err := os.Stat(dst); err == nil && !preserve {
+		mode = lst.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".ab-*~")
+	if err != nil {
+		return 0, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	n, err := rf.WriteTo(tmp)
+	if err != nil {
+		return n, err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		return n, err
+	}
+	if preserve {
+		_ = os.Chtimes(tmp.Name(), st.ModTime(), st.ModTime())
+	}
+	if err := tmp.Sync(); err != nil {
+		return n, err
+	}
+	if err := tmp.Close(); err != nil {
+		return n, err
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return n, err
+	}
+	committed = true
+	return n, nil
+}
+
+func isUnsupported(err error) bool {
+	var se *sftp.StatusError
+	return errors.As(err, &se) && se.FxCode() == sftp.ErrSSHFxOpUnsupported
+}
+
+// sftpErrText renders an error the way OpenSSH's fx2txt does.
+func sftpErrText(err error) string {
+	var se *sftp.StatusError
+	if errors.As(err, &se) {
+		switch se.FxCode() {
+		case sftp.ErrSSHFxNoSuchFile:
+			return "No such file or directory"
+		case sftp.ErrSSHFxPermissionDenied:
+			return "Permission denied"
+		case sftp.ErrSSHFxFailure:
+			return "Failure"
+		case sftp.ErrSSHFxOpUnsupported:
+			return "Operation unsupported"
+		}
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "No such file or directory"
+	case errors.Is(err, fs.ErrPermission):
+		return "Permission denied"
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}

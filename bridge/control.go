@@ -1,0 +1,145 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
+)
+
+// serveControl answers `ssh -O cmd` as an OpenSSH control master would,
+// with the target's connection standing in for the master. Ansible uses
+// check and stop for `meta: reset_connection`.
+func (s *Server) serveControl(iv *invocation, inv *fakessh.SSHInvocation, settings *sshclient.Settings) int {
+	t := s.targets.lookup(settings)
+	if t != nil {
+		t.countRoute(routeControl)
+		iv.log = iv.log.WithField("target", t.label)
+	}
+	running := t != nil && t.hasLive()
+	iv.log.WithField("control", inv.Control).WithField("running", running).Info("control request")
+	if !running {
+		path, _ := inv.Get("controlpath")
+		if path == "" {
+			iv.errorf("No ControlPath specified for \"-O\" command")
+			return 255
+		}
+		iv.errorf("Control socket connect(%s): No such file or directory", strings.Trim(path, `"`))
+		return 255
+	}
+	switch inv.Control {
+	case "check":
+		iv.errorf("Master running (pid=%d)", os.Getpid())
+	case "stop":
+		t.stop(false)
+		iv.errorf("Stop listening request sent.")
+	case "exit":
+		t.stop(true)
+		iv.errorf("Exit request sent.")
+	default:
+		// forward, cancel, proxy: not something the bridge can honour.
+		iv.fallback("-O " + inv.Control)
+		return -1
+	}
+	return 0
+}
+
+// Status is the daemon's state as reported by `ansible-bridge status`.
+type Status struct {
+	PID         int            `json:"pid"`
+	Uptime      string         `json:"uptime"`
+	Invocations uint64         `json:"invocations"`
+	Active      int64          `json:"active"`
+	Targets     []TargetStatus `json:"targets"`
+}
+
+// TargetStatus describes one target.
+type TargetStatus struct {
+	Target      string         `json:"target"`
+	Connections int            `json:"connections"`
+	Dials       int            `json:"dials"`
+	Routes      map[string]int `json:"routes"`
+	BytesIn     int64          `json:"bytes_in"`
+	BytesOut    int64          `json:"bytes_out"`
+}
+
+// Status returns a snapshot of the daemon's state.
+func (s *Server) Status() Status {
+	st := Status{
+		PID:         os.Getpid(),
+		Uptime:      time.Since(s.started).Round(time.Second).String(),
+		Invocations: s.nextID.Load(),
+		Active:      s.active.Load(),
+	}
+	for _, t := range s.targets.all() {
+		t.mu.Lock()
+		ts := TargetStatus{Target: t.label, Dials: t.dials, Routes: map[string]int{}}
+		for _, c := range t.conns {
+			if !c.dead {
+				ts.Connections++
+			}
+		}
+		for k, v := range t.routes {
+			ts.Routes[k] = v
+		}
+		t.mu.Unlock()
+		ts.BytesIn, ts.BytesOut = t.bytesIn.Load(), t.bytesOut.Load()
+		st.Targets = append(st.Targets, ts)
+	}
+	return st
+}
+
+// serveCtl runs ansible-bridge's own subcommands: status [--json], stop.
+func (s *Server) serveCtl(_ context.Context, iv *invocation) int {
+	args := iv.hello.Argv
+	if len(args) == 0 {
+		iv.errorf("ansible-bridge: empty control request")
+		return 2
+	}
+	switch args[0] {
+	case "status":
+		st := s.Status()
+		if len(args) > 1 && args[1] == "--json" {
+			b, _ := json.MarshalIndent(st, "", "  ")
+			_, _ = iv.stdout().Write(append(b, '\n'))
+			return 0
+		}
+		writeStatus(iv, st)
+		return 0
+	case "stop":
+		_, _ = fmt.Fprintf(iv.stdout(), "stopping daemon pid %d\n", os.Getpid())
+		iv.exit(0)
+		s.Stop()
+		return -1
+	}
+	iv.errorf("ansible-bridge: unknown control request %q", args[0])
+	return 2
+}
+
+func writeStatus(iv *invocation, st Status) {
+	w := iv.stdout()
+	fmt.Fprintf(w, "daemon pid %d, up %s, %d invocations (%d active)\n", st.PID, st.Uptime, st.Invocations, st.Active)
+	if len(st.Targets) == 0 {
+		fmt.Fprintln(w, "no targets")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tCONNS\tDIALS\tBYTES IN\tBYTES OUT\tROUTES")
+	for _, t := range st.Targets {
+		var routes []string
+		for _, r := range []string{routeExec, routeDD, routeSFTP, routeSCP, routeControl} {
+			if n := t.Routes[r]; n > 0 {
+				routes = append(routes, fmt.Sprintf("%s=%d", r, n))
+			}
+		}
+		state := fmt.Sprint(t.Connections)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", t.Target, state, t.Dials, t.BytesIn, t.BytesOut, strings.Join(routes, " "))
+	}
+	tw.Flush()
+}

@@ -1,0 +1,41 @@
+// Package bridge is the ansible-bridge daemon: it serves the invocations
+// that the ssh/scp/sftp shims (package fakessh) hand over a unix socket,
+// over one persistent SSH connection per target.
+//
+// # Lifecycle
+//
+// New(cfg, log) returns a Server; Run(ctx, ln) serves the listener from
+// Listen until ctx ends, the idle timeout passes, or `ansible-bridge
+// stop` asks it to. Listen keeps one daemon per socket with a lock file
+// held for the life of the process, removes a stale socket, and makes the
+// socket 0600 in a 0700 directory; each connection's peer uid must be the
+// daemon's.
+//
+// # Targets
+//
+// Each invocation's effective settings (command line merged with
+// ssh_config, see package sshclient) give a key; invocations with equal
+// keys share a target and its connection. Dialing is serialised per
+// target, so Ansible's forks starting at once log in once. When the
+// server refuses another channel (OpenSSH's MaxSessions) the target opens
+// a second connection; a connection found dead is redialled on next use.
+//
+// # Routes
+//
+//   - control: `ssh -O check|stop|exit` answered as a ControlMaster would;
+//     stop detaches the target's connections (closed when their sessions
+//     end) so the next step logs in afresh, as `meta: reset_connection`
+//     expects.
+//   - exec: everything else runs as a session channel, with a PTY for
+//     -tt (no terminal modes, size 0x0 unless the shim's stdin is a
+//     terminal: what ssh sends), exit status and `Shared connection to
+//     HOST closed.` as OpenSSH prints them.
+//   - dd: Ansible's piped transfer (`dd of=PATH bs=65536`) is written
+//     through SFTP atomically instead of by dd.
+//   - sftp (batch mode) and scp: served by one SFTP channel per
+//     connection; files land atomically (hidden temp, fsync, rename).
+//
+// Anything the bridge does not understand is handed back to the shim as
+// a Fallback before any input is read, and the shim execs the real
+// binary.
+package bridge

@@ -1,0 +1,219 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os/user"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+	"github.com/sirupsen/logrus"
+)
+
+// invocation is one shim's conversation: one ssh, scp or sftp run.
+type invocation struct {
+	id    uint64
+	conn  net.Conn
+	hello wire.HelloMsg
+	log   logrus.FieldLogger
+
+	wmu sync.Mutex
+
+	// Filled in by accept: the shim's stdin and its control messages.
+	stdin   *io.PipeReader
+	signals chan string
+	winch   chan [2]int
+	gone    chan struct{} // closed when the shim hangs up
+
+	bytesIn, bytesOut atomic.Int64
+}
+
+func (iv *invocation) send(t wire.Type, p []byte) error {
+	iv.wmu.Lock()
+	defer iv.wmu.Unlock()
+	return wire.Write(iv.conn, t, p)
+}
+
+// stdout and stderr return writers that frame data to the shim.
+func (iv *invocation) stdout() io.Writer { return frameWriter{iv, wire.Stdout} }
+func (iv *invocation) stderr() io.Writer { return frameWriter{iv, wire.Stderr} }
+
+type frameWriter struct {
+	iv *invocation
+	t  wire.Type
+}
+
+func (w frameWriter) Write(p []byte) (int, error) {
+	for off := 0; off < len(p); {
+		n := min(len(p)-off, 32<<10)
+		if err := w.iv.send(w.t, p[off:off+n]); err != nil {
+			return off, err
+		}
+		off += n
+	}
+	w.iv.bytesOut.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// errorf writes an OpenSSH-style message line (CRLF, as ssh's logger
+// does on stderr).
+func (iv *invocation) errorf(format string, args ...any) {
+	_, _ = fmt.Fprintf(iv.stderr(), format+"\r\n", args...)
+}
+
+func (iv *invocation) exit(code int) {
+	_ = iv.send(wire.Exit, wire.ExitPayload(code))
+}
+
+func (iv *invocation) fallback(reason string) {
+	_ = iv.send(wire.Fallback, []byte(reason))
+}
+
+// Prompt implements sshclient.Prompter. It runs before accept, while no
+// other goroutine reads the shim's frames.
+func (iv *invocation) Prompt(ctx context.Context, text string, echo bool) (string, error) {
+	if iv.stdin != nil {
+		return "", errors.New("prompt after the session started")
+	}
+	if !iv.hello.CanPrompt {
+		return "", errors.New("no terminal to prompt on")
+	}
+	p, _ := json.Marshal(wire.PromptMsg{Text: text, Echo: echo})
+	if err := iv.send(wire.Prompt, p); err != nil {
+		return "", err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		f, err := wire.Read(iv.conn)
+		if err != nil {
+			return "", fmt.Errorf("read prompt reply: %w", err)
+		}
+		switch f.Type {
+		case wire.PromptReply:
+			return string(f.Payload), nil
+		case wire.PromptFail:
+			return "", fmt.Errorf("prompt failed: %s", f.Payload)
+		case wire.Signal:
+			return "", fmt.Errorf("interrupted by SIG%s", f.Payload)
+		case wire.WindowSize:
+		default:
+			return "", fmt.Errorf("unexpected frame %q while prompting", f.Type)
+		}
+	}
+}
+
+var _ sshclient.Prompter = (*invocation)(nil)
+
+// accept tells the shim to start sending stdin and starts the goroutine
+// that demultiplexes its frames. mode "raw" asks the shim to put its
+// terminal in raw mode (a PTY session on an interactive terminal).
+func (iv *invocation) accept(mode string) error {
+	r, w := io.Pipe()
+	iv.stdin = r
+	iv.signals = make(chan string, 4)
+	iv.winch = make(chan [2]int, 4)
+	iv.gone = make(chan struct{})
+	if err := iv.send(wire.Accept, []byte(mode)); err != nil {
+		return err
+	}
+	go iv.readShim(w)
+	return nil
+}
+
+func (iv *invocation) readShim(w *io.PipeWriter) {
+	defer close(iv.gone)
+	stdinOpen := true
+	for {
+		f, err := wire.Read(iv.conn)
+		if err != nil {
+			if stdinOpen {
+				w.CloseWithError(errShimGone)
+			}
+			return
+		}
+		switch f.Type {
+		case wire.Stdin:
+			if stdinOpen {
+				iv.bytesIn.Add(int64(len(f.Payload)))
+				if _, err := w.Write(f.Payload); err != nil {
+					stdinOpen = false // the session stopped reading
+				}
+			}
+		case wire.StdinEOF:
+			if stdinOpen {
+				w.Close()
+				stdinOpen = false
+			}
+		case wire.Signal:
+			select {
+			case iv.signals <- string(f.Payload):
+			default:
+			}
+		case wire.WindowSize:
+			if rows, cols, err := wire.Size(f.Payload); err == nil {
+				select {
+				case iv.winch <- [2]int{rows, cols}:
+				default:
+				}
+			}
+		default:
+			iv.log.WithField("frame", string(f.Type)).Warn("unexpected frame from shim; hanging up")
+			if stdinOpen {
+				w.CloseWithError(errShimGone)
+			}
+			return
+		}
+	}
+}
+
+var errShimGone = errors.New("shim disconnected")
+
+// getenv looks a variable up in the shim's environment.
+func (iv *invocation) getenv(key string) string {
+	prefix := key + "="
+	for _, kv := range iv.hello.Env {
+		if strings.HasPrefix(kv, prefix) {
+			return kv[len(prefix):]
+		}
+	}
+	return ""
+}
+
+// clientEnv is what sshclient needs to know of the shim's world.
+func (iv *invocation) clientEnv() sshclient.Env {
+	env := sshclient.Env{
+		Home:     iv.getenv("HOME"),
+		User:     iv.getenv("USER"),
+		Cwd:      iv.hello.Cwd,
+		AuthSock: iv.getenv("SSH_AUTH_SOCK"),
+	}
+	if env.User == "" {
+		env.User = iv.getenv("LOGNAME")
+	}
+	if env.User == "" || env.Home == "" {
+		if u, err := user.Current(); err == nil {
+			env.User = cmpOr(env.User, u.Username)
+			env.Home = cmpOr(env.Home, u.HomeDir)
+		}
+	}
+	return env
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (iv *invocation) String() string { return strconv.FormatUint(iv.id, 10) }

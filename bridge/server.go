@@ -1,0 +1,202 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+	"github.com/sirupsen/logrus"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Idle is how long the daemon lives with no invocation in flight
+	// before it exits (0: forever).
+	Idle time.Duration
+	// Dial opens target connections; nil means sshclient.Dial.
+	Dial DialFunc
+}
+
+// Server is the bridge daemon: it serves shim invocations arriving on a
+// unix socket over persistent SSH connections.
+type Server struct {
+	cfg     Config
+	log     logrus.FieldLogger
+	targets *registry
+	started time.Time
+
+	nextID    atomic.Uint64
+	active    atomic.Int64
+	activity  chan struct{}
+	stopOnce  sync.Once
+	stopCh    chan struct{}
+	fallbacks atomic.Int64
+}
+
+// New returns a Server; Run starts it.
+func New(cfg Config, log logrus.FieldLogger) *Server {
+	dial := cfg.Dial
+	if dial == nil {
+		dial = sshclient.Dial
+	}
+	return &Server{
+		cfg:      cfg,
+		log:      log,
+		targets:  newRegistry(log, dial),
+		started:  time.Now(),
+		activity: make(chan struct{}, 1),
+		stopCh:   make(chan struct{}),
+	}
+}
+
+// Run serves ln until ctx ends, the idle timeout passes, or a client asks
+// the daemon to stop. It closes ln and all target connections on return.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-s.stopCh:
+		}
+		ln.Close()
+	}()
+	go s.idleWatch(ctx, cancel)
+	s.log.WithField("socket", ln.Addr().String()).Info("daemon listening")
+	var err error
+	for {
+		c, aerr := ln.Accept()
+		if aerr != nil {
+			if ctx.Err() == nil && !s.stopping() {
+				err = fmt.Errorf("accept: %w", aerr)
+			}
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.serveConn(ctx, c)
+		}()
+	}
+	s.targets.closeAll()
+	cancel()
+	wg.Wait()
+	s.log.Info("daemon stopped")
+	return err
+}
+
+func (s *Server) stopping() bool {
+	select {
+	case <-s.stopCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop makes Run return.
+func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopCh) }) }
+
+// idleWatch cancels the daemon once no invocation has been in flight for
+// cfg.Idle.
+func (s *Server) idleWatch(ctx context.Context, cancel func()) {
+	if s.cfg.Idle <= 0 {
+		return
+	}
+	timer := time.NewTimer(s.cfg.Idle)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.activity:
+			timer.Reset(s.cfg.Idle)
+		case <-timer.C:
+			if s.active.Load() == 0 {
+				s.log.WithField("idle", s.cfg.Idle).Info("idle; exiting")
+				cancel()
+				return
+			}
+			timer.Reset(s.cfg.Idle)
+		}
+	}
+}
+
+func (s *Server) touch() {
+	select {
+	case s.activity <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Server) serveConn(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	s.active.Add(1)
+	s.touch()
+	defer func() {
+		s.active.Add(-1)
+		s.touch()
+	}()
+	id := s.nextID.Add(1)
+	log := s.log.WithField("session", id)
+	if uid, err := peerUID(c); err != nil || uid != os.Getuid() {
+		log.WithError(err).WithField("peer_uid", uid).Warn("refusing connection from another user")
+		return
+	}
+	f, err := wire.Read(c)
+	if err != nil || f.Type != wire.Hello {
+		log.WithError(err).Warn("bad hello from shim")
+		return
+	}
+	iv := &invocation{id: id, conn: c, log: log}
+	if err := json.Unmarshal(f.Payload, &iv.hello); err != nil {
+		log.WithError(err).Warn("malformed hello")
+		return
+	}
+	iv.log = log.WithField("prog", iv.hello.Prog)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	code := s.dispatch(ctx, iv)
+	if code >= 0 {
+		iv.exit(code)
+	}
+}
+
+// dispatch runs the invocation and returns its exit status, or -1 when it
+// already answered (fallback).
+func (s *Server) dispatch(ctx context.Context, iv *invocation) int {
+	switch iv.hello.Prog {
+	case "ssh":
+		return s.serveSSH(ctx, iv)
+	case "scp":
+		return s.serveSCP(ctx, iv)
+	case "sftp":
+		return s.serveSFTP(ctx, iv)
+	case "ctl":
+		return s.serveCtl(ctx, iv)
+	}
+	iv.fallback("unknown program " + iv.hello.Prog)
+	return -1
+}
+
+// connFailure reports a connection error the way ssh does: its message
+// on stderr and exit status 255, which Ansible reports as UNREACHABLE.
+func connFailure(iv *invocation, err error) int {
+	var ce *sshclient.ConnError
+	if errors.As(err, &ce) {
+		iv.errorf("%s", ce.Msg)
+	} else {
+		iv.errorf("ssh: %v", err)
+	}
+	iv.log.WithError(err).Info("connection failed")
+	return 255
+}

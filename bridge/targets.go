@@ -1,0 +1,272 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/pkg/sftp"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/crypto/ssh"
+)
+
+// DialFunc opens an authenticated SSH connection. Tests replace it.
+type DialFunc func(ctx context.Context, s *sshclient.Settings, p sshclient.Prompter, log logrus.FieldLogger) (*sshclient.Conn, error)
+
+// registry holds one target per distinct set of effective connection
+// settings (sshclient.Settings.Key).
+type registry struct {
+	log  logrus.FieldLogger
+	dial DialFunc
+
+	mu      sync.Mutex
+	targets map[string]*target
+}
+
+func newRegistry(log logrus.FieldLogger, dial DialFunc) *registry {
+	return &registry{log: log, dial: dial, targets: map[string]*target{}}
+}
+
+func (r *registry) get(s *sshclient.Settings) *target {
+	key := s.Key()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.targets[key]
+	if t == nil {
+		label := fmt.Sprintf("%s@%s:%d", s.User, s.HostName, s.Port)
+		t = &target{label: label, settings: s, reg: r, log: r.log.WithField("target", label), routes: map[string]int{}}
+		r.targets[key] = t
+	}
+	return t
+}
+
+// lookup returns the target for s if one exists, without creating it.
+func (r *registry) lookup(s *sshclient.Settings) *target {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.targets[s.Key()]
+}
+
+func (r *registry) all() []*target {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*target, 0, len(r.targets))
+	for _, t := range r.targets {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].label < out[j].label })
+	return out
+}
+
+func (r *registry) closeAll() {
+	for _, t := range r.all() {
+		t.stop(true)
+	}
+}
+
+// target is one remote endpoint: usually one connection; more only when
+// the server refuses another channel (OpenSSH's MaxSessions).
+type target struct {
+	label    string
+	settings *sshclient.Settings
+	reg      *registry
+	log      logrus.FieldLogger
+
+	mu     sync.Mutex // serialises dialing, so that forks share one login
+	conns  []*sshConn
+	routes map[string]int
+	dials  int
+
+	bytesIn, bytesOut atomic.Int64
+}
+
+// sshConn is one TCP connection to a target.
+type sshConn struct {
+	t      *target
+	client *ssh.Client
+	since  time.Time
+
+	mu       sync.Mutex
+	active   int
+	detached bool // -O stop: close when the last session ends
+	dead     bool
+	sftp     *sftp.Client
+}
+
+func (t *target) countRoute(route string) {
+	t.mu.Lock()
+	t.routes[route]++
+	t.mu.Unlock()
+}
+
+// use finds a live connection on which open succeeds, dialing when there
+// is none, and marks it busy; the caller must call release. open returns
+// an *ssh.OpenChannelError when the server refuses another channel, which
+// moves on to the next (or a new) connection.
+func (t *target) use(ctx context.Context, p sshclient.Prompter, open func(*sshConn) error) (*sshConn, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tried := map[*sshConn]bool{}
+	redialled := false
+	for {
+		var c *sshConn
+		for _, cand := range t.conns {
+			if !tried[cand] && cand.alive() {
+				c = cand
+				break
+			}
+		}
+		if c == nil {
+			var err error
+			if c, err = t.dialLocked(ctx, p); err != nil {
+				return nil, err
+			}
+		}
+		tried[c] = true
+		c.mu.Lock()
+		c.active++
+		c.mu.Unlock()
+		err := open(c)
+		if err == nil {
+			return c, nil
+		}
+		c.release()
+		var refused *ssh.OpenChannelError
+		if errors.As(err, &refused) {
+			t.log.WithError(err).Info("server refused another channel; using another connection")
+			continue
+		}
+		// The connection may have died silently since last use: redial once.
+		if c.alive() && !redialled {
+			t.dropLocked(c)
+		}
+		if redialled {
+			return nil, err
+		}
+		redialled = true
+	}
+}
+
+func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn, error) {
+	conn, err := t.reg.dial(ctx, t.settings, p, t.log)
+	if err != nil {
+		return nil, err
+	}
+	t.dials++
+	c := &sshConn{t: t, client: conn.Client, since: time.Now()}
+	t.conns = append(t.conns, c)
+	t.log.WithField("connections", len(t.conns)).Info("connected")
+	go func() {
+		_ = conn.Client.Wait()
+		c.markDead()
+	}()
+	go sshclient.KeepAlive(context.Background(), conn.Client, t.settings.ServerAliveInterval, t.settings.ServerAliveCountMax, c.kill)
+	return c, nil
+}
+
+// hasLive reports whether the target has a connection (for -O check).
+func (t *target) hasLive() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.conns {
+		if c.alive() {
+			return true
+		}
+	}
+	return false
+}
+
+// stop detaches all connections so the next use dials afresh, like
+// `ssh -O stop`. Sessions in flight finish first unless now is set
+// (`-O exit`, daemon shutdown).
+func (t *target) stop(now bool) {
+	t.mu.Lock()
+	conns := t.conns
+	t.conns = nil
+	t.mu.Unlock()
+	for _, c := range conns {
+		c.mu.Lock()
+		c.detached = true
+		idle := c.active == 0
+		c.mu.Unlock()
+		if idle || now {
+			c.kill()
+		}
+	}
+}
+
+func (c *sshConn) alive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.dead && !c.detached
+}
+
+func (c *sshConn) release() {
+	c.mu.Lock()
+	c.active--
+	closeNow := c.detached && c.active == 0
+	c.mu.Unlock()
+	if closeNow {
+		c.kill()
+	}
+}
+
+func (c *sshConn) kill() {
+	c.markDead()
+	_ = c.client.Close()
+}
+
+// dropLocked closes c while t.mu is held.
+func (t *target) dropLocked(c *sshConn) {
+	c.mu.Lock()
+	c.dead = true
+	c.mu.Unlock()
+	_ = c.client.Close()
+	for i, x := range t.conns {
+		if x == c {
+			t.conns = append(t.conns[:i], t.conns[i+1:]...)
+			break
+		}
+	}
+}
+
+func (c *sshConn) markDead() {
+	c.mu.Lock()
+	already := c.dead
+	c.dead = true
+	c.mu.Unlock()
+	if already {
+		return
+	}
+	t := c.t
+	t.mu.Lock()
+	for i, x := range t.conns {
+		if x == c {
+			t.conns = append(t.conns[:i], t.conns[i+1:]...)
+			break
+		}
+	}
+	t.mu.Unlock()
+	t.log.Info("connection closed")
+}
+
+// sftpClient returns the connection's SFTP client, opening the subsystem
+// channel on first use. It is shared by all transfers on this connection.
+func (c *sshConn) sftpClient() (*sftp.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sftp != nil {
+		return c.sftp, nil
+	}
+	sc, err := sftp.NewClient(c.client, sftp.UseConcurrentWrites(true))
+	if err != nil {
+		return nil, fmt.Errorf("start sftp subsystem: %w", err)
+	}
+	c.sftp = sc
+	return sc, nil
+}

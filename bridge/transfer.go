@@ -1,0 +1,495 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/pkg/sftp"
+)
+
+// connectSFTP resolves inv, and returns the target and the SFTP client of
+// one of its connections; release must be called when done.
+func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.SSHInvocation, route string) (*target, *sftp.Client, func(), error) {
+	settings, err := sshclient.Resolve(inv, iv.clientEnv())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	t := s.targets.get(settings)
+	t.countRoute(route)
+	iv.log = iv.log.WithField("target", t.label).WithField("route", route)
+	var sc *sftp.Client
+	c, err := t.use(ctx, iv, func(c *sshConn) error {
+		var err error
+		sc, err = c.sftpClient()
+		return err
+	})
+	if err != nil {
+		return t, nil, nil, err
+	}
+	return t, sc, c.release, nil
+}
+
+// serveDD writes stdin to dst atomically and reports like dd does.
+func (s *Server) serveDD(ctx context.Context, iv *invocation, t *target, dst string) int {
+	var sc *sftp.Client
+	c, err := t.use(ctx, iv, func(c *sshConn) error {
+		var err error
+		sc, err = c.sftpClient()
+		return err
+	})
+	if err != nil {
+		return connFailure(iv, err)
+	}
+	defer c.release()
+	if err := iv.accept(""); err != nil {
+		return 255
+	}
+	start := time.Now()
+	n, err := putAtomic(sc, dst, iv.stdin, 0o666)
+	t.bytesIn.Add(n)
+	if err != nil {
+		_, _ = io.Copy(io.Discard, iv.stdin)
+		iv.errorf("dd: failed to open '%s': %s", dst, sftpErrText(err))
+		return 1
+	}
+	full, part := n/65536, 0
+	if n%65536 != 0 {
+		part = 1
+	}
+	secs := time.Since(start).Seconds()
+	_, _ = fmt.Fprintf(iv.stderr(), "%d+%d records in\n%d+%d records out\n%d bytes copied, %.6g s, %s/s\n",
+		full, part, full, part, n, secs, humanRate(float64(n)/max(secs, 1e-9)))
+	return 0
+}
+
+func humanRate(bps float64) string {
+	units := []string{"B", "kB", "MB", "GB"}
+	i := 0
+	for bps >= 1000 && i < len(units)-1 {
+		bps /= 1000
+		i++
+	}
+	return fmt.Sprintf("%.3g %s", bps, units[i])
+}
+
+// serveSFTP runs an sftp batch (-b) over the target's SFTP channel.
+func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
+	inv, err := fakessh.ParseSFTP(iv.hello.Argv)
+	if err != nil || len(inv.Unsupported) > 0 || len(inv.SSH.Unsupported) > 0 {
+		iv.fallback("sftp arguments the bridge does not serve")
+		return -1
+	}
+	t, sc, release, err := s.connectSFTP(ctx, iv, &inv.SSH, routeSFTP)
+	if err != nil {
+		return connFailure(iv, err)
+	}
+	defer release()
+	if err := iv.accept(""); err != nil {
+		return 255
+	}
+	var batch io.Reader
+	if inv.BatchFile == "-" {
+		batch = iv.stdin
+	} else {
+		f, err := os.Open(localPath(iv, inv.BatchFile))
+		if err != nil {
+			iv.errorf("open %s: %s", inv.BatchFile, sftpErrText(err))
+			return 1
+		}
+		defer f.Close()
+		batch = f
+	}
+	cmds, err := fakessh.ParseSFTPBatch(batch)
+	if inv.BatchFile != "-" {
+		// Nothing reads stdin now; let the shim finish sending it.
+		go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
+	}
+	if err != nil {
+		iv.errorf("%v", err)
+		return 1
+	}
+	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive}
+	if b.rcwd, err = sc.Getwd(); err != nil {
+		b.rcwd = "."
+	}
+	if inv.InitialPath != "" {
+		b.rcwd = b.remote(inv.InitialPath)
+	}
+	for _, c := range cmds {
+		if !c.Quiet {
+			_, _ = fmt.Fprintf(iv.stdout(), "sftp> %s\n", c.Text)
+		}
+		quit, err := b.run(c)
+		if err != nil {
+			if errors.Is(err, errReported) {
+				err = nil
+			}
+			if err != nil {
+				iv.errorf("%v", err)
+			}
+			if !c.IgnoreError {
+				return 1
+			}
+		}
+		if quit {
+			break
+		}
+	}
+	return 0
+}
+
+// errReported marks an error whose message was already printed.
+var errReported = errors.New("reported")
+
+type batchRun struct {
+	iv                  *invocation
+	t                   *target
+	sc                  *sftp.Client
+	lcwd, rcwd          string
+	preserve, recursive bool
+}
+
+func (b *batchRun) remote(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if home, err := b.sc.Getwd(); err == nil {
+			return path.Join(home, strings.TrimPrefix(p[1:], "/"))
+		}
+	}
+	if path.IsAbs(p) {
+		return p
+	}
+	return path.Join(b.rcwd, p)
+}
+
+func (b *batchRun) local(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(b.lcwd, p)
+}
+
+func localPath(iv *invocation, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(iv.hello.Cwd, p)
+}
+
+// run executes one batch command; quit is true for bye/exit/quit.
+func (b *batchRun) run(c fakessh.BatchCommand) (quit bool, err error) {
+	arg := func(i int) string {
+		if i < len(c.Args) {
+			return c.Args[i]
+		}
+		return ""
+	}
+	need := func(n int) error {
+		if len(c.Args) < n {
+			return fmt.Errorf("You must specify %d path(s) after a %s command.", n, c.Name)
+		}
+		return nil
+	}
+	switch c.Name {
+	case "bye", "exit", "quit":
+		return true, nil
+	case "put", "reput":
+		if err := need(1); err != nil {
+			return false, err
+		}
+		return false, b.put(b.local(arg(0)), arg(1), strings.ContainsAny(c.Flags, "pP") || b.preserve)
+	case "get", "reget":
+		if err := need(1); err != nil {
+			return false, err
+		}
+		return false, b.get(b.remote(arg(0)), arg(1), strings.ContainsAny(c.Flags, "pP") || b.preserve)
+	case "cd", "chdir":
+		dir := b.remote(cmpOr(arg(0), "~"))
+		st, err := b.sc.Stat(dir)
+		if err != nil {
+			return false, fmt.Errorf("Can't change directory: %s", sftpErrText(err))
+		}
+		if !st.IsDir() {
+			return false, fmt.Errorf("Can't change directory: \"%s\" is not a directory", dir)
+		}
+		b.rcwd = dir
+	case "lcd", "lchdir":
+		dir := b.local(arg(0))
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return false, fmt.Errorf("Couldn't change local directory to \"%s\": No such file or directory", dir)
+		}
+		b.lcwd = dir
+	case "pwd":
+		_, _ = fmt.Fprintf(b.iv.stdout(), "Remote working directory: %s\n", b.rcwd)
+	case "lpwd":
+		_, _ = fmt.Fprintf(b.iv.stdout(), "Local working directory: %s\n", b.lcwd)
+	case "mkdir":
+		if err := need(1); err != nil {
+			return false, err
+		}
+		if err := b.sc.Mkdir(b.remote(arg(0))); err != nil {
+			return false, fmt.Errorf("remote mkdir \"%s\": %s", b.remote(arg(0)), sftpErrText(err))
+		}
+	case "lmkdir":
+		if err := need(1); err != nil {
+			return false, err
+		}
+		if err := os.Mkdir(b.local(arg(0)), 0o777); err != nil {
+			return false, fmt.Errorf("Couldn't create local directory \"%s\": %s", b.local(arg(0)), sftpErrText(err))
+		}
+	case "rmdir":
+		if err := need(1); err != nil {
+			return false, err
+		}
+		if err := b.sc.RemoveDirectory(b.remote(arg(0))); err != nil {
+			return false, fmt.Errorf("remote rmdir \"%s\": %s", b.remote(arg(0)), sftpErrText(err))
+		}
+	case "rm":
+		if err := need(1); err != nil {
+			return false, err
+		}
+		p := b.remote(arg(0))
+		if err := b.sc.Remove(p); err != nil {
+			return false, fmt.Errorf("Couldn't delete file: %s", sftpErrText(err))
+		}
+	case "rename":
+		if err := need(2); err != nil {
+			return false, err
+		}
+		if err := b.sc.Rename(b.remote(arg(0)), b.remote(arg(1))); err != nil {
+			return false, fmt.Errorf("Couldn't rename file \"%s\" to \"%s\": %s", b.remote(arg(0)), b.remote(arg(1)), sftpErrText(err))
+		}
+	case "ln", "symlink":
+		if err := need(2); err != nil {
+			return false, err
+		}
+		var err error
+		if c.Name == "symlink" || strings.Contains(c.Flags, "s") {
+			err = b.sc.Symlink(arg(0), b.remote(arg(1)))
+		} else {
+			err = b.sc.Link(b.remote(arg(0)), b.remote(arg(1)))
+		}
+		if err != nil {
+			return false, fmt.Errorf("Couldn't link file \"%s\" to \"%s\": %s", arg(0), b.remote(arg(1)), sftpErrText(err))
+		}
+	case "chmod":
+		if err := need(2); err != nil {
+			return false, err
+		}
+		var mode uint32
+		if _, err := fmt.Sscanf(arg(0), "%o", &mode); err != nil || mode > 0o7777 {
+			return false, errors.New("You must supply a numeric argument to the chmod command.")
+		}
+		p := b.remote(arg(1))
+		if err := b.sc.Chmod(p, os.FileMode(mode)); err != nil {
+			return false, fmt.Errorf("Couldn't setstat on \"%s\": %s", p, sftpErrText(err))
+		}
+	case "ls", "dir":
+		return false, b.ls(b.remote(cmpOr(arg(0), ".")))
+	case "progress", "version", "help", "?", "lumask":
+		if c.Name == "version" {
+			_, _ = fmt.Fprintf(b.iv.stdout(), "SFTP protocol version 3\n")
+		}
+	default:
+		return false, errors.New("Invalid command.")
+	}
+	return false, nil
+}
+
+func (b *batchRun) put(src, dst string, preserve bool) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("stat local \"%s\": %s", src, sftpErrText(err))
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return fmt.Errorf("Skipping non-regular file %s", src)
+	}
+	if dst == "" {
+		dst = path.Base(filepath.ToSlash(src))
+	}
+	dst = b.remote(dst)
+	if rst, err := b.sc.Stat(dst); err == nil && rst.IsDir() {
+		dst = path.Join(dst, filepath.Base(src))
+	}
+	n, err := putAtomic(b.sc, dst, f, st.Mode().Perm())
+	b.t.bytesIn.Add(n)
+	if err != nil {
+		return fmt.Errorf("dest open \"%s\": %s", dst, sftpErrText(err))
+	}
+	if preserve {
+		_ = b.sc.Chtimes(dst, st.ModTime(), st.ModTime())
+	}
+	return nil
+}
+
+func (b *batchRun) get(src, dst string, preserve bool) error {
+	if _, err := b.sc.Stat(src); err != nil {
+		return fmt.Errorf("File \"%s\" not found.", src)
+	}
+	if dst == "" {
+		dst = path.Base(src)
+	}
+	dst = b.local(dst)
+	if st, err := os.Stat(dst); err == nil && st.IsDir() {
+		dst = filepath.Join(dst, path.Base(src))
+	}
+	n, err := getAtomic(b.sc, src, dst, b.iv.hello.Umask, preserve)
+	b.t.bytesOut.Add(n)
+	if err != nil {
+		return fmt.Errorf("Couldn't write to \"%s\": %s", dst, sftpErrText(err))
+	}
+	return nil
+}
+
+func (b *batchRun) ls(p string) error {
+	st, err := b.sc.Stat(p)
+	if err != nil {
+		return fmt.Errorf("Can't ls: \"%s\" not found", p)
+	}
+	var buf bytes.Buffer
+	if !st.IsDir() {
+		fmt.Fprintln(&buf, p)
+	} else {
+		ents, err := b.sc.ReadDir(p)
+		if err != nil {
+			return fmt.Errorf("Couldn't read directory: %s", sftpErrText(err))
+		}
+		for _, e := range ents {
+			if !strings.HasPrefix(e.Name(), ".") {
+				fmt.Fprintln(&buf, e.Name())
+			}
+		}
+	}
+	_, err = b.iv.stdout().Write(buf.Bytes())
+	return err
+}
+
+// serveSCP copies files the way scp (in its default SFTP mode) does.
+func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
+	inv, err := fakessh.ParseSCP(iv.hello.Argv)
+	if err != nil || len(inv.Unsupported) > 0 || len(inv.SSH.Unsupported) > 0 {
+		iv.fallback("scp arguments the bridge does not serve")
+		return -1
+	}
+	remote := inv.Target
+	upload := inv.Target.Remote
+	if !upload {
+		remote = inv.Sources[0]
+	}
+	conn := inv.SSH
+	conn.Host = remote.Host
+	if remote.User != "" {
+		conn.User = cmpOr(conn.User, remote.User)
+	}
+	if remote.Port != "" {
+		conn.Options = append([]fakessh.Option{{Key: "port", Value: remote.Port}}, conn.Options...)
+	}
+	t, sc, release, err := s.connectSFTP(ctx, iv, &conn, routeSCP)
+	if err != nil {
+		return connFailure(iv, err)
+	}
+	defer release()
+	if err := iv.accept(""); err != nil {
+		return 255
+	}
+	go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
+	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive}
+	if b.rcwd, err = sc.Getwd(); err != nil {
+		b.rcwd = "."
+	}
+	status := 0
+	for _, src := range inv.Sources {
+		if upload {
+			err = b.scpPut(b.local(src.Path), cmpOr(remote.Path, "."))
+		} else {
+			err = b.scpGet(b.remote(cmpOr(src.Path, ".")), b.local(inv.Target.Path))
+		}
+		if err != nil {
+			iv.errorf("scp: %v", err)
+			status = 1
+		}
+	}
+	return status
+}
+
+func (b *batchRun) scpPut(src, dst string) error {
+	st, err := os.Stat(src)
+	if err != nil {
+		return fmt.Errorf("%s: %s", src, sftpErrText(err))
+	}
+	if st.IsDir() {
+		if !b.recursive {
+			return fmt.Errorf("%s: not a regular file", src)
+		}
+		rdst := b.remote(dst)
+		if rst, err := b.sc.Stat(rdst); err == nil && rst.IsDir() {
+			rdst = path.Join(rdst, filepath.Base(src))
+		}
+		if err := b.sc.MkdirAll(rdst); err != nil {
+			return fmt.Errorf("%s: %s", rdst, sftpErrText(err))
+		}
+		ents, err := os.ReadDir(src)
+		if err != nil {
+			return fmt.Errorf("%s: %s", src, sftpErrText(err))
+		}
+		for _, e := range ents {
+			if err := b.scpPut(filepath.Join(src, e.Name()), path.Join(rdst, e.Name())); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := b.put(src, dst, b.preserve); err != nil {
+		return fmt.Errorf("%s: %s", b.remote(dst), strings.TrimPrefix(err.Error(), "dest open "))
+	}
+	return nil
+}
+
+func (b *batchRun) scpGet(src, dst string) error {
+	st, err := b.sc.Stat(src)
+	if err != nil {
+		return fmt.Errorf("%s: %s", src, sftpErrText(err))
+	}
+	if st.IsDir() {
+		if !b.recursive {
+			return fmt.Errorf("%s: not a regular file", src)
+		}
+		ldst := dst
+		if lst, err := os.Stat(ldst); err == nil && lst.IsDir() {
+			ldst = filepath.Join(ldst, path.Base(src))
+		}
+		if err := os.MkdirAll(ldst, 0o777&^os.FileMode(b.iv.hello.Umask)); err != nil {
+			return fmt.Errorf("%s: %s", ldst, sftpErrText(err))
+		}
+		ents, err := b.sc.ReadDir(src)
+		if err != nil {
+			return fmt.Errorf("%s: %s", src, sftpErrText(err))
+		}
+		for _, e := range ents {
+			if err := b.scpGet(path.Join(src, e.Name()), filepath.Join(ldst, e.Name())); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if lst, err := os.Stat(dst); err == nil && lst.IsDir() {
+		dst = filepath.Join(dst, path.Base(src))
+	}
+	n, err := getAtomic(b.sc, src, dst, b.iv.hello.Umask, b.preserve)
+	b.t.bytesOut.Add(n)
+	if err != nil {
+		return fmt.Errorf("%s: %s", dst, sftpErrText(err))
+	}
+	return nil
+}

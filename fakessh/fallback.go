@@ -1,0 +1,78 @@
+package fakessh
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+)
+
+// fallback execs the real prog found on PATH after our own directory. The
+// reason goes to shim.log next to the daemon socket and, with -v, to
+// stderr, where ssh's own debug output goes too. It returns only on
+// failure, with ssh's exit status for errors.
+func fallback(prog string, argv []string, verbose int, reason string) int {
+	real, err := FindReal(prog)
+	logFallback(prog, argv, reason, real, err)
+	if verbose > 0 {
+		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: falling back to %s: %s\r\n", prog, real, reason)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %s, and no real %s found: %v\r\n", prog, reason, prog, err)
+		return 255
+	}
+	env := append(os.Environ(), DisableEnv+"=1")
+	err = syscall.Exec(real, append([]string{prog}, argv...), env)
+	fmt.Fprintf(os.Stderr, "ansible-bridge: exec %s: %v\r\n", real, err)
+	return 255
+}
+
+// FindReal returns the first prog on PATH that is not this binary.
+// ANSIBLE_BRIDGE_REAL_SSH (SCP, SFTP) overrides the search.
+func FindReal(prog string) (string, error) {
+	if p := os.Getenv("ANSIBLE_BRIDGE_REAL_" + strings.ToUpper(prog)); p != "" {
+		return p, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	selfInfo, err := os.Stat(self)
+	if err != nil {
+		return "", err
+	}
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if dir == "" {
+			dir = "."
+		}
+		cand := filepath.Join(dir, prog)
+		fi, err := os.Stat(cand)
+		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 || os.SameFile(fi, selfInfo) {
+			continue
+		}
+		return cand, nil
+	}
+	return "", fmt.Errorf("%s not found on PATH", prog)
+}
+
+func logFallback(prog string, argv []string, reason, real string, findErr error) {
+	dir := filepath.Dir(wire.SocketPath())
+	if EnsurePrivateDir(dir) != nil {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "shim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	target := real
+	if findErr != nil {
+		target = "(none: " + findErr.Error() + ")"
+	}
+	fmt.Fprintf(f, "%s fallback prog=%s real=%s reason=%q argc=%d\n",
+		time.Now().Format(time.RFC3339), prog, target, reason, len(argv))
+}

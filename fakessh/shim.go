@@ -1,0 +1,271 @@
+package fakessh
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+	"golang.org/x/term"
+)
+
+// DisableEnv set to 1 makes every shim exec the real binary.
+const DisableEnv = "ANSIBLE_BRIDGE_DISABLE"
+
+// Main runs the shim for prog ("ssh", "scp" or "sftp") with argv (without
+// argv[0]) and returns its exit status. When the bridge cannot serve the
+// invocation it execs the real binary instead and does not return.
+func Main(prog string, argv []string) int {
+	verbose := verbosity(prog, argv)
+	if os.Getenv(DisableEnv) == "1" {
+		return fallback(prog, argv, verbose, DisableEnv+"=1")
+	}
+	if reason := unsupported(prog, argv); reason != "" {
+		return fallback(prog, argv, verbose, reason)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), daemonStartTimeout)
+	conn, err := DialDaemon(ctx, wire.SocketPath())
+	cancel()
+	if err != nil {
+		return fallback(prog, argv, verbose, "bridge daemon unavailable: "+err.Error())
+	}
+	defer conn.Close()
+	code, fb, err := converse(conn, prog, argv)
+	if fb != "" {
+		return fallback(prog, argv, verbose, "daemon: "+fb)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %v\r\n", prog, err)
+		return 255
+	}
+	return code
+}
+
+// unsupported parses argv and names what the bridge cannot honour, or
+// returns "" when the daemon can take it. A parse error also means
+// fallback: the real binary then prints its own, authoritative message.
+func unsupported(prog string, argv []string) string {
+	var bad []string
+	var err error
+	switch prog {
+	case "ssh":
+		var inv *SSHInvocation
+		if inv, err = ParseSSH(argv); err == nil {
+			bad = inv.Unsupported
+		}
+	case "scp":
+		var inv *SCPInvocation
+		if inv, err = ParseSCP(argv); err == nil {
+			bad = append(inv.Unsupported, inv.SSH.Unsupported...)
+		}
+	case "sftp":
+		var inv *SFTPInvocation
+		if inv, err = ParseSFTP(argv); err == nil {
+			bad = append(inv.Unsupported, inv.SSH.Unsupported...)
+		}
+	default:
+		return "unknown program " + prog
+	}
+	if err != nil {
+		return "cannot parse arguments: " + err.Error()
+	}
+	if len(bad) > 0 {
+		return "unsupported: " + strings.Join(bad, " ")
+	}
+	return ""
+}
+
+// verbosity counts leading -v flags cheaply, for deciding whether a
+// fallback is announced on stderr as well as in the log.
+func verbosity(prog string, argv []string) int {
+	n := 0
+	for _, a := range argv {
+		if strings.HasPrefix(a, "-v") && strings.Trim(a[1:], "v") == "" {
+			n += len(a) - 1
+		}
+	}
+	return n
+}
+
+// converse runs one invocation over conn. It returns the exit status, or a
+// non-empty fallback reason when the daemon declines before any input was
+// consumed.
+func converse(conn net.Conn, prog string, argv []string) (code int, fallbackReason string, err error) {
+	hello := helloFor(prog, argv)
+	payload, err := json.Marshal(hello)
+	if err != nil {
+		return 0, "", fmt.Errorf("encode hello: %w", err)
+	}
+	var wmu sync.Mutex
+	send := func(t wire.Type, p []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		return wire.Write(conn, t, p)
+	}
+	if err := send(wire.Hello, payload); err != nil {
+		return 0, "", fmt.Errorf("send hello: %w", err)
+	}
+	var restore func()
+	defer func() {
+		if restore != nil {
+			restore()
+		}
+	}()
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
+	defer signal.Stop(sigs)
+	go forwardSignals(sigs, send)
+	for {
+		f, err := wire.Read(conn)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("connection to the bridge daemon lost")
+			}
+			return 0, "", err
+		}
+		switch f.Type {
+		case wire.Fallback:
+			return 0, string(f.Payload), nil
+		case wire.Accept:
+			if string(f.Payload) == "raw" && hello.StdinTTY {
+				if st, err := term.MakeRaw(int(os.Stdin.Fd())); err == nil {
+					restore = func() { _ = term.Restore(int(os.Stdin.Fd()), st) }
+				}
+			}
+			go pumpStdin(send)
+		case wire.Stdout:
+			if _, err := os.Stdout.Write(f.Payload); err != nil {
+				return 0, "", fmt.Errorf("write stdout: %w", err)
+			}
+		case wire.Stderr:
+			_, _ = os.Stderr.Write(f.Payload)
+		case wire.Prompt:
+			answerPrompt(f.Payload, send)
+		case wire.Exit:
+			code, err := wire.ExitCode(f.Payload)
+			return code, "", err
+		default:
+			return 0, "", fmt.Errorf("unexpected frame %q from daemon", f.Type)
+		}
+	}
+}
+
+func helloFor(prog string, argv []string) wire.HelloMsg {
+	cwd, _ := os.Getwd()
+	h := wire.HelloMsg{Prog: prog, Argv: argv, Cwd: cwd, Env: os.Environ(), PID: os.Getpid()}
+	h.Umask = syscall.Umask(0)
+	syscall.Umask(h.Umask)
+	if term.IsTerminal(int(os.Stdin.Fd())) {
+		h.StdinTTY = true
+		if cols, rows, err := term.GetSize(int(os.Stdin.Fd())); err == nil {
+			h.Rows, h.Cols = rows, cols
+		}
+	}
+	if tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err == nil {
+		h.CanPrompt = true
+		tty.Close()
+	}
+	return h
+}
+
+func pumpStdin(send func(wire.Type, []byte) error) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := os.Stdin.Read(buf)
+		if n > 0 {
+			if send(wire.Stdin, buf[:n]) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = send(wire.StdinEOF, nil)
+			return
+		}
+	}
+}
+
+func forwardSignals(sigs <-chan os.Signal, send func(wire.Type, []byte) error) {
+	for s := range sigs {
+		if s == syscall.SIGWINCH {
+			if cols, rows, err := term.GetSize(int(os.Stdin.Fd())); err == nil {
+				_ = send(wire.WindowSize, wire.SizePayload(rows, cols))
+			}
+			continue
+		}
+		name := strings.TrimPrefix(strings.ToUpper(unixSignalName(s)), "SIG")
+		_ = send(wire.Signal, []byte(name))
+	}
+}
+
+func unixSignalName(s os.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "INT"
+	case syscall.SIGTERM:
+		return "TERM"
+	case syscall.SIGHUP:
+		return "HUP"
+	case syscall.SIGQUIT:
+		return "QUIT"
+	}
+	return s.String()
+}
+
+// answerPrompt asks on the controlling terminal, as ssh does with
+// readpassphrase(3): sshpass and humans both answer there.
+func answerPrompt(payload []byte, send func(wire.Type, []byte) error) {
+	var p wire.PromptMsg
+	if err := json.Unmarshal(payload, &p); err != nil {
+		_ = send(wire.PromptFail, []byte(err.Error()))
+		return
+	}
+	answer, err := promptTTY(p)
+	if err != nil {
+		_ = send(wire.PromptFail, []byte(err.Error()))
+		return
+	}
+	_ = send(wire.PromptReply, []byte(answer))
+}
+
+func promptTTY(p wire.PromptMsg) (string, error) {
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return "", fmt.Errorf("open /dev/tty: %w", err)
+	}
+	defer tty.Close()
+	if _, err := tty.WriteString(p.Text); err != nil {
+		return "", err
+	}
+	if !p.Echo {
+		b, err := term.ReadPassword(int(tty.Fd()))
+		_, _ = tty.WriteString("\n")
+		return string(b), err
+	}
+	var line []byte
+	buf := make([]byte, 1)
+	for {
+		n, err := tty.Read(buf)
+		if n == 1 {
+			if buf[0] == '\n' {
+				return strings.TrimSuffix(string(line), "\r"), nil
+			}
+			line = append(line, buf[0])
+		}
+		if err != nil {
+			return string(line), err
+		}
+	}
+}
+
+// daemonStartTimeout bounds how long a shim waits for a daemon to come up
+// before it falls back to the real binary.
+const daemonStartTimeout = 10 * time.Second

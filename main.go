@@ -1,0 +1,284 @@
+// Command ansible-bridge is a multi-call binary: invoked as ssh, scp or
+// sftp it is the shim that hands the invocation to the bridge daemon;
+// otherwise it runs the subcommands below.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+	"github.com/sirupsen/logrus"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// argv0Env overrides the program name, for tests and for the daemon the
+// shim starts (it must not be mistaken for an ssh).
+const argv0Env = "ANSIBLE_BRIDGE_ARGV0"
+
+var shimNames = []string{"ssh", "scp", "sftp"}
+
+func main() {
+	prog := filepath.Base(os.Args[0])
+	if p := os.Getenv(argv0Env); p != "" {
+		prog = p
+		os.Unsetenv(argv0Env)
+	}
+	for _, name := range shimNames {
+		if prog == name {
+			os.Exit(fakessh.Main(prog, os.Args[1:]))
+		}
+	}
+	os.Exit(runCLI(os.Args[1:]))
+}
+
+const usage = `usage: ansible-bridge <command> [args]
+
+Installed as ssh, scp and sftp (see "shims"), ansible-bridge serves every
+call Ansible makes over one persistent SSH connection per target.
+
+commands:
+  daemon [--socket PATH] [--idle DUR]   run the bridge daemon in the foreground
+  shims DIR                             create ssh, scp and sftp in DIR
+  env [DIR]                             print the shell line that puts the shims on PATH
+  status [--json]                       targets, connections, invocations per route, bytes
+  stop                                  stop the daemon
+  version                               print the version
+
+environment:
+  ANSIBLE_BRIDGE_SOCKET   daemon socket (default $XDG_RUNTIME_DIR/ansible-bridge/bridge.sock
+                          or /tmp/ansible-bridge-UID/bridge.sock)
+  ANSIBLE_BRIDGE_IDLE     daemon idle exit (default 10m)
+  ANSIBLE_BRIDGE_LOG      daemon log file (default daemon.log next to the socket)
+  ANSIBLE_BRIDGE_DISABLE  1: the shims exec the real ssh/scp/sftp
+`
+
+func runCLI(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "daemon":
+		return cmdDaemon(rest)
+	case "shims":
+		return cmdShims(rest)
+	case "env":
+		return cmdEnv(rest)
+	case "status":
+		return cmdCtl("status", rest)
+	case "stop":
+		return cmdCtl("stop", rest)
+	case "version", "--version":
+		fmt.Println("ansible-bridge", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "ansible-bridge: unknown command %q\n\n%s", cmd, usage)
+	return 2
+}
+
+func cmdDaemon(args []string) int {
+	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
+	socket := fs.String("socket", wire.SocketPath(), "unix socket to listen on")
+	idle := fs.Duration("idle", envDuration("ANSIBLE_BRIDGE_IDLE", 10*time.Minute), "exit after this long with nothing in flight (0: never)")
+	detached := fs.Bool("detached", false, "started by a shim: log to a file only")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := logrus.New()
+	if lvl, err := logrus.ParseLevel(*logLevel); err == nil {
+		log.SetLevel(lvl)
+	}
+	logPath := os.Getenv("ANSIBLE_BRIDGE_LOG")
+	if logPath == "" && *detached {
+		logPath = filepath.Join(filepath.Dir(*socket), "daemon.log")
+	}
+	if logPath != "" {
+		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "ansible-bridge daemon: open log: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		log.SetOutput(f)
+	}
+	ln, err := bridge.Listen(*socket)
+	if errors.Is(err, bridge.ErrRunning) {
+		log.WithField("socket", *socket).Info("another daemon serves this socket")
+		return 0
+	}
+	if err != nil {
+		log.WithError(err).Error("listen")
+		fmt.Fprintf(os.Stderr, "ansible-bridge daemon: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	srv := bridge.New(bridge.Config{Idle: *idle}, log.WithField("pid", os.Getpid()))
+	if err := srv.Run(ctx, ln); err != nil {
+		log.WithError(err).Error("daemon failed")
+		return 1
+	}
+	return 0
+}
+
+func envDuration(key string, def time.Duration) time.Duration {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		return d
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		return time.Duration(n) * time.Second
+	}
+	return def
+}
+
+func cmdShims(args []string) int {
+	if len(args) != 1 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(os.Stderr, "usage: ansible-bridge shims DIR\n\ncreates ssh, scp and sftp in DIR as links to this binary")
+		return 2
+	}
+	dir := args[0]
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ansible-bridge: %v\n", err)
+		return 1
+	}
+	if self, err = filepath.EvalSymlinks(self); err != nil {
+		fmt.Fprintf(os.Stderr, "ansible-bridge: %v\n", err)
+		return 1
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "ansible-bridge: %v\n", err)
+		return 1
+	}
+	for _, name := range shimNames {
+		link := filepath.Join(dir, name)
+		tmp := link + ".tmp"
+		_ = os.Remove(tmp)
+		if err := os.Symlink(self, tmp); err != nil {
+			fmt.Fprintf(os.Stderr, "ansible-bridge: %v\n", err)
+			return 1
+		}
+		if err := os.Rename(tmp, link); err != nil {
+			fmt.Fprintf(os.Stderr, "ansible-bridge: %v\n", err)
+			return 1
+		}
+	}
+	fmt.Printf("created ssh, scp and sftp in %s\n", dir)
+	return 0
+}
+
+func defaultShimDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "ansible-bridge", "bin")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "share", "ansible-bridge", "bin")
+}
+
+func cmdEnv(args []string) int {
+	dir := defaultShimDir()
+	if len(args) > 0 {
+		if args[0] == "-h" || args[0] == "--help" {
+			fmt.Println("usage: ansible-bridge env [DIR]\n\nprints: export PATH=DIR:$PATH (DIR defaults to " + defaultShimDir() + ")")
+			return 0
+		}
+		dir = args[0]
+	}
+	fmt.Printf("export PATH=%s:\"$PATH\"\n", shellQuote(dir))
+	return 0
+}
+
+func shellQuote(s string) string {
+	out := "'"
+	for _, r := range s {
+		if r == '\'' {
+			out += `'"'"'`
+		} else {
+			out += string(r)
+		}
+	}
+	return out + "'"
+}
+
+// cmdCtl sends a control request to the daemon, without starting one.
+func cmdCtl(name string, args []string) int {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		fmt.Printf("usage: ansible-bridge %s%s\n", name, map[string]string{"status": " [--json]"}[name])
+		return 0
+	}
+	c, err := net.DialTimeout("unix", wire.SocketPath(), 2*time.Second)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ansible-bridge: no daemon at %s\n", wire.SocketPath())
+		if name == "stop" {
+			return 0
+		}
+		return 1
+	}
+	defer c.Close()
+	hello, _ := json.Marshal(wire.HelloMsg{Prog: "ctl", Argv: append([]string{name}, args...)})
+	if err := wire.Write(c, wire.Hello, hello); err != nil {
+		fmt.Fprintf(os.Stderr, "ansible-bridge: %v\n", err)
+		return 1
+	}
+	for {
+		f, err := wire.Read(c)
+		if err != nil {
+			if err == io.EOF {
+				return 0
+			}
+			fmt.Fprintf(os.Stderr, "ansible-bridge: %v\n", err)
+			return 1
+		}
+		switch f.Type {
+		case wire.Stdout:
+			os.Stdout.Write(f.Payload)
+		case wire.Stderr:
+			os.Stderr.Write(f.Payload)
+		case wire.Exit:
+			code, _ := wire.ExitCode(f.Payload)
+			if name == "stop" {
+				waitGone(wire.SocketPath())
+			}
+			return code
+		}
+	}
+}
+
+// waitGone waits (up to 10s) until nothing answers on the socket, so that
+// `stop` returns once the daemon has let go of its connections.
+func waitGone(path string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for delay := time.Millisecond; time.Now().Before(deadline); delay = min(delay*2, 50*time.Millisecond) {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			return
+		}
+		c.Close()
+		time.Sleep(delay)
+	}
+}

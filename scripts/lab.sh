@@ -1,0 +1,303 @@
+#!/usr/bin/env bash
+# lab.sh — a loopback SSH lab for ansible-bridge's integration tests.
+#
+#     scripts/lab.sh up      # create users and keys, start sshd, verify
+#     scripts/lab.sh env     # print shell exports for the tests
+#     scripts/lab.sh status  # is the lab's sshd running?
+#     scripts/lab.sh down    # stop the lab's sshd
+#
+#     eval "$(scripts/lab.sh env)" && go test ./integration/
+#
+# Must run as root (it creates users and a sudoers.d file). Settings:
+#
+#     AB_LAB   state directory            (default /tmp/ab-lab)
+#     AB_PORT  sshd port on 127.0.0.1     (default 2222)
+#
+# What `up` sets up (idempotently):
+#
+#   - user abtest, shell /bin/sh, empty home (no rc files), passwordless
+#     sudo. Never use root as the target user: its rc files and privileges
+#     are atypical.
+#   - user abpw, shell /bin/sh, password $AB_PASSWORD; its sudo REQUIRES
+#     that password (timestamp_timeout=0, so every sudo asks again).
+#   - /etc/sudoers.d/ab-lab with the two rules and !requiretty.
+#   - $AB_LAB/id_ed25519: the lab key, authorized for both users;
+#     $AB_LAB/wrong_ed25519: a key authorized for no one (auth failures).
+#     Both belong to the invoking user ($SUDO_USER or root), mode 0600.
+#   - its own sshd (-D, own config, host key and pid file in $AB_LAB) on
+#     127.0.0.1:$AB_PORT with password, keyboard-interactive and PAM enabled
+#     and MaxSessions at its default of 10. Readiness is checked by reading
+#     the SSH banner, not by sleeping.
+#
+# `up` ends by checking the lab with the real ssh: key login and sudo -n for
+# abtest, a refused sudo -n and an accepted sudo password for abpw, password
+# login for abpw, and a refused login with the wrong key.
+set -euo pipefail
+
+LAB=${AB_LAB:-/tmp/ab-lab}
+PORT=${AB_PORT:-2222}
+USER_NOPW=abtest
+USER_PW=abpw
+PASSWORD=abpw-Secret-123
+SUDOERS=/etc/sudoers.d/ab-lab
+SSHD=/usr/sbin/sshd
+
+die() {
+	echo "lab.sh: $*" >&2
+	exit 1
+}
+
+log() {
+	echo "lab.sh: $*" >&2
+}
+
+need_root() {
+	[[ $(id -u) -eq 0 ]] || die "must run as root (creates users, sudoers.d, sshd)"
+}
+
+# owner prints the user that should own the lab keys: whoever invoked us,
+# through sudo or not.
+owner() {
+	if [[ -n ${SUDO_USER:-} ]] && id -u "$SUDO_USER" >/dev/null 2>&1; then
+		echo "$SUDO_USER"
+	else
+		id -un
+	fi
+}
+
+# banner_ok succeeds when an SSH server answers on 127.0.0.1:$PORT.
+banner_ok() {
+	# A subshell, so that a refused connection cannot end this script.
+	(
+		exec 3<>"/dev/tcp/127.0.0.1/$PORT" || exit 1
+		IFS= read -r -t 2 line <&3 || exit 1
+		[[ $line == SSH-2.0-* ]]
+	) 2>/dev/null
+}
+
+# sshd_pid prints the pid of the lab's sshd if it is running.
+sshd_pid() {
+	local pid
+	[[ -s $LAB/sshd.pid ]] || return 1
+	pid=$(<"$LAB/sshd.pid")
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	[[ -r /proc/$pid/cmdline ]] || return 1
+	# Only our sshd: its command line names our config file.
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "-f $LAB/sshd_config" || return 1
+	echo "$pid"
+}
+
+keygen() { # path comment
+	local key=$1 comment=$2
+	if [[ ! -s $key || ! -s $key.pub ]]; then
+		rm -f "$key" "$key.pub"
+		ssh-keygen -q -t ed25519 -N '' -C "$comment" -f "$key"
+	fi
+}
+
+make_user() { # name
+	local u=$1
+	if ! id -u "$u" >/dev/null 2>&1; then
+		# An empty skeleton: no .bashrc/.profile in the home directory.
+		install -d -m 0755 "$LAB/skel"
+		useradd --create-home --skel "$LAB/skel" --shell /bin/sh --user-group "$u"
+		log "created user $u"
+	fi
+	[[ $(getent passwd "$u" | cut -d: -f7) == /bin/sh ]] || usermod --shell /bin/sh "$u"
+	local home
+	home=$(getent passwd "$u" | cut -d: -f6)
+	install -d -m 0700 -o "$u" -g "$u" "$home/.ssh"
+	local ak=$home/.ssh/authorized_keys pub
+	pub=$(<"$LAB/id_ed25519.pub")
+	# Append, so that labs in several AB_LAB directories can coexist.
+	if ! grep -qxF -- "$pub" "$ak" 2>/dev/null; then
+		echo "$pub" >>"$ak"
+	fi
+	chown "$u:$u" "$ak"
+	chmod 0600 "$ak"
+}
+
+write_sudoers() {
+	local tmp
+	tmp=$(mktemp)
+	cat >"$tmp" <<EOF
+# ansible-bridge loopback lab (scripts/lab.sh). Safe to delete.
+Defaults:$USER_NOPW !requiretty
+Defaults:$USER_PW !requiretty, timestamp_timeout=0
+$USER_NOPW ALL=(ALL:ALL) NOPASSWD: ALL
+$USER_PW ALL=(ALL:ALL) ALL
+EOF
+	visudo -q -c -f "$tmp" >/dev/null || die "generated sudoers file is invalid"
+	install -m 0440 -o root -g root "$tmp" "$SUDOERS"
+	rm -f "$tmp"
+	visudo -q -c >/dev/null || die "sudoers configuration is invalid"
+	# Ansible's stock behaviour with a tty-less sudo is what the corpus
+	# records; a global requiretty would change it.
+	if grep -rqsE '^[[:space:]]*Defaults([[:space:]]|,).*[^!]requiretty' /etc/sudoers /etc/sudoers.d/; then
+		die "'Defaults requiretty' is set in /etc/sudoers or /etc/sudoers.d; remove it"
+	fi
+}
+
+write_sshd_config() { # path
+	cat >"$1" <<EOF
+# ansible-bridge loopback lab (scripts/lab.sh). Generated; do not edit.
+Port $PORT
+ListenAddress 127.0.0.1
+HostKey $LAB/ssh_host_ed25519_key
+PidFile $LAB/sshd.pid
+AllowUsers $USER_NOPW $USER_PW
+PermitRootLogin no
+PubkeyAuthentication yes
+AuthorizedKeysFile .ssh/authorized_keys
+PasswordAuthentication yes
+KbdInteractiveAuthentication yes
+UsePAM yes
+# The OpenSSH default, stated because the bridge multiplexes sessions on one
+# connection and must live within it.
+MaxSessions 10
+# As in Debian's stock /etc/ssh/sshd_config.
+AcceptEnv LANG LC_*
+PrintMotd no
+X11Forwarding no
+Subsystem sftp /usr/lib/openssh/sftp-server
+LogLevel VERBOSE
+EOF
+}
+
+up() {
+	need_root
+	command -v "$SSHD" >/dev/null || die "$SSHD missing: run scripts/setup.sh"
+	install -d -m 0755 "$LAB"
+	local who
+	who=$(owner)
+
+	keygen "$LAB/id_ed25519" ab-lab
+	keygen "$LAB/wrong_ed25519" ab-lab-wrong
+	chown "$who" "$LAB/id_ed25519" "$LAB/id_ed25519.pub" "$LAB/wrong_ed25519" "$LAB/wrong_ed25519.pub"
+	chmod 0600 "$LAB/id_ed25519" "$LAB/wrong_ed25519"
+	if [[ ! -s $LAB/ssh_host_ed25519_key ]]; then
+		rm -f "$LAB/ssh_host_ed25519_key" "$LAB/ssh_host_ed25519_key.pub"
+		ssh-keygen -q -t ed25519 -N '' -C ab-lab-host -f "$LAB/ssh_host_ed25519_key"
+	fi
+	chmod 0600 "$LAB/ssh_host_ed25519_key"
+
+	make_user "$USER_NOPW"
+	make_user "$USER_PW"
+	# abtest logs in by key only: '*' is "no password" without the "locked"
+	# '!' that some PAM/sshd combinations refuse even for keys.
+	usermod -p '*' "$USER_NOPW"
+	echo "$USER_PW:$PASSWORD" | chpasswd
+	write_sudoers
+
+	write_sshd_config "$LAB/sshd_config.new"
+	install -d -m 0755 /run/sshd
+	"$SSHD" -t -f "$LAB/sshd_config.new" || die "sshd rejects $LAB/sshd_config.new"
+	local maxs
+	maxs=$("$SSHD" -T -f "$LAB/sshd_config.new" -C user=$USER_NOPW,host=localhost,addr=127.0.0.1 |
+		awk '$1 == "maxsessions" {print $2}')
+	[[ $maxs == 10 ]] || die "sshd MaxSessions is ${maxs:-unset}, want the default 10"
+
+	local pid
+	if pid=$(sshd_pid) && cmp -s "$LAB/sshd_config.new" "$LAB/sshd_config"; then
+		rm -f "$LAB/sshd_config.new"
+		log "sshd already running (pid $pid)"
+	else
+		[[ -z ${pid:-} ]] || down
+		mv "$LAB/sshd_config.new" "$LAB/sshd_config"
+		if banner_ok; then
+			die "127.0.0.1:$PORT is taken by another server; set AB_PORT"
+		fi
+		rm -f "$LAB/sshd.pid"
+		# -D: no daemonizing, so the pid is ours; setsid+nohup detach it
+		# from this shell and terminal.
+		setsid nohup "$SSHD" -D -f "$LAB/sshd_config" -E "$LAB/sshd.log" \
+			</dev/null >>"$LAB/sshd.out" 2>&1 &
+	fi
+	local i
+	for ((i = 0; i < 100; i++)); do
+		if banner_ok && sshd_pid >/dev/null; then
+			break
+		fi
+		sleep 0.1
+	done
+	banner_ok || die "sshd did not come up on 127.0.0.1:$PORT (see $LAB/sshd.log)"
+	sshd_pid >/dev/null || die "sshd answers on $PORT but $LAB/sshd.pid is not ours"
+	log "sshd listening on 127.0.0.1:$PORT (pid $(sshd_pid))"
+	verify
+}
+
+# lab_ssh runs the real ssh against the lab with no user config.
+lab_ssh() {
+	ssh -F none -o BatchMode=yes -o StrictHostKeyChecking=no \
+		-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=10 \
+		-p "$PORT" "$@"
+}
+
+verify() {
+	lab_ssh -i "$LAB/id_ed25519" -o IdentitiesOnly=yes "$USER_NOPW@127.0.0.1" 'sudo -n true' ||
+		die "verify: abtest key login + sudo -n failed"
+	if lab_ssh -i "$LAB/id_ed25519" -o IdentitiesOnly=yes "$USER_PW@127.0.0.1" 'sudo -n true' 2>/dev/null; then
+		die "verify: abpw's sudo works without a password"
+	fi
+	lab_ssh -i "$LAB/id_ed25519" -o IdentitiesOnly=yes "$USER_PW@127.0.0.1" \
+		"echo '$PASSWORD' | sudo -S -p '' true" ||
+		die "verify: abpw's sudo with its password failed"
+	SSHPASS=$PASSWORD sshpass -e ssh -F none -o StrictHostKeyChecking=no \
+		-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o PubkeyAuthentication=no \
+		-o PreferredAuthentications=password,keyboard-interactive \
+		-p "$PORT" "$USER_PW@127.0.0.1" true ||
+		die "verify: abpw password login failed"
+	if lab_ssh -i "$LAB/wrong_ed25519" -o IdentitiesOnly=yes "$USER_NOPW@127.0.0.1" true 2>/dev/null; then
+		die "verify: the wrong key was accepted"
+	fi
+	log "verified: keys, passwords and sudo behave as the tests expect"
+}
+
+down() {
+	local pid i
+	if ! pid=$(sshd_pid); then
+		log "sshd not running"
+		return 0
+	fi
+	kill "$pid"
+	for ((i = 0; i < 100; i++)); do
+		[[ -e /proc/$pid ]] || break
+		sleep 0.1
+	done
+	[[ ! -e /proc/$pid ]] || die "sshd (pid $pid) did not exit"
+	rm -f "$LAB/sshd.pid"
+	log "sshd stopped"
+}
+
+env_() {
+	cat <<EOF
+export AB_LAB='$LAB'
+export AB_PORT='$PORT'
+export AB_KEY='$LAB/id_ed25519'
+export AB_WRONG_KEY='$LAB/wrong_ed25519'
+export AB_USER='$USER_NOPW'
+export AB_PWUSER='$USER_PW'
+export AB_PASSWORD='$PASSWORD'
+EOF
+}
+
+status() {
+	local pid
+	if pid=$(sshd_pid) && banner_ok; then
+		echo "lab up: sshd pid $pid on 127.0.0.1:$PORT, state in $LAB"
+	else
+		echo "lab down"
+		return 1
+	fi
+}
+
+case ${1:-} in
+up) up ;;
+down) down ;;
+env) env_ ;;
+status) status ;;
+*)
+	echo "usage: $0 up|down|env|status" >&2
+	exit 2
+	;;
+esac
