@@ -125,7 +125,8 @@ func (r *Relay) Reset() {
 // Close stops accepting, closes every relayed connection on both sides and
 // waits for all of the relay's goroutines to return. It is safe to call
 // more than once and from several goroutines; later calls return the first
-// call's result.
+// call's result. Stats stays readable after Close and then holds the final
+// counts, including traffic relayed while the connections were torn down.
 func (r *Relay) Close() error {
 	r.closeOnce.Do(func() {
 		r.cancel()

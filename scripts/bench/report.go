@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// renderReport formats the results as markdown: conditions, one row per
+// run, and bridge ÷ stock ratios.
+func renderReport(ctx context.Context, cfg config, results []result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## ansible-bridge bench\n\n")
+	sshPath, err := exec.LookPath("ssh")
+	if err != nil {
+		sshPath = "none on PATH"
+	}
+	fmt.Fprintf(&b, "%s; %s; stock ssh: %s; %d CPUs; n=%d; relay one-way latency %v (RTT +%v) in front of sshd %s as %s.\n\n",
+		time.Now().Format("2006-01-02 15:04"), ansibleVersion(ctx), sshPath, runtime.NumCPU(), cfg.n,
+		cfg.latency, 2*cfg.latency, cfg.lab.target(), cfg.lab.user)
+	b.WriteString("| playbook | mode | result | wall (s) | TCP conns | bytes/task | turns/task |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|\n")
+	for _, r := range results {
+		status := "ok"
+		if r.err != nil {
+			status = "**FAIL**: " + cell(firstLine(r.err).Error())
+		}
+		if !r.ran {
+			fmt.Fprintf(&b, "| %s | %s | %s | — | — | — | — |\n", pbLabel(r.playbook, cfg.n), r.mode.name, status)
+			continue
+		}
+		s := r.stats
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %d | %.1f KiB | %.2f |\n",
+			pbLabel(r.playbook, cfg.n), r.mode.name, status, r.wall.Seconds(), s.Connections,
+			float64(s.BytesUp+s.BytesDown)/float64(cfg.n)/1024, float64(s.Turns)/float64(cfg.n))
+	}
+	b.WriteString("\nbytes: relayed payload, both directions; turns: client→server to server→client direction changes, " +
+		"i.e. round trips on the wire (package integration/relay).\n")
+
+	ratios := ratioRows(cfg, results)
+	if ratios != "" {
+		b.WriteString("\n### bridge ÷ stock (lower is better)\n\n")
+		b.WriteString("| playbook | bridge mode | wall ÷ stock-default | wall ÷ stock-pipelining | bytes ÷ stock-default | bytes ÷ stock-pipelining |\n")
+		b.WriteString("|---|---|---:|---:|---:|---:|\n")
+		b.WriteString(ratios)
+	}
+	return b.String()
+}
+
+// ratioRows returns one table row per bridge run, comparing it with the
+// stock runs of the same playbook.
+func ratioRows(cfg config, results []result) string {
+	find := func(pb, name string) *result {
+		for i := range results {
+			if results[i].playbook == pb && results[i].mode.name == name {
+				return &results[i]
+			}
+		}
+		return nil
+	}
+	ratio := func(a, b *result, v func(*result) float64) string {
+		switch {
+		case a == nil || b == nil:
+			return "—"
+		case a.err != nil || b.err != nil:
+			return "n/a (failed)"
+		case v(b) == 0:
+			return "—"
+		}
+		return fmt.Sprintf("%.3f", v(a)/v(b))
+	}
+	wall := func(r *result) float64 { return r.wall.Seconds() }
+	bytes := func(r *result) float64 { return float64(r.stats.BytesUp + r.stats.BytesDown) }
+
+	var b strings.Builder
+	for _, pb := range cfg.playbooks {
+		sd, sp := find(pb, "stock-default"), find(pb, "stock-pipelining")
+		for _, name := range []string{"bridge-default", "bridge-pipelining"} {
+			br := find(pb, name)
+			if br == nil {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", pbLabel(pb, cfg.n), name,
+				ratio(br, sd, wall), ratio(br, sp, wall), ratio(br, sd, bytes), ratio(br, sp, bytes))
+		}
+	}
+	return b.String()
+}
+
+// pbLabel describes a playbook for the table.
+func pbLabel(pb string, n int) string {
+	if pb == "loop" {
+		return fmt.Sprintf("%d-item loop", n)
+	}
+	return fmt.Sprintf("%d tasks", n)
+}
+
+// ansibleVersion returns e.g. "ansible-core 2.14.18".
+func ansibleVersion(ctx context.Context) string {
+	out, err := exec.CommandContext(context.WithoutCancel(ctx), "ansible-playbook", "--version").Output()
+	if err != nil {
+		return "ansible-core (version unknown)"
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	if i, j := strings.Index(first, "[core "), strings.LastIndex(first, "]"); i >= 0 && j > i {
+		return "ansible-core " + first[i+len("[core "):j]
+	}
+	return strings.TrimSpace(first)
+}
+
+// cell makes text safe inside a markdown table cell.
+func cell(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}

@@ -1,0 +1,272 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/integration/relay"
+)
+
+// result is one (playbook, mode) run.
+type result struct {
+	playbook string
+	mode     mode
+	ran      bool // ansible-playbook ran; wall and stats are meaningful
+	wall     time.Duration
+	stats    relay.Stats
+	err      error  // nil: verified ok
+	log      string // ansible-playbook output
+}
+
+// bench runs every selected (playbook, mode), prints the report and
+// reports whether any run failed.
+func bench(ctx context.Context, cfg config) (failed bool, err error) {
+	if _, err := exec.LookPath("ansible-playbook"); err != nil {
+		return false, fmt.Errorf("ansible-playbook not found: %w (run scripts/setup.sh)", err)
+	}
+	dir, err := os.MkdirTemp("", "ab-bench-")
+	if err != nil {
+		return false, fmt.Errorf("scratch dir: %w", err)
+	}
+	defer func() {
+		if failed || cfg.keep {
+			fmt.Fprintf(os.Stderr, "bench: scratch directory kept: %s\n", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}()
+	books, err := writePlaybooks(dir, cfg.n)
+	if err != nil {
+		return false, err
+	}
+
+	var bridge *bridgeBin
+	var bridgeErr error
+	for _, m := range cfg.modes {
+		if m.bridge {
+			fmt.Fprintln(os.Stderr, "bench: building ansible-bridge and its shims")
+			bridge, bridgeErr = buildBridge(ctx, cfg.root, dir)
+			if bridgeErr != nil {
+				fmt.Fprintf(os.Stderr, "bench: bridge modes cannot run: %v\n", bridgeErr)
+			}
+			break
+		}
+	}
+
+	var results []result
+	for _, pb := range cfg.playbooks {
+		for _, m := range cfg.modes {
+			if ctx.Err() != nil {
+				break
+			}
+			var r result
+			if m.bridge && bridge == nil {
+				r = result{playbook: pb, mode: m, err: fmt.Errorf("not run: %w", firstLine(bridgeErr))}
+			} else {
+				fmt.Fprintf(os.Stderr, "bench: %s / %s ... ", pb, m.name)
+				r = runOne(ctx, cfg, dir, books[pb], pb, m, bridge)
+				fmt.Fprintln(os.Stderr, r.summary())
+			}
+			results = append(results, r)
+		}
+	}
+
+	for _, r := range results {
+		if r.err != nil {
+			failed = true
+			if r.log != "" {
+				fmt.Fprintf(os.Stderr, "bench: %s / %s failed: %v (log: %s)\n", r.playbook, r.mode.name, r.err, r.log)
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		failed = true
+	}
+	report := renderReport(ctx, cfg, results)
+	fmt.Print(report)
+	if cfg.out != "" {
+		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
+			return true, fmt.Errorf("write -out: %w", err)
+		}
+	}
+	if ctx.Err() != nil {
+		return true, fmt.Errorf("interrupted: %w", ctx.Err())
+	}
+	return failed, nil
+}
+
+// summary is the progress line for a finished run.
+func (r result) summary() string {
+	if r.err != nil {
+		return fmt.Sprintf("FAIL after %.1fs: %v", r.wall.Seconds(), firstLine(r.err))
+	}
+	return fmt.Sprintf("ok, %.1fs", r.wall.Seconds())
+}
+
+// runOne runs one playbook in one mode, cold, through a fresh relay.
+func runOne(ctx context.Context, cfg config, dir, book, pb string, m mode, bridge *bridgeBin) result {
+	res := result{playbook: pb, mode: m}
+	tag := pb + "-" + m.name
+	res.log = filepath.Join(dir, tag+".log")
+
+	// A fresh ControlPath directory per run, so a stock run starts without
+	// a master; bridge runs get one too, so both see the same ssh args.
+	cpDir := filepath.Join(dir, "cp-"+tag)
+	if err := os.Mkdir(cpDir, 0o700); err != nil {
+		res.err = fmt.Errorf("control path dir: %w", err)
+		return res
+	}
+	if bridge != nil && m.bridge {
+		_ = bridge.stop(ctx) // no daemon yet is fine
+	}
+
+	rl, err := relay.Start(ctx, "127.0.0.1:0", cfg.lab.target(), cfg.latency)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	defer rl.Close()
+	inv := filepath.Join(dir, "inventory-"+tag+".ini")
+	if err := writeInventory(inv, cfg.lab, rl.Port()); err != nil {
+		res.err = err
+		return res
+	}
+
+	logf, err := os.Create(res.log)
+	if err != nil {
+		res.err = fmt.Errorf("log file: %w", err)
+		return res
+	}
+	defer logf.Close()
+
+	env := append(os.Environ(),
+		"ANSIBLE_CONFIG="+filepath.Join(dir, "ansible.cfg"),
+		"ANSIBLE_HOST_KEY_CHECKING=False",
+		"ANSIBLE_NOCOLOR=1",
+		"ANSIBLE_FORCE_COLOR=0",
+		"ANSIBLE_SSH_CONTROL_PATH_DIR="+cpDir,
+		"ANSIBLE_PIPELINING="+strconv.FormatBool(m.pipelining),
+	)
+	if m.bridge {
+		env = append(env,
+			"PATH="+bridge.shims+string(os.PathListSeparator)+os.Getenv("PATH"),
+			"ANSIBLE_BRIDGE_SOCKET="+bridge.socket,
+		)
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(runCtx, "ansible-playbook", "-i", inv, book)
+	cmd.Dir = dir
+	cmd.Env = env
+	// Files, not pipes: a daemon or ssh master that inherits them must not
+	// keep Wait from returning.
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+
+	start := time.Now()
+	runErr := cmd.Run()
+	res.wall = time.Since(start)
+	res.ran = true
+
+	// Tear down what the run left, then close the relay, which waits for
+	// its connections, so the counters are final.
+	var teardownErr error
+	if m.bridge {
+		// For diagnosis (did the daemon serve, or did the shims fall back
+		// to the real ssh?), best effort.
+		st, _ := bridge.command(context.WithoutCancel(ctx), "status").CombinedOutput()
+		_ = os.WriteFile(filepath.Join(dir, tag+".status"), st, 0o644)
+		teardownErr = bridge.stop(context.WithoutCancel(ctx))
+		// A shim that fell back to the real ssh may have left a master.
+		_ = stopMasters(context.WithoutCancel(ctx), cpDir)
+	} else {
+		teardownErr = stopMasters(context.WithoutCancel(ctx), cpDir)
+	}
+	if err := rl.Close(); err != nil {
+		teardownErr = errors.Join(teardownErr, err)
+	}
+	res.stats = rl.Stats()
+
+	if err := logf.Sync(); err != nil {
+		teardownErr = errors.Join(teardownErr, err)
+	}
+	out, err := os.ReadFile(res.log)
+	if err != nil {
+		res.err = fmt.Errorf("read log: %w", err)
+		return res
+	}
+	switch {
+	case runCtx.Err() != nil && ctx.Err() == nil:
+		res.err = fmt.Errorf("timed out after %v", cfg.timeout)
+	case ctx.Err() != nil:
+		res.err = errors.New("interrupted")
+	default:
+		res.err = verify(runErr, string(out), pb, cfg.n)
+	}
+	if res.err == nil && teardownErr != nil {
+		res.err = fmt.Errorf("teardown: %w", teardownErr)
+	}
+	return res
+}
+
+// recapRE matches the PLAY RECAP line of the bench host.
+var recapRE = regexp.MustCompile(`(?m)^target\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)\s+rescued=(\d+)\s+ignored=(\d+)`)
+
+// itemRE matches a successful loop item line of the default callback.
+var itemRE = regexp.MustCompile(`(?m)^(ok|changed): \[target\] => \(item=\d+\)`)
+
+// verify checks that a run succeeded: exit status 0, a recap with
+// ok=<tasks> and nothing failed, unreachable or skipped, and for the loop
+// one success line per item.
+func verify(runErr error, out, pb string, n int) error {
+	if runErr != nil {
+		var ee *exec.ExitError
+		if errors.As(runErr, &ee) {
+			if m := recapRE.FindStringSubmatch(out); m != nil {
+				return fmt.Errorf("ansible-playbook exit %d, recap ok=%s unreachable=%s failed=%s", ee.ExitCode(), m[1], m[3], m[4])
+			}
+			return fmt.Errorf("ansible-playbook exit %d", ee.ExitCode())
+		}
+		return fmt.Errorf("ansible-playbook: %w", runErr)
+	}
+	m := recapRE.FindStringSubmatch(out)
+	if m == nil {
+		return errors.New("no PLAY RECAP line for target")
+	}
+	num := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
+	wantOK := n
+	if pb == "loop" {
+		wantOK = 1
+	}
+	if ok, unreach, fail, skip := num(1), num(3), num(4), num(5); ok != wantOK || unreach != 0 || fail != 0 || skip != 0 {
+		return fmt.Errorf("recap ok=%d unreachable=%d failed=%d skipped=%d, want ok=%d", ok, unreach, fail, skip, wantOK)
+	}
+	if pb == "loop" {
+		if got := len(itemRE.FindAllString(out, -1)); got != n {
+			return fmt.Errorf("%d of %d loop items reported ok", got, n)
+		}
+	}
+	return nil
+}
+
+// firstLine returns err cut to its first line, for table cells.
+func firstLine(err error) error {
+	if err == nil {
+		return nil
+	}
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return errors.New(s)
+}

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// mode is one way of running Ansible.
+type mode struct {
+	name       string
+	bridge     bool // the shims first on PATH
+	pipelining bool // ANSIBLE_PIPELINING=True
+}
+
+// allModes returns the modes in the order they run and are reported.
+func allModes() []mode {
+	return []mode{
+		{name: "stock-default"},
+		{name: "stock-pipelining", pipelining: true},
+		{name: "bridge-default", bridge: true},
+		{name: "bridge-pipelining", bridge: true, pipelining: true},
+	}
+}
+
+func modeNames() []string {
+	var names []string
+	for _, m := range allModes() {
+		names = append(names, m.name)
+	}
+	return names
+}
+
+// parseModes turns -modes into modes in canonical order. Besides the mode
+// names it takes "stock", "bridge" and "all".
+func parseModes(s string) ([]mode, error) {
+	want := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		matched := false
+		for _, m := range allModes() {
+			if f == "all" || f == m.name || f == strings.SplitN(m.name, "-", 2)[0] {
+				want[m.name] = true
+				matched = true
+			}
+		}
+		if !matched {
+			return nil, fmt.Errorf("unknown mode %q in -modes (want %s, stock, bridge or all)", f, strings.Join(modeNames(), ", "))
+		}
+	}
+	var out []mode
+	for _, m := range allModes() {
+		if want[m.name] {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// parsePlaybooks validates -playbooks, keeping canonical order.
+func parsePlaybooks(s string) ([]string, error) {
+	want := map[string]bool{}
+	for _, f := range strings.Split(s, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case "loop", "tasks":
+			want[f] = true
+		default:
+			return nil, fmt.Errorf("unknown playbook %q in -playbooks (want loop, tasks)", f)
+		}
+	}
+	var out []string
+	for _, p := range []string{"loop", "tasks"} {
+		if want[p] {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// labEnv is the loopback lab, as `scripts/lab.sh env` exports it.
+type labEnv struct {
+	dir  string // AB_LAB
+	port int    // AB_PORT: the lab sshd's port on 127.0.0.1
+	key  string // AB_KEY
+	user string // AB_USER
+}
+
+// labFromEnv reads the lab settings, failing with instructions when the lab
+// environment is missing.
+func labFromEnv() (labEnv, error) {
+	lab := labEnv{
+		dir:  os.Getenv("AB_LAB"),
+		key:  os.Getenv("AB_KEY"),
+		user: os.Getenv("AB_USER"),
+	}
+	if lab.dir == "" {
+		return lab, errors.New(`AB_LAB is not set: the benchmark needs the loopback lab.` + "\n" +
+			`  Start it with:  scripts/lab.sh up` + "\n" +
+			`  then run:       eval "$(scripts/lab.sh env)"` + "\n" +
+			`  and try again.`)
+	}
+	port := os.Getenv("AB_PORT")
+	if port == "" {
+		port = "2222"
+	}
+	var err error
+	if lab.port, err = strconv.Atoi(port); err != nil || lab.port <= 0 || lab.port > 65535 {
+		return lab, fmt.Errorf("AB_PORT=%q is not a TCP port", port)
+	}
+	if lab.key == "" {
+		lab.key = filepath.Join(lab.dir, "id_ed25519")
+	}
+	if lab.user == "" {
+		lab.user = "abtest"
+	}
+	if _, err := os.Stat(lab.key); err != nil {
+		return lab, fmt.Errorf("lab key: %w (is the lab up? scripts/lab.sh up)", err)
+	}
+	return lab, nil
+}
+
+// target is the lab sshd's address.
+func (l labEnv) target() string { return "127.0.0.1:" + strconv.Itoa(l.port) }
+
+// moduleRoot returns the directory of the main module's go.mod.
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside the ansible-bridge module: run from the repository")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// bridgeBin is a built ansible-bridge with its shims.
+type bridgeBin struct {
+	bin    string // the ansible-bridge binary
+	shims  string // directory holding ssh, scp and sftp
+	socket string // ANSIBLE_BRIDGE_SOCKET of the private daemon
+}
+
+// buildBridge builds the binary from the module root into dir and creates
+// the shims. The error carries the tool's output.
+func buildBridge(ctx context.Context, root, dir string) (*bridgeBin, error) {
+	b := &bridgeBin{
+		bin:    filepath.Join(dir, "ansible-bridge"),
+		shims:  filepath.Join(dir, "shims"),
+		socket: filepath.Join(dir, "sock", "bridge.sock"),
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-o", b.bin, ".")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build .: %w\n%s", err, bytes.TrimSpace(out))
+	}
+	if out, err := b.command(ctx, "shims", b.shims).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ansible-bridge shims: %w\n%s", err, bytes.TrimSpace(out))
+	}
+	for _, name := range []string{"ssh", "scp", "sftp"} {
+		if _, err := os.Stat(filepath.Join(b.shims, name)); err != nil {
+			return nil, fmt.Errorf("ansible-bridge shims made no %s: %w", name, err)
+		}
+	}
+	return b, nil
+}
+
+// command runs the binary with the private daemon's socket.
+func (b *bridgeBin) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, b.bin, args...)
+	cmd.Env = append(os.Environ(), "ANSIBLE_BRIDGE_SOCKET="+b.socket)
+	return cmd
+}
+
+// stop stops the private daemon.
+func (b *bridgeBin) stop(ctx context.Context) error {
+	if out, err := b.command(ctx, "stop").CombinedOutput(); err != nil {
+		return fmt.Errorf("ansible-bridge stop: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// stopMasters asks every ssh ControlPersist master with a socket in dir to
+// exit, using the real ssh.
+func stopMasters(ctx context.Context, dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("control path dir: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Type()&os.ModeSocket == 0 {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		out, err := exec.CommandContext(ctx, "ssh", "-o", "ControlPath="+path, "-O", "exit", "bench-target").CombinedOutput()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("ssh -O exit %s: %w: %s", path, err, bytes.TrimSpace(out)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writePlaybooks writes the two playbooks and an ansible.cfg into dir and
+// returns the playbook paths by name.
+func writePlaybooks(dir string, n int) (map[string]string, error) {
+	var loop, tasks strings.Builder
+	const head = "# Generated by scripts/bench.\n- hosts: bench\n  gather_facts: false\n  tasks:\n"
+	loop.WriteString(head)
+	fmt.Fprintf(&loop, "    - name: hostname loop\n      command: hostname\n      loop: \"{{ range(%d) | list }}\"\n", n)
+	tasks.WriteString(head)
+	for i := range n {
+		fmt.Fprintf(&tasks, "    - name: hostname %d\n      command: hostname\n", i+1)
+	}
+	// ANSIBLE_CONFIG points here, so no ansible.cfg from the working
+	// directory or home changes what is measured.
+	const cfg = "# Generated by scripts/bench.\n[defaults]\nhost_key_checking = False\nretry_files_enabled = False\nnocolor = True\n"
+	files := map[string]string{
+		"loop":  filepath.Join(dir, "loop.yml"),
+		"tasks": filepath.Join(dir, "tasks.yml"),
+	}
+	for path, body := range map[string]string{
+		files["loop"]:                     loop.String(),
+		files["tasks"]:                    tasks.String(),
+		filepath.Join(dir, "ansible.cfg"): cfg,
+	} {
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			return nil, fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	return files, nil
+}
+
+// writeInventory writes an inventory for the target reached through the
+// relay on port.
+func writeInventory(path string, lab labEnv, port int) error {
+	inv := fmt.Sprintf("# Generated by scripts/bench.\n[bench]\ntarget ansible_host=127.0.0.1 ansible_port=%d ansible_user=%s "+
+		"ansible_ssh_private_key_file=%s ansible_python_interpreter=/usr/bin/python3 "+
+		"ansible_ssh_common_args='-o UserKnownHostsFile=/dev/null'\n", port, lab.user, lab.key)
+	if err := os.WriteFile(path, []byte(inv), 0o644); err != nil {
+		return fmt.Errorf("write inventory: %w", err)
+	}
+	return nil
+}
