@@ -12,41 +12,54 @@ type Option struct {
 // SSHInvocation is a parsed ssh(1) command line.
 type SSHInvocation struct {
 	// Destination as written: the host part only (user and port split off;
-	// ssh:// URIs and [v6]:port decoded).
+	// ssh:// URIs decoded), not lower-cased and before any -o HostName.
+	// ssh keeps "[::1]" with its brackets; ssh:// URIs cannot hold IPv6
+	// addresses in OpenSSH 9.2.
 	Host string
 	// User from -l, or user@host, or ssh://user@host ("" when none given).
 	// -l and -o User win over user@host, as in OpenSSH.
 	User string
-	// Port from -p or ssh://host:port ("" when none given).
+	// Port from -p, -o Port or ssh://host:port, as a decimal number
+	// (service names resolved), "" when none given.
 	Port string
 	// Options in command-line order, including those implied by flags
 	// (-p → port, -l → user, -i → identityfile, -J → proxyjump,
-	// -C → compression=yes, -q → loglevel=quiet, -F is in ConfigFile).
-	// OpenSSH semantics: the first value of a single-valued key wins;
-	// identityfile accumulates.
+	// -C → compression=yes, -q/-v → loglevel, -t/-T → requesttty,
+	// -n → stdinnull, -a → forwardagent=no, -x, -4/-6, -e, -k, -g;
+	// -F is in ConfigFile) and the destination's user and port.
+	// Only settings in effect are kept: as in OpenSSH the first value of a
+	// single-valued key wins and a later one is dropped, while a flag
+	// overwrites and replaces earlier values, so Get returns what ssh
+	// would use. identityfile, certificatefile and sendenv accumulate.
+	// Values of yes/no keys are lower case, with true/false as yes/no;
+	// old alias keys are stored under the current name.
 	Options []Option
 	// ConfigFile from -F ("" when not given; "none" disables config).
 	ConfigFile string
 	// Command is the remote command words after the destination, unjoined.
 	// The string sent to the server is strings.Join(Command, " ").
 	Command []string
-	// TTY: number of -t flags (0, 1, 2+); -1 when -T was given last.
+	// TTY is the tty request in effect: -1 no (-T, RequestTTY=no), 0 auto
+	// (the default), 1 yes (-t), 2 force (-tt, RequestTTY=force). As in
+	// OpenSSH, -t after yes is force and -t after force is yes again.
 	TTY int
-	// Quiet is -q; Verbose counts -v.
+	// Quiet is -q; Verbose is ssh's debug count from -v.
 	Quiet   bool
 	Verbose int
-	// Subsystem is -s: Command[0] names a subsystem.
+	// Subsystem is -s or SessionType=subsystem: Command[0] names a
+	// subsystem.
 	Subsystem bool
 	// Control is the -O argument ("check", "stop", "exit", ...) or "".
 	Control string
-	// NoStdin is -n.
+	// NoStdin is -n or StdinNull=yes.
 	NoStdin bool
 	// Unsupported lists flags or options the bridge cannot honour
-	// (port forwarding, -N, -f, -W, -M, -S, -A, -X/-Y, -G, -w, -e, -E,
-	// -B, -b, -c, -m, -k?; -o keys such as LocalForward, RemoteForward,
-	// DynamicForward, ForwardAgent=yes, ForwardX11=yes, Tunnel,
-	// PermitLocalCommand=yes, LocalCommand, RemoteCommand, unknown keys).
-	// A non-empty list makes the shim exec the real ssh.
+	// (-L, -R, -D, -W, -w, -N, -f, -M, -S, -A, -X, -Y, -G, -E, -y, -B, -b,
+	// -c, -m, -I, -K, -V, -Q, -O forward/cancel/proxy; -o keys such as
+	// LocalForward, ForwardAgent=yes, ForwardX11=yes, Tunnel=yes,
+	// PermitLocalCommand=yes, RemoteCommand, SessionType=none, and any
+	// keyword not known to the parser) and destinations only the real
+	// ssh can judge. A non-empty list makes the shim exec the real ssh.
 	Unsupported []string
 }
 
@@ -78,21 +91,28 @@ type RemotePath struct {
 	User   string // from user@host:path
 	Host   string // "" for local paths; brackets removed for [v6]:path
 	Port   string // from scp://user@host:port/path
-	Path   string // remote path ("" means the remote home) or local path
+	Path   string // remote path ("." for "host:", the remote home) or local path
 }
 
 // SCPInvocation is a parsed scp(1) command line.
 type SCPInvocation struct {
-	// SSH carries the connection options (-o, -P → port, -i, -F, -J, -C,
-	// -q, -v, -l is the bandwidth limit and is ignored) with Host/User/Port
-	// left empty: they come from the remote operand.
+	// SSH is the ssh command scp would run: scp's fixed options (-x,
+	// PermitLocalCommand=no, ...), the user's (-o, -i, -F, -J, -C, -q, -v;
+	// -l is the bandwidth limit and is ignored), then the remote operand's
+	// port (or -P) and user, which -o Port / -o User given earlier beat.
+	// Host/User/Port are the effective ones for the single remote host;
+	// Command and Subsystem are left empty.
 	SSH       SSHInvocation
 	Sources   []RemotePath
 	Target    RemotePath
 	Recursive bool // -r
 	Preserve  bool // -p
+	// LegacyProtocol is -O: the old SCP protocol, where the remote shell
+	// expands (and unquotes) remote paths. Without it OpenSSH 9 uses SFTP
+	// and takes remote paths literally.
+	LegacyProtocol bool
 	// Unsupported as in SSHInvocation (-3, remote-to-remote copies, -S
-	// program, -D sftp_server_path, -R ...).
+	// program, -D sftp_server_path, ...).
 	Unsupported []string
 }
 
@@ -107,6 +127,9 @@ type SFTPInvocation struct {
 	InitialPath string
 	Preserve    bool // -p
 	Recursive   bool // -r
+	// Quiet is sftp's quiet mode (-q or -b, undone by -N): it hides the
+	// "Uploading ..."/"Fetching ..." lines.
+	Quiet bool
 	// Unsupported as in SSHInvocation (-S program, -D server path, -s
 	// subsystem, interactive mode without -b, ...).
 	Unsupported []string
@@ -117,10 +140,28 @@ type BatchCommand struct {
 	Line int // 1-based line number in the batch file
 	// IgnoreError is the leading '-': a failure does not abort the batch.
 	IgnoreError bool
-	// Text is the line as sftp echoes it ("sftp> " + Text), without the
-	// '-' prefix, trimmed.
-	Text  string
-	Name  string   // command name, lower case: put, get, mkdir, rm, ...
-	Flags string   // single-letter flags given, e.g. "Pr" for "put -P -r"
-	Args  []string // arguments after flags, unquoted like sftp does
+	// Quiet is a leading '@': the line is not echoed.
+	Quiet bool
+	// Text is the line as read, newline removed, prefixes and white space
+	// kept: sftp echoes "sftp> " + Text (through its non-printable filter)
+	// unless Quiet, blank and comment lines included.
+	Text string
+	// Name is the command, lower case, with aliases folded: quit (bye,
+	// exit), cd (chdir), lcd (lchdir), ls (dir), get (mget), put (mput),
+	// copy (cp), help (?); "!" is a shell escape; "" is a blank or comment
+	// line; "invalid" a line sftp cannot parse (see Err).
+	Name  string
+	Flags string // single-letter flags given, e.g. "Pr" for "put -P -r"
+	// Args are the operands sftp uses, unquoted and with glob escapes
+	// removed; operands sftp ignores are dropped. chmod, chown and chgrp
+	// have the number first, lumask only the number; lls and "!" have the
+	// raw rest of the line.
+	Args []string
+	// Glob is set when a path sftp expands with glob(3) has a wildcard
+	// (*, ? or [) that quoting did not escape.
+	Glob bool
+	// Err is the error sftp prints for this line instead of running it
+	// ("Invalid command.", "put: Invalid flag -x", ...), without a line
+	// ending. The line then fails, which ends the batch unless IgnoreError.
+	Err string
 }
