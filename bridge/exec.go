@@ -31,10 +31,14 @@ func (s *Server) serveSSH(ctx context.Context, iv *invocation) int {
 		iv.fallback("unsupported: " + strings.Join(inv.Unsupported, " "))
 		return -1
 	}
-	settings, err := sshclient.Resolve(inv, iv.clientEnv())
-	if err != nil {
-		iv.fallback("resolve settings: " + err.Error())
+	settings, err := resolve(iv, inv)
+	var fb *fallbackError
+	if errors.As(err, &fb) {
+		iv.fallback(fb.reason)
 		return -1
+	}
+	if err != nil {
+		return connFailure(iv, err)
 	}
 	if inv.Control != "" {
 		return s.serveControl(iv, inv, settings)
@@ -48,6 +52,25 @@ func (s *Server) serveSSH(ctx context.Context, iv *invocation) int {
 	}
 	t.countRoute(routeExec)
 	return s.serveExec(ctx, iv, t, inv, settings, command)
+}
+
+// fallbackError means the real binary should serve the invocation.
+type fallbackError struct{ reason string }
+
+func (e *fallbackError) Error() string { return "fallback: " + e.reason }
+
+// resolve computes the effective settings of inv. Configuration the
+// bridge cannot honour gives a *fallbackError.
+func resolve(iv *invocation, inv *fakessh.SSHInvocation) (*sshclient.Settings, error) {
+	settings, err := sshclient.Resolve(inv, iv.clientEnv())
+	if err != nil {
+		return nil, err
+	}
+	if len(settings.Unsupported) > 0 {
+		return nil, &fallbackError{"ssh_config: " + strings.Join(settings.Unsupported, ", ")}
+	}
+	iv.quiet = quiet(inv, settings)
+	return settings, nil
 }
 
 // ddTarget recognises Ansible's piped transfer, `dd of=PATH bs=65536`.
@@ -92,10 +115,6 @@ func (s *Server) serveExec(ctx context.Context, iv *invocation, t *target, inv *
 	defer c.release()
 	defer sess.Close()
 
-	for _, kv := range sendEnv(settings.SendEnv, iv.hello.Env) {
-		// Servers refuse variables they don't AcceptEnv; ssh ignores that too.
-		_ = sess.Setenv(kv[0], kv[1])
-	}
 	if tty {
 		term := iv.getenv("TERM")
 		if err := sess.RequestPty(term, iv.hello.Rows, iv.hello.Cols, ssh.TerminalModes{}); err != nil {
@@ -170,7 +189,7 @@ wait:
 	code := exitStatus(werr)
 	if code == 255 && werr != nil && !isExit(werr) {
 		iv.errorf("Connection to %s closed by remote host.", settings.HostName)
-	} else if tty && !quiet(inv, settings) {
+	} else if tty && !iv.quiet {
 		iv.errorf("Shared connection to %s closed.", settings.HostName)
 	}
 	return code
@@ -205,23 +224,4 @@ func quiet(inv *fakessh.SSHInvocation, s *sshclient.Settings) bool {
 		return true
 	}
 	return false
-}
-
-// sendEnv picks the shim's variables that match SendEnv patterns, in the
-// shim's environment order.
-func sendEnv(patterns []string, env []string) [][2]string {
-	var out [][2]string
-	for _, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			continue
-		}
-		for _, p := range patterns {
-			if sshclient.MatchPattern(p, k) {
-				out = append(out, [2]string{k, v})
-				break
-			}
-		}
-	}
-	return out
 }

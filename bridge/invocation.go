@@ -34,6 +34,7 @@ type invocation struct {
 	gone    chan struct{} // closed when the shim hangs up
 
 	bytesIn, bytesOut atomic.Int64
+	quiet             bool // -q or LogLevel quiet/fatal/error
 }
 
 func (iv *invocation) send(t wire.Type, p []byte) error {
@@ -68,6 +69,14 @@ func (w frameWriter) Write(p []byte) (int, error) {
 func (iv *invocation) errorf(format string, args ...any) {
 	_, _ = fmt.Fprintf(iv.stderr(), format+"\r\n", args...)
 }
+
+// Notify implements sshclient.Notifier: messages ssh prints while it
+// connects (already filtered by LogLevel, line endings included).
+func (iv *invocation) Notify(text string) {
+	_, _ = io.WriteString(iv.stderr(), text)
+}
+
+var _ sshclient.Notifier = (*invocation)(nil)
 
 func (iv *invocation) exit(code int) {
 	_ = iv.send(wire.Exit, wire.ExitPayload(code))
@@ -196,6 +205,7 @@ func (iv *invocation) clientEnv() sshclient.Env {
 		User:     iv.getenv("USER"),
 		Cwd:      iv.hello.Cwd,
 		AuthSock: iv.getenv("SSH_AUTH_SOCK"),
+		Environ:  iv.hello.Env,
 	}
 	if env.User == "" {
 		env.User = iv.getenv("LOGNAME")

@@ -193,7 +193,7 @@ func (s *Server) dispatch(ctx context.Context, iv *invocation) int {
 func connFailure(iv *invocation, err error) int {
 	var ce *sshclient.ConnError
 	if errors.As(err, &ce) {
-		iv.errorf("%s", ce.Msg)
+		_, _ = iv.stderr().Write([]byte(ce.Stderr()))
 	} else {
 		iv.errorf("ssh: %v", err)
 	}

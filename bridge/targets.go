@@ -15,8 +15,10 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// DialFunc opens an authenticated SSH connection. Tests replace it.
-type DialFunc func(ctx context.Context, s *sshclient.Settings, p sshclient.Prompter, log logrus.FieldLogger) (*sshclient.Conn, error)
+// DialFunc opens an authenticated SSH connection; messages for the
+// invoking shim's stderr go to p when it is an sshclient.Notifier.
+// Tests replace it.
+type DialFunc func(ctx context.Context, s *sshclient.Settings, p sshclient.Prompter, log logrus.FieldLogger) (*ssh.Client, error)
 
 // registry holds one target per distinct set of effective connection
 // settings (sshclient.Settings.Key).
@@ -153,19 +155,19 @@ func (t *target) use(ctx context.Context, p sshclient.Prompter, open func(*sshCo
 }
 
 func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn, error) {
-	conn, err := t.reg.dial(ctx, t.settings, p, t.log)
+	client, err := t.reg.dial(ctx, t.settings, p, t.log)
 	if err != nil {
 		return nil, err
 	}
 	t.dials++
-	c := &sshConn{t: t, client: conn.Client, since: time.Now()}
+	c := &sshConn{t: t, client: client, since: time.Now()}
 	t.conns = append(t.conns, c)
 	t.log.WithField("connections", len(t.conns)).Info("connected")
 	go func() {
-		_ = conn.Client.Wait()
+		_ = client.Wait()
 		c.markDead()
 	}()
-	go sshclient.KeepAlive(context.Background(), conn.Client, t.settings.ServerAliveInterval, t.settings.ServerAliveCountMax, c.kill)
+	go sshclient.KeepAlive(context.Background(), client, t.settings.ServerAliveInterval, t.settings.ServerAliveCountMax, c.kill)
 	return c, nil
 }
 

@@ -12,15 +12,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
-	"github.com/ansible-bridge/ansible-bridge/fakessh"
+		"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/pkg/sftp"
 )
 
 // connectSFTP resolves inv, and returns the target and the SFTP client of
 // one of its connections; release must be called when done.
 func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.SSHInvocation, route string) (*target, *sftp.Client, func(), error) {
-	settings, err := sshclient.Resolve(inv, iv.clientEnv())
+	settings, err := resolve(iv, inv)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -37,6 +36,15 @@ func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.S
 		return t, nil, nil, err
 	}
 	return t, sc, c.release, nil
+}
+
+func transferFailure(iv *invocation, err error) int {
+	var fb *fallbackError
+	if errors.As(err, &fb) {
+		iv.fallback(fb.reason)
+		return -1
+	}
+	return connFailure(iv, err)
 }
 
 // serveDD writes stdin to dst atomically and reports like dd does.
@@ -91,7 +99,7 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 	}
 	t, sc, release, err := s.connectSFTP(ctx, iv, &inv.SSH, routeSFTP)
 	if err != nil {
-		return connFailure(iv, err)
+		return transferFailure(iv, err)
 	}
 	defer release()
 	if err := iv.accept(""); err != nil {
@@ -200,6 +208,10 @@ func (b *batchRun) run(c fakessh.BatchCommand) (quit bool, err error) {
 		return nil
 	}
 	switch c.Name {
+	case "":
+		return false, nil // blank line or comment: echoed only
+	case "invalid":
+		return false, fmt.Errorf("%s", strings.TrimRight(c.Err, "\r\n"))
 	case "bye", "exit", "quit":
 		return true, nil
 	case "put", "reput":
@@ -397,7 +409,7 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	}
 	t, sc, release, err := s.connectSFTP(ctx, iv, &conn, routeSCP)
 	if err != nil {
-		return connFailure(iv, err)
+		return transferFailure(iv, err)
 	}
 	defer release()
 	if err := iv.accept(""); err != nil {

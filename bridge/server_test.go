@@ -1,0 +1,296 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/crypto/ssh"
+)
+
+// harness runs a Server against an in-process SSH server.
+type harness struct {
+	t    *testing.T
+	srv  *Server
+	ts   *testServer
+	sock string
+	port string
+}
+
+func newHarness(t *testing.T, maxSessions int) *harness {
+	t.Helper()
+	ts := newTestServer(t, maxSessions)
+	log := logrus.New()
+	log.SetOutput(testWriter{t})
+	log.SetLevel(logrus.DebugLevel)
+	dial := func(ctx context.Context, s *sshclient.Settings, _ sshclient.Prompter, _ logrus.FieldLogger) (*ssh.Client, error) {
+		cfg := &ssh.ClientConfig{
+			User:            s.User,
+			Auth:            []ssh.AuthMethod{ssh.PublicKeys(ts.clientKey)},
+			HostKeyCallback: ssh.FixedHostKey(ts.hostKey.PublicKey()),
+		}
+		c, err := ssh.Dial("tcp", net.JoinHostPort(s.HostName, strconv.Itoa(s.Port)), cfg)
+		return c, err
+	}
+	srv := New(Config{Dial: dial}, log)
+	sock := filepath.Join(t.TempDir(), "s", "bridge.sock")
+	ln, err := Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Run(ctx, ln)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	_, port, _ := net.SplitHostPort(ts.addr)
+	return &harness{t: t, srv: srv, ts: ts, sock: sock, port: port}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+	fallback       string
+}
+
+// run plays the shim's side of one invocation.
+func (h *harness) run(prog string, argv []string, stdin string) result {
+	h.t.Helper()
+	c, err := net.Dial("unix", h.sock)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer c.Close()
+	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.t.TempDir(), Env: []string{"HOME=" + h.t.TempDir(), "USER=tester", "TERM=xterm"}, Umask: 0o22})
+	if err := wire.Write(c, wire.Hello, hello); err != nil {
+		h.t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	for {
+		f, err := wire.Read(c)
+		if err != nil {
+			h.t.Fatalf("read: %v (stderr so far %q)", err, errb.String())
+		}
+		switch f.Type {
+		case wire.Accept:
+			go func() {
+				if stdin != "" {
+					_ = wire.Write(c, wire.Stdin, []byte(stdin))
+				}
+				_ = wire.Write(c, wire.StdinEOF, nil)
+			}()
+		case wire.Stdout:
+			out.Write(f.Payload)
+		case wire.Stderr:
+			errb.Write(f.Payload)
+		case wire.Fallback:
+			return result{fallback: string(f.Payload)}
+		case wire.Exit:
+			code, _ := wire.ExitCode(f.Payload)
+			return result{stdout: out.String(), stderr: errb.String(), code: code}
+		}
+	}
+}
+
+// sshArgs builds Ansible-style arguments for the test server.
+func (h *harness) sshArgs(extra ...string) []string {
+	args := []string{"-C", "-o", "ControlMaster=auto", "-o", "ControlPersist=60s", "-F", "none",
+		"-o", "Port=" + h.port, "-o", `User="tester"`, "-o", "StrictHostKeyChecking=no",
+		"-o", "UserKnownHostsFile=/dev/null", "-o", `ControlPath="/tmp/cp/x"`}
+	return append(args, extra...)
+}
+
+func TestExec(t *testing.T) {
+	h := newHarness(t, 0)
+	tests := []struct {
+		name    string
+		args    []string
+		stdin   string
+		stdout  string
+		stderr  string
+		code    int
+		fallbck bool
+	}{
+		{name: "echo", args: []string{"127.0.0.1", "/bin/sh -c 'echo hi && sleep 0'"}, stdout: "hi\n"},
+		{name: "stderr and status", args: []string{"127.0.0.1", "echo err >&2; exit 3"}, stderr: "err\n", code: 3},
+		{name: "stdin", args: []string{"127.0.0.1", "cat"}, stdin: "payload", stdout: "payload"},
+		{name: "words joined", args: []string{"127.0.0.1", "echo", "a", "b"}, stdout: "a b\n"},
+		{name: "tty notice", args: []string{"-tt", "127.0.0.1", "true"}, stderr: "Shared connection to 127.0.0.1 closed.\r\n"},
+		{name: "tty quiet", args: []string{"-tt", "-q", "127.0.0.1", "true"}},
+		{name: "signal kill is 255", args: []string{"127.0.0.1", "kill -9 $$"}, code: 255},
+		{name: "forwarding falls back", args: []string{"-L", "1:localhost:2", "127.0.0.1", "true"}, fallbck: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := h.run("ssh", h.sshArgs(tt.args...), tt.stdin)
+			if tt.fallbck {
+				if r.fallback == "" {
+					t.Fatalf("want fallback, got %+v", r)
+				}
+				return
+			}
+			if r.stdout != tt.stdout || r.stderr != tt.stderr || r.code != tt.code {
+				t.Fatalf("got stdout %q stderr %q code %d; want %q %q %d", r.stdout, r.stderr, r.code, tt.stdout, tt.stderr, tt.code)
+			}
+		})
+	}
+	if n := h.ts.conns.Load(); n != 1 {
+		t.Errorf("%d TCP connections, want 1", n)
+	}
+}
+
+func TestControlStopRedials(t *testing.T) {
+	h := newHarness(t, 0)
+	check := h.run("ssh", h.sshArgs("-O", "check", "127.0.0.1"), "")
+	if check.code != 255 || !strings.Contains(check.stderr, "Control socket connect(/tmp/cp/x): No such file or directory") {
+		t.Fatalf("check before connecting: %+v", check)
+	}
+	h.run("ssh", h.sshArgs("127.0.0.1", "true"), "")
+	check = h.run("ssh", h.sshArgs("-O", "check", "127.0.0.1"), "")
+	if check.code != 0 || !strings.HasPrefix(check.stderr, "Master running (pid=") {
+		t.Fatalf("check: %+v", check)
+	}
+	stop := h.run("ssh", h.sshArgs("-O", "stop", "127.0.0.1"), "")
+	if stop.code != 0 || stop.stderr != "Stop listening request sent.\r\n" {
+		t.Fatalf("stop: %+v", stop)
+	}
+	h.run("ssh", h.sshArgs("127.0.0.1", "true"), "")
+	if n := h.ts.conns.Load(); n != 2 {
+		t.Fatalf("%d TCP connections after reset, want 2", n)
+	}
+}
+
+func TestMaxSessionsOpensSecondConnection(t *testing.T) {
+	h := newHarness(t, 1)
+	started := make(chan struct{})
+	fifo := filepath.Join(t.TempDir(), "gate")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(started)
+		// Holds the only channel of the first connection until the gate opens.
+		h.run("ssh", h.sshArgs("127.0.0.1", "cat "+fifo), "")
+	}()
+	// Wait (by polling the server, not sleeping blindly) for the first session.
+	deadline := time.Now().Add(10 * time.Second)
+	for h.ts.execs.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r := h.run("ssh", h.sshArgs("127.0.0.1", "echo second"), "")
+	if r.stdout != "second\n" || r.code != 0 {
+		t.Fatalf("second session: %+v", r)
+	}
+	if n := h.ts.conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+	_ = os.WriteFile(fifo, []byte("x"), 0o600)
+	<-started
+}
+
+func TestTransfers(t *testing.T) {
+	h := newHarness(t, 0)
+	dir := t.TempDir()
+	local := filepath.Join(dir, "src file")
+	content := bytes.Repeat([]byte("0123456789"), 100_000)
+	if err := os.WriteFile(local, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote := filepath.Join(dir, "remote", "AnsiballZ_x.py")
+	os.Mkdir(filepath.Dir(remote), 0o700)
+
+	t.Run("sftp put/get", func(t *testing.T) {
+		batch := "put '" + local + "' " + remote + "\nget " + remote + " " + remote + ".back\n"
+		r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("[127.0.0.1]")...), batch)
+		if r.code != 0 {
+			t.Fatalf("sftp: %+v", r)
+		}
+		assertFile(t, remote, content, 0o600)
+		assertFile(t, remote+".back", content, 0o600)
+		assertNoTemp(t, filepath.Dir(remote))
+	})
+	t.Run("sftp error aborts, dash continues", func(t *testing.T) {
+		batch := "-get /nonexistent/a " + dir + "/x\nput /nonexistent/b " + remote + "\nput " + local + " " + remote + ".never\n"
+		r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), batch)
+		if r.code != 1 || !strings.Contains(r.stderr, "/nonexistent/b") {
+			t.Fatalf("sftp: %+v", r)
+		}
+		if _, err := os.Stat(remote + ".never"); err == nil {
+			t.Fatal("batch went on after an error")
+		}
+	})
+	t.Run("scp", func(t *testing.T) {
+		r := h.run("scp", h.sshArgs(local, "[127.0.0.1]:"+remote+".scp"), "")
+		if r.code != 0 {
+			t.Fatalf("scp up: %+v", r)
+		}
+		assertFile(t, remote+".scp", content, 0o600)
+		r = h.run("scp", h.sshArgs("[127.0.0.1]:"+remote+".scp", filepath.Join(dir, "fetched")), "")
+		if r.code != 0 {
+			t.Fatalf("scp down: %+v", r)
+		}
+		assertFile(t, filepath.Join(dir, "fetched"), content, 0o600)
+		r = h.run("scp", h.sshArgs("[127.0.0.1]:/nonexistent", filepath.Join(dir, "x")), "")
+		if r.code != 1 || r.stderr != "scp: /nonexistent: No such file or directory\r\n" {
+			t.Fatalf("scp missing: %+v", r)
+		}
+	})
+	t.Run("piped dd", func(t *testing.T) {
+		r := h.run("ssh", h.sshArgs("127.0.0.1", "dd of="+remote+".dd bs=65536"), string(content))
+		if r.code != 0 || !strings.Contains(r.stderr, "records out") {
+			t.Fatalf("dd: %+v", r)
+		}
+		assertFile(t, remote+".dd", content, 0o644)
+	})
+	if n := h.ts.conns.Load(); n != 1 {
+		t.Errorf("%d TCP connections, want 1", n)
+	}
+}
+
+func assertFile(t *testing.T, path string, want []byte, mode os.FileMode) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s: %d bytes differ from the %d sent", path, len(got), len(want))
+	}
+	fi, _ := os.Stat(path)
+	if fi.Mode().Perm() != mode {
+		t.Fatalf("%s: mode %o, want %o", path, fi.Mode().Perm(), mode)
+	}
+}
+
+func assertNoTemp(t *testing.T, dir string) {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Fatalf("temp file left behind: %s", e.Name())
+		}
+	}
+}

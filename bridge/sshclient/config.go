@@ -1,0 +1,569 @@
+package sshclient
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kevinburke/ssh_config"
+)
+
+// maxIncludeDepth is OpenSSH's READCONF_MAX_DEPTH.
+const maxIncludeDepth = 16
+
+// source names where an option came from, for OpenSSH-style messages.
+type source struct {
+	file string // "command-line" for -o options
+	line int
+}
+
+// block is one Host or Match line of a config file.
+type block struct {
+	match bool
+	args  string   // Match criteria, verbatim
+	pats  []string // Host patterns
+	line  int
+}
+
+// parsedFile is a config file split into blocks by kevinburke/ssh_config.
+// Values are taken verbatim from the file (by line number) because that
+// parser strips quotes and treats '#' differently from OpenSSH; the
+// library supplies the Host/Match block structure.
+type parsedFile struct {
+	cfg      *ssh_config.Config
+	blocks   map[string]block // placeholder pattern → block
+	keywords map[int]string   // line → lower-case keyword
+	values   map[int]string   // line → raw value after the keyword
+}
+
+const blockPrefix = "__bridge_block_"
+
+// preprocess rewrites a config file so that kevinburke/ssh_config sees only
+// "Host <placeholder>" lines and "<key> x" lines (one output line per input
+// line, so positions are preserved), and records the real keywords and
+// values. Match blocks become Host blocks whose criteria we evaluate
+// ourselves; Include is handled here rather than by the library (which
+// resolves relative paths against $HOME and cannot see the shim's home).
+func preprocess(data []byte) (*parsedFile, error) {
+	pf := &parsedFile{
+		blocks:   map[string]block{},
+		keywords: map[int]string{},
+		values:   map[int]string{},
+	}
+	lines := strings.Split(string(data), "\n")
+	var out strings.Builder
+	for i, ln := range lines {
+		no := i + 1
+		kw, rest := splitKeyword(ln)
+		if kw == "" || strings.HasPrefix(kw, "#") {
+			out.WriteString("\n")
+			continue
+		}
+		lkw := strings.ToLower(kw)
+		switch lkw {
+		case "host":
+			args, err := splitArgs(rest)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: invalid quotes", no)
+			}
+			ph := fmt.Sprintf("%s%d", blockPrefix, no)
+			pf.blocks[ph] = block{pats: args, line: no}
+			fmt.Fprintf(&out, "Host %s\n", ph)
+		case "match":
+			ph := fmt.Sprintf("%s%d", blockPrefix, no)
+			pf.blocks[ph] = block{match: true, args: rest, line: no}
+			fmt.Fprintf(&out, "Host %s\n", ph)
+		default:
+			pf.keywords[no] = lkw
+			pf.values[no] = rest
+			fmt.Fprintf(&out, "K%d x\n", no)
+		}
+	}
+	cfg, err := ssh_config.DecodeBytes([]byte(out.String()))
+	if err != nil {
+		return nil, err
+	}
+	pf.cfg = cfg
+	return pf, nil
+}
+
+// splitKeyword splits a config line like OpenSSH's strdelim: the keyword
+// ends at whitespace or '='; the rest skips whitespace and one '='.
+// Trailing whitespace (and form feeds) are removed.
+func splitKeyword(ln string) (kw, rest string) {
+	ln = strings.TrimRight(ln, " \t\r\n\f")
+	ln = strings.TrimLeft(ln, " \t")
+	end := strings.IndexAny(ln, " \t=")
+	if end < 0 {
+		return ln, ""
+	}
+	kw, rest = ln[:end], ln[end:]
+	rest = strings.TrimLeft(rest, " \t")
+	if strings.HasPrefix(rest, "=") {
+		rest = strings.TrimLeft(rest[1:], " \t")
+	}
+	return kw, rest
+}
+
+// readConfigFile reads one config file (and its Includes) into r.
+// userConf selects how relative Include paths resolve (~/.ssh vs /etc/ssh).
+func (r *resolver) readConfigFile(path string, userConf, checkPerm, mustExist bool, depth int) error {
+	if depth > maxIncludeDepth {
+		return &ConnError{Msg: fmt.Sprintf("Too many recursive configuration includes"), Err: errors.New("include depth")}
+	}
+	abs := r.env.abs(path)
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		if mustExist {
+			return &ConnError{Msg: fmt.Sprintf("Can't open user config file %.100s: %.100s", path, strerror(err)), Err: err}
+		}
+		return nil
+	}
+	if checkPerm {
+		if st, err := os.Stat(abs); err == nil {
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+				if (sys.Uid != 0 && int(sys.Uid) != os.Getuid()) || st.Mode().Perm()&0o022 != 0 {
+					return &ConnError{Msg: fmt.Sprintf("Bad owner or permissions on %s", path), Err: errors.New("bad config permissions")}
+				}
+			}
+		}
+	}
+	pf, err := preprocess(data)
+	if err != nil {
+		return &ConnError{Msg: fmt.Sprintf("%s: %v", path, err), Err: err}
+	}
+	var bad []string
+	for i, h := range pf.cfg.Hosts {
+		active := true // the implicit block at the top of every file
+		if i > 0 {
+			if len(h.Patterns) == 0 {
+				continue
+			}
+			b, ok := pf.blocks[h.Patterns[0].String()]
+			if !ok {
+				continue
+			}
+			if b.match {
+				m, err := r.evalMatch(b.args, source{path, b.line})
+				if err != nil {
+					bad = append(bad, err.Error())
+				}
+				active = m
+			} else {
+				active = hostLineMatches(r.hostArg, b.pats)
+			}
+		}
+		for _, n := range h.Nodes {
+			kv, ok := n.(*ssh_config.KV)
+			if !ok {
+				continue
+			}
+			line := kv.Pos().Line
+			kw, ok := pf.keywords[line]
+			if !ok {
+				continue
+			}
+			val := pf.values[line]
+			src := source{path, line}
+			if kw == "include" {
+				if !active {
+					continue
+				}
+				if err := r.include(val, userConf, depth, src); err != nil {
+					return err
+				}
+				continue
+			}
+			if msg := r.apply(kw, val, src, active); msg != "" {
+				bad = append(bad, msg)
+			}
+		}
+	}
+	if len(bad) > 0 {
+		bad = append(bad, fmt.Sprintf("%s: terminating, %d bad configuration options", path, len(bad)))
+		return &ConnError{Msg: strings.Join(bad, "\r\n"), Err: errors.New("bad configuration options")}
+	}
+	return nil
+}
+
+// include processes an Include line: tilde expansion, relative paths from
+// ~/.ssh (user config) or /etc/ssh (system config), glob in sorted order.
+func (r *resolver) include(val string, userConf bool, depth int, src source) error {
+	args, err := splitArgs(val)
+	if err != nil {
+		return &ConnError{Msg: fmt.Sprintf("%s line %d: invalid quotes", src.file, src.line), Err: err}
+	}
+	for _, a := range args {
+		p, err := expandTilde(a, r.env.Home)
+		if err != nil {
+			return &ConnError{Msg: err.Error(), Err: err}
+		}
+		if !filepath.IsAbs(p) {
+			if userConf {
+				p = filepath.Join(r.env.Home, ".ssh", p)
+			} else {
+				p = filepath.Join("/etc/ssh", p)
+			}
+		}
+		matches, err := filepath.Glob(p)
+		if err != nil {
+			return &ConnError{Msg: fmt.Sprintf("%s line %d: include %s glob failed", src.file, src.line, p), Err: err}
+		}
+		sort.Strings(matches)
+		for _, m := range matches {
+			if st, err := os.Stat(m); err == nil && st.IsDir() {
+				continue
+			}
+			if err := r.readConfigFile(m, userConf, false, false, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// evalMatch evaluates a Match line like OpenSSH 9.2's match_cfg_line.
+// exec is not run: the block is skipped and recorded as unsupported.
+func (r *resolver) evalMatch(args string, src source) (bool, error) {
+	words, err := splitArgs(args)
+	if err != nil {
+		return false, fmt.Errorf("%s line %d: invalid quotes", src.file, src.line)
+	}
+	if len(words) == 0 {
+		return false, fmt.Errorf("%s line %d: missing Match criteria", src.file, src.line)
+	}
+	result := true
+	for i := 0; i < len(words); i++ {
+		attr := words[i]
+		neg := strings.HasPrefix(attr, "!")
+		if neg {
+			attr = attr[1:]
+		}
+		la := strings.ToLower(attr)
+		switch la {
+		case "all":
+			if neg {
+				result = false
+			}
+			continue
+		case "canonical", "final":
+			if la == "final" {
+				r.wantFinal = true
+			}
+			m := r.final
+			if m == neg {
+				result = false
+			}
+			continue
+		}
+		if i+1 >= len(words) || strings.HasPrefix(words[i+1], "#") {
+			return false, fmt.Errorf("Missing Match criteria for %s", attr)
+		}
+		i++
+		arg := words[i]
+		var m bool
+		switch la {
+		case "host":
+			m = matchPatternList(r.matchHost(), arg, true) == 1
+		case "originalhost":
+			m = matchPatternList(r.hostArg, arg, true) == 1
+		case "user":
+			m = matchPatternList(r.matchUser(), arg, false) == 1
+		case "localuser":
+			m = matchPatternList(r.env.User, arg, false) == 1
+		case "exec":
+			r.note(fmt.Sprintf("%s line %d: Match exec is not supported; block skipped", src.file, src.line))
+			m = neg // never matches, whatever the negation
+		default:
+			return false, fmt.Errorf("%.200s line %d: Unsupported Match attribute %s", src.file, src.line, attr)
+		}
+		if m == neg {
+			result = false
+		}
+	}
+	return result, nil
+}
+
+// matchHost is the host "Match host" compares: HostName so far with %h
+// expanded, else the host from the command line.
+func (r *resolver) matchHost() string {
+	if hn, ok := r.vals["hostname"]; ok {
+		return strings.ReplaceAll(hn, "%h", r.hostArg)
+	}
+	return r.hostArg
+}
+
+func (r *resolver) matchUser() string {
+	if u, ok := r.vals["user"]; ok {
+		return u
+	}
+	return r.env.User
+}
+
+func (r *resolver) note(s string) {
+	for _, u := range r.unsupported {
+		if u == s {
+			return
+		}
+	}
+	r.unsupported = append(r.unsupported, s)
+}
+
+// Keywords whose argument is a yes/no flag.
+var flagKeys = map[string]bool{
+	"batchmode": true, "identitiesonly": true, "passwordauthentication": true,
+	"kbdinteractiveauthentication": true, "hashknownhosts": true,
+	"checkhostip": true, "compression": true, "tcpkeepalive": true,
+	"forwardagent": false, // takes a path too; not validated
+}
+
+// apply processes one keyword/value, first value wins (identity and
+// certificate files accumulate). It returns an OpenSSH-style message for
+// an invalid value, or "".
+func (r *resolver) apply(kw, raw string, src source, active bool) string {
+	bad := func(format string, a ...any) string {
+		return fmt.Sprintf("%s line %d: ", src.file, src.line) + fmt.Sprintf(format, a...)
+	}
+	if kw == "challengeresponseauthentication" {
+		kw = "kbdinteractiveauthentication"
+	}
+	if strings.TrimSpace(raw) == "" {
+		return fmt.Sprintf("%s line %d: no argument after keyword \"%s\"", src.file, src.line, kw)
+	}
+	args, err := splitArgs(raw)
+	if err != nil {
+		return bad("invalid quotes")
+	}
+	if len(args) == 0 {
+		return fmt.Sprintf("%s line %d: no argument after keyword \"%s\"", src.file, src.line, kw)
+	}
+	arg := args[0]
+	set := func(v string) {
+		if !active {
+			return
+		}
+		if _, ok := r.vals[kw]; !ok {
+			r.vals[kw] = v
+		}
+	}
+	switch kw {
+	case "port":
+		n, err := strconv.Atoi(arg)
+		if err != nil || n <= 0 || n > 65535 {
+			return bad("Bad port '%s'.", arg)
+		}
+		set(arg)
+	case "hostname", "user", "hostkeyalias", "identityagent", "preferredauthentications":
+		set(arg)
+	case "identityfile", "certificatefile":
+		if !active {
+			return ""
+		}
+		list := &r.identityFiles
+		if kw == "certificatefile" {
+			list = &r.certFiles
+		}
+		for _, f := range *list {
+			if f == arg {
+				return ""
+			}
+		}
+		*list = append(*list, arg)
+	case "userknownhostsfile", "globalknownhostsfile":
+		if active {
+			if _, ok := r.lists[kw]; !ok {
+				r.lists[kw] = args
+			}
+		}
+	case "stricthostkeychecking":
+		switch strings.ToLower(arg) {
+		case "yes", "true":
+			set("yes")
+		case "no", "false", "off":
+			set("no")
+		case "ask":
+			set("ask")
+		case "accept-new":
+			set("accept-new")
+		default:
+			return bad("unsupported option \"%s\".", arg)
+		}
+	case "pubkeyauthentication":
+		switch strings.ToLower(arg) {
+		case "yes", "true", "unbound", "host-bound":
+			set("yes")
+		case "no", "false":
+			set("no")
+		default:
+			return bad("unsupported option \"%s\".", arg)
+		}
+	case "connecttimeout", "serveraliveinterval":
+		if _, err := convtime(arg); err != nil && arg != "none" {
+			return bad("invalid time value.")
+		}
+		set(arg)
+	case "serveralivecountmax", "numberofpasswordprompts", "connectionattempts":
+		n, err := strconv.ParseInt(arg, 0, 64)
+		switch {
+		case err != nil && errors.Is(err, strconv.ErrRange) && strings.HasPrefix(arg, "-"):
+			return bad("integer value too small.")
+		case err != nil && errors.Is(err, strconv.ErrRange):
+			return bad("integer value too large.")
+		case err != nil:
+			return bad("integer value invalid.")
+		case n < 0:
+			return bad("integer value too small.")
+		case n > 1<<31-1:
+			return bad("integer value too large.")
+		}
+		set(strconv.FormatInt(n, 10))
+	case "loglevel":
+		if _, ok := logLevels[strings.ToUpper(arg)]; !ok {
+			return bad("unsupported log level '%s'", arg)
+		}
+		set(strings.ToUpper(arg))
+	case "addressfamily":
+		switch strings.ToLower(arg) {
+		case "any", "inet", "inet6":
+			set(strings.ToLower(arg))
+		default:
+			return bad("unsupported option \"%s\".", arg)
+		}
+	case "proxycommand":
+		// OpenSSH keeps the rest of the line verbatim.
+		if !active || r.proxySet || (r.jump != "" && r.jump != "none") {
+			return ""
+		}
+		r.proxyCommand = raw
+		r.proxySet = true
+	case "proxyjump":
+		if !active || r.proxySet || r.jump != "" {
+			return ""
+		}
+		r.jump = arg // "none" blocks later ProxyJump but not ProxyCommand
+	case "knownhostscommand", "revokedhostkeys", "pkcs11provider", "securitykeyprovider":
+		if active && !strings.EqualFold(arg, "none") {
+			r.note(fmt.Sprintf("%s %s (from %s line %d) is not supported", kw, arg, src.file, src.line))
+		}
+	case "canonicalizehostname", "proxyusefdpass":
+		if active && !strings.EqualFold(arg, "no") && !strings.EqualFold(arg, "false") {
+			r.note(fmt.Sprintf("%s %s (from %s line %d) is not supported", kw, arg, src.file, src.line))
+		}
+	default:
+		if flagKeys[kw] {
+			switch strings.ToLower(arg) {
+			case "yes", "true":
+				set("yes")
+			case "no", "false":
+				set("no")
+			default:
+				return bad("unsupported option \"%s\".", arg)
+			}
+		}
+		// Every other keyword is accepted and ignored here: the shim's
+		// parser decides which options the bridge cannot honour.
+	}
+	return ""
+}
+
+// convtime parses an OpenSSH time value: digits with optional s/m/h/d/w
+// suffixes, concatenated ("1m30s").
+func convtime(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, errors.New("empty")
+	}
+	var total, cur int64
+	digits := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= '0' && c <= '9' {
+			cur = cur*10 + int64(c-'0')
+			digits = true
+			if cur > 1<<31 {
+				return 0, errors.New("overflow")
+			}
+			continue
+		}
+		if !digits {
+			return 0, errors.New("bad time")
+		}
+		mult := int64(0)
+		switch c {
+		case 's', 'S':
+			mult = 1
+		case 'm', 'M':
+			mult = 60
+		case 'h', 'H':
+			mult = 3600
+		case 'd', 'D':
+			mult = 86400
+		case 'w', 'W':
+			mult = 604800
+		default:
+			return 0, errors.New("bad time")
+		}
+		total += cur * mult
+		cur, digits = 0, false
+	}
+	total += cur
+	if total > 1<<31-1 {
+		return 0, errors.New("overflow")
+	}
+	return time.Duration(total) * time.Second, nil
+}
+
+// strerror renders an error like C's strerror for the common cases.
+func strerror(err error) string {
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "No such file or directory"
+	case errors.Is(err, fs.ErrPermission):
+		return "Permission denied"
+	case errors.As(err, &errno):
+		return errnoText(errno)
+	}
+	return err.Error()
+}
+
+// errnoText is glibc's strerror text for errno values a connection meets.
+func errnoText(e syscall.Errno) string {
+	switch e {
+	case syscall.ECONNREFUSED:
+		return "Connection refused"
+	case syscall.ETIMEDOUT:
+		return "Connection timed out"
+	case syscall.ENETUNREACH:
+		return "Network is unreachable"
+	case syscall.EHOSTUNREACH:
+		return "No route to host"
+	case syscall.ECONNRESET:
+		return "Connection reset by peer"
+	case syscall.EPIPE:
+		return "Broken pipe"
+	case syscall.EADDRNOTAVAIL:
+		return "Cannot assign requested address"
+	case syscall.EAFNOSUPPORT:
+		return "Address family not supported by protocol"
+	case syscall.EACCES:
+		return "Permission denied"
+	case syscall.EPERM:
+		return "Operation not permitted"
+	case syscall.EHOSTDOWN:
+		return "Host is down"
+	case syscall.ENOENT:
+		return "No such file or directory"
+	}
+	s := e.Error()
+	if s != "" {
+		s = strings.ToUpper(s[:1]) + s[1:]
+	}
+	return s
+}

@@ -1,0 +1,532 @@
+package sshclient
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/crypto/ssh"
+)
+
+// proxyRemote is how OpenSSH names the peer of a ProxyCommand (and so of
+// a ProxyJump) connection in its messages.
+const proxyRemote = "UNKNOWN port 65535"
+
+// Dial connects to s, verifies the host key and authenticates, like
+// OpenSSH 9.2's ssh would. Prompts go to p (which may be nil: then every
+// prompt gets an empty answer); if p also implements Notifier it receives
+// the non-fatal stderr messages as they happen. Errors are *ConnError
+// whose Msg is what ssh prints; a canceled ctx aborts with an empty Msg.
+func Dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) (*ssh.Client, error) {
+	return dial(ctx, s, p, log)
+}
+
+func dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) (*ssh.Client, error) {
+	log = log.WithField("target", s.String())
+	for _, u := range s.Unsupported {
+		log.WithField("setting", u).Warn("ssh_config setting ignored")
+	}
+	rep := newReporter(p, s.LogLevel, log)
+	defer rep.detach()
+
+	tr, err := openTransport(ctx, s, p, rep, log)
+	if err != nil {
+		return nil, err
+	}
+	bc := newBannerConn(tr.conn, s.ConnectTimeout)
+	stop := context.AfterFunc(ctx, func() { bc.Close() })
+
+	hk := newHostKeyChecker(ctx, s, p, rep)
+	hk.hostIP = tr.hostIP
+	auth := newAuthState(ctx, s, p, rep, log, hk)
+	defer auth.close()
+
+	cfg := &ssh.ClientConfig{
+		User:              s.User,
+		HostKeyCallback:   hk.callback,
+		HostKeyAlgorithms: hostKeyAlgorithms(hk.entries, lookupName(s)),
+		BannerCallback: func(msg string) error {
+			if rep.level >= lvlInfo {
+				rep.raw(msg)
+			}
+			return nil
+		},
+		AuthCallback: auth.callback,
+	}
+	addr := net.JoinHostPort(s.HostName, strconv.Itoa(s.Port))
+	c, chans, reqs, err := ssh.NewClientConn(bc, addr, cfg)
+	stop()
+	bc.stopTimer()
+	if err != nil {
+		bc.Close()
+		tr.waitStderr()
+		if tr.extra != nil {
+			tr.extra()
+		}
+		ce := mapHandshakeError(ctx, err, s, bc, tr.remote, hk, auth)
+		log.WithError(err).Debug("ssh handshake failed")
+		return nil, ce
+	}
+	client := ssh.NewClient(c, chans, reqs)
+	if tr.extra != nil {
+		go func() {
+			_ = client.Wait()
+			tr.extra()
+		}()
+	}
+	log.Debug("ssh connection established")
+	return client, nil
+}
+
+// transport is the byte stream under an SSH connection.
+type transport struct {
+	conn   net.Conn
+	remote string // "127.0.0.1 port 22" or proxyRemote, for messages
+	hostIP string // for the host key prompt
+	extra  func() // closes what the stream depends on (a jump host)
+	stderr <-chan struct{}
+}
+
+// waitStderr lets a ProxyCommand's last stderr output arrive before the
+// final error message, as it would on a terminal.
+func (t *transport) waitStderr() {
+	if t.stderr == nil {
+		return
+	}
+	select {
+	case <-t.stderr:
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+func openTransport(ctx context.Context, s *Settings, p Prompter, rep *reporter, log logrus.FieldLogger) (*transport, error) {
+	switch {
+	case s.Jump != nil:
+		return dialJump(ctx, s, p, log)
+	case s.ProxyCommand != "":
+		return startProxyCommand(ctx, s, rep, log)
+	}
+	return dialTCP(ctx, s)
+}
+
+// kexClosed are the lines OpenSSH prints when the peer goes away before
+// its banner.
+func kexClosed(remote string) []msgLine {
+	return []msgLine{
+		errorLine("kex_exchange_identification: Connection closed by remote host"),
+		errorLine("Connection closed by " + remote),
+	}
+}
+
+// dialJump connects through the ProxyJump hop s.Jump (itself possibly
+// jumping), using a direct-tcpip channel like "ssh -W".
+func dialJump(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) (*transport, error) {
+	jc, err := dial(ctx, s.Jump, p, log.WithField("jump", s.Jump.String()))
+	if err != nil {
+		var ce *ConnError
+		if !errors.As(err, &ce) {
+			ce = &ConnError{Err: err}
+		}
+		if ctx.Err() != nil {
+			return nil, ce
+		}
+		return nil, prefixed(ce, s.LogLevel, err, kexClosed(proxyRemote)...)
+	}
+	conn, err := jc.DialContext(ctx, "tcp", net.JoinHostPort(s.HostName, strconv.Itoa(s.Port)))
+	if err != nil {
+		jc.Close()
+		if ctx.Err() != nil {
+			return nil, &ConnError{Err: ctx.Err()}
+		}
+		var hop []msgLine
+		var oce *ssh.OpenChannelError
+		if errors.As(err, &oce) {
+			sep := ""
+			if oce.Message != "" {
+				sep = ": "
+			}
+			hop = append(hop, errorLine(fmt.Sprintf("channel 0: open failed: %s%s%s", oce.Reason, sep, oce.Message)))
+		}
+		hop = append(hop, fatalLine("stdio forwarding failed"))
+		inner := failure(s.Jump.LogLevel, err, hop...)
+		return nil, prefixed(inner, s.LogLevel, err, kexClosed(proxyRemote)...)
+	}
+	return &transport{
+		conn:   conn,
+		remote: proxyRemote,
+		hostIP: "<no hostip for proxy command>",
+		extra:  func() { jc.Close() },
+	}, nil
+}
+
+// lookupIP resolves host names; tests replace it to stay off the network.
+var lookupIP = net.DefaultResolver.LookupIP
+
+// dialTCP resolves and connects like ssh_connect_direct: every address in
+// turn, ConnectionAttempts times, reporting the last error.
+func dialTCP(ctx context.Context, s *Settings) (*transport, error) {
+	network := "ip"
+	switch s.AddressFamily {
+	case "inet":
+		network = "ip4"
+	case "inet6":
+		network = "ip6"
+	}
+	var ips []net.IP
+	if ip := net.ParseIP(s.HostName); ip != nil {
+		ips = []net.IP{ip}
+	} else {
+		var err error
+		ips, err = lookupIP(ctx, network, s.HostName)
+		if err != nil || len(ips) == 0 {
+			if ctx.Err() != nil {
+				return nil, &ConnError{Err: ctx.Err()}
+			}
+			if err == nil {
+				err = &net.DNSError{Err: "no such host", Name: s.HostName, IsNotFound: true}
+			}
+			return nil, failure(s.LogLevel, err,
+				errorLine(fmt.Sprintf("ssh: Could not resolve hostname %.100s: %s", s.HostName, gaiText(err))))
+		}
+	}
+	port := strconv.Itoa(s.Port)
+	attempts := s.ConnectionAttempts
+	if attempts < 1 {
+		attempts = 1
+	}
+	var lastErr error
+	for a := 0; a < attempts; a++ {
+		if a > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, &ConnError{Err: ctx.Err()}
+			case <-time.After(time.Second):
+			}
+		}
+		for _, ip := range ips {
+			d := net.Dialer{Timeout: s.ConnectTimeout}
+			conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip.String(), port))
+			if err == nil {
+				hostIP := ip.String()
+				if s.Port != 22 {
+					hostIP = "[" + hostIP + "]:" + port
+				}
+				return &transport{conn: conn, remote: fmt.Sprintf("%s port %d", ip, s.Port), hostIP: hostIP}, nil
+			}
+			if ctx.Err() != nil {
+				return nil, &ConnError{Err: ctx.Err()}
+			}
+			lastErr = err
+		}
+	}
+	return nil, failure(s.LogLevel, lastErr,
+		errorLine(fmt.Sprintf("ssh: connect to host %s port %d: %s", s.HostName, s.Port, connectErrText(lastErr))))
+}
+
+// gaiText is getaddrinfo's gai_strerror text for a Go resolver error.
+func gaiText(err error) string {
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		switch {
+		case de.IsNotFound:
+			return "Name or service not known"
+		case de.IsTimeout || de.IsTemporary:
+			return "Temporary failure in name resolution"
+		}
+		return de.Err
+	}
+	return err.Error()
+}
+
+func connectErrText(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errnoText(errno)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "Connection timed out"
+	}
+	return err.Error()
+}
+
+// proxyConn is a net.Conn over a ProxyCommand's stdin and stdout.
+type proxyConn struct {
+	r, w      *os.File
+	cmd       *exec.Cmd
+	closeOnce sync.Once
+}
+
+type proxyAddr struct{}
+
+func (proxyAddr) Network() string { return "proxy" }
+func (proxyAddr) String() string  { return "UNKNOWN:65535" }
+
+func (c *proxyConn) Read(b []byte) (int, error)  { return c.r.Read(b) }
+func (c *proxyConn) Write(b []byte) (int, error) { return c.w.Write(b) }
+func (c *proxyConn) LocalAddr() net.Addr         { return proxyAddr{} }
+func (c *proxyConn) RemoteAddr() net.Addr        { return proxyAddr{} }
+func (c *proxyConn) SetDeadline(t time.Time) error {
+	_ = c.r.SetReadDeadline(t)
+	return c.w.SetWriteDeadline(t)
+}
+func (c *proxyConn) SetReadDeadline(t time.Time) error  { return c.r.SetReadDeadline(t) }
+func (c *proxyConn) SetWriteDeadline(t time.Time) error { return c.w.SetWriteDeadline(t) }
+
+// Close closes the pipes and sends the command SIGHUP, as ssh does.
+func (c *proxyConn) Close() error {
+	c.closeOnce.Do(func() {
+		c.w.Close()
+		c.r.Close()
+		if c.cmd.Process != nil {
+			_ = c.cmd.Process.Signal(syscall.SIGHUP)
+		}
+	})
+	return nil
+}
+
+// startProxyCommand runs ProxyCommand as "$SHELL -c 'exec CMD'" in the
+// shim's directory and environment. Its stderr is passed on as ssh's
+// would be: to the Notifier while dialing, to the log afterwards.
+func startProxyCommand(ctx context.Context, s *Settings, rep *reporter, log logrus.FieldLogger) (*transport, error) {
+	shell, ok := s.Env.lookup("SHELL")
+	if !ok || shell == "" {
+		shell = "/bin/sh"
+	}
+	cmd := exec.Command(shell, "-c", "exec "+s.ProxyCommand)
+	cmd.Dir = s.Env.Cwd
+	if s.Env.Environ != nil {
+		cmd.Env = s.Env.Environ
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, &ConnError{Msg: fmt.Sprintf("Could not create pipes to communicate with the proxy: %v", err), Err: err}
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, &ConnError{Msg: fmt.Sprintf("Could not create pipes to communicate with the proxy: %v", err), Err: err}
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, &ConnError{Msg: fmt.Sprintf("Could not create pipes to communicate with the proxy: %v", err), Err: err}
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		return nil, failure(s.LogLevel, err, fatalLine(fmt.Sprintf("Exec(%s): %s", shell, strerror(err))))
+	}
+	log.WithField("pid", cmd.Process.Pid).Debug("proxy command started")
+	go func() {
+		err := cmd.Wait()
+		log.WithError(err).Debug("proxy command exited")
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer errR.Close()
+		buf := make([]byte, 4096)
+		for {
+			n, err := errR.Read(buf)
+			if n > 0 {
+				rep.raw(string(buf[:n]))
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return &transport{
+		conn:   &proxyConn{r: outR, w: inW, cmd: cmd},
+		remote: proxyRemote,
+		hostIP: "<no hostip for proxy command>",
+		stderr: done,
+	}, nil
+}
+
+// bannerConn watches the server's version line: until it has arrived,
+// ConnectTimeout applies ("Connection timed out during banner exchange")
+// and a close is reported as kex_exchange_identification does. It also
+// keeps the first I/O error, which x/crypto may wrap or replace.
+type bannerConn struct {
+	net.Conn
+	mu       sync.Mutex
+	line     []byte
+	seen     bool
+	timedOut bool
+	ioErr    error
+	timer    *time.Timer
+}
+
+func newBannerConn(c net.Conn, timeout time.Duration) *bannerConn {
+	bc := &bannerConn{Conn: c}
+	if timeout > 0 {
+		bc.timer = time.AfterFunc(timeout, func() {
+			bc.mu.Lock()
+			fire := !bc.seen
+			if fire {
+				bc.timedOut = true
+			}
+			bc.mu.Unlock()
+			if fire {
+				c.Close()
+			}
+		})
+	}
+	return bc
+}
+
+func (c *bannerConn) stopTimer() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+func (c *bannerConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.mu.Lock()
+	if !c.seen {
+		for _, ch := range b[:n] {
+			if ch != '\n' {
+				if len(c.line) < 8 {
+					c.line = append(c.line, ch)
+				}
+				continue
+			}
+			if bytes.HasPrefix(c.line, []byte("SSH-")) {
+				c.seen = true
+				if c.timer != nil {
+					c.timer.Stop()
+				}
+				break
+			}
+			c.line = c.line[:0]
+		}
+	}
+	if err != nil && c.ioErr == nil {
+		c.ioErr = err
+	}
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *bannerConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if err != nil {
+		c.mu.Lock()
+		if c.ioErr == nil {
+			c.ioErr = err
+		}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+var disconnectRE = regexp.MustCompile(`ssh: disconnect, reason (\d+): (".*")$`)
+
+// negotiationNames maps x/crypto's algorithm kinds to OpenSSH's words.
+func negotiationName(what string) string {
+	switch {
+	case strings.Contains(what, "key exchange"):
+		return "key exchange method"
+	case strings.Contains(what, "host key"):
+		return "host key type"
+	case strings.Contains(what, "cipher"):
+		return "cipher"
+	case strings.Contains(what, "MAC"):
+		return "MAC"
+	case strings.Contains(what, "compression"):
+		return "compression method"
+	}
+	return what
+}
+
+// mapHandshakeError turns a failed x/crypto handshake into OpenSSH's
+// message for the same failure.
+func mapHandshakeError(ctx context.Context, err error, s *Settings, bc *bannerConn, remote string, hk *hostKeyChecker, auth *authState) *ConnError {
+	if hk.fail != nil {
+		return hk.fail
+	}
+	if auth.denied != nil {
+		return auth.denied
+	}
+	if ctx.Err() != nil {
+		return &ConnError{Err: fmt.Errorf("ssh: %w", ctx.Err())}
+	}
+	if auth.abort != nil {
+		return &ConnError{Err: auth.abort}
+	}
+	var ane *ssh.AlgorithmNegotiationError
+	if errors.As(err, &ane) {
+		return failure(s.LogLevel, err, errorLine(fmt.Sprintf("Unable to negotiate with %s: no matching %s found. Their offer: %s",
+			remote, negotiationName(ane.What), strings.Join(ane.RequestedAlgorithms, ","))))
+	}
+	if m := disconnectRE.FindStringSubmatch(err.Error()); m != nil {
+		msg, uerr := strconv.Unquote(m[2])
+		if uerr != nil {
+			msg = m[2]
+		}
+		return failure(s.LogLevel, err,
+			errorLine(fmt.Sprintf("Received disconnect from %s:%s: %.400s", remote, m[1], msg)),
+			errorLine("Disconnected from "+remote))
+	}
+	bc.mu.Lock()
+	seen, timedOut, ioErr := bc.seen, bc.timedOut, bc.ioErr
+	bc.mu.Unlock()
+	if timedOut {
+		return failure(s.LogLevel, err,
+			errorLine("Connection timed out during banner exchange"),
+			errorLine(fmt.Sprintf("Connection to %s timed out", remote)))
+	}
+	cause := ioErr
+	if cause == nil {
+		cause = err
+	}
+	switch {
+	case errors.Is(cause, syscall.ECONNRESET):
+		if !seen {
+			return failure(s.LogLevel, err,
+				errorLine("kex_exchange_identification: read: Connection reset by peer"),
+				errorLine("Connection reset by "+remote))
+		}
+		return failure(s.LogLevel, err, errorLine("Connection reset by "+remote))
+	case errors.Is(cause, io.EOF), errors.Is(cause, io.ErrUnexpectedEOF), errors.Is(cause, syscall.EPIPE),
+		errors.Is(cause, os.ErrClosed), errors.Is(cause, net.ErrClosed):
+		if !seen {
+			return failure(s.LogLevel, err, kexClosed(remote)...)
+		}
+		return failure(s.LogLevel, err, errorLine("Connection closed by "+remote))
+	}
+	var errno syscall.Errno
+	if errors.As(cause, &errno) {
+		return failure(s.LogLevel, err, errorLine(fmt.Sprintf("ssh_dispatch_run_fatal: Connection to %s: %s", remote, errnoText(errno))))
+	}
+	if !seen {
+		return failure(s.LogLevel, err, errorLine("kex_exchange_identification: "+strings.TrimPrefix(err.Error(), "ssh: handshake failed: ")))
+	}
+	return failure(s.LogLevel, err, errorLine(fmt.Sprintf("ssh_dispatch_run_fatal: Connection to %s: %s", remote,
+		strings.TrimPrefix(err.Error(), "ssh: handshake failed: "))))
+}

@@ -1,0 +1,117 @@
+// Package sshclient resolves the effective connection settings of an ssh
+// invocation and dials the target with golang.org/x/crypto/ssh, behaving
+// like OpenSSH 9.2's ssh: the same configuration precedence, the same
+// known_hosts decisions, the same authentication order, and the same
+// messages on stderr, so that a failure seen through the bridge reads
+// exactly like one from the real client.
+//
+// Resolve turns a parsed command line (fakessh.SSHInvocation) and the
+// shim's environment (Env) into Settings; Settings.Key says which
+// invocations may share a connection; Dial connects; KeepAlive watches a
+// connection.
+//
+// # Configuration
+//
+// Sources are, in order: command-line options (as the shim's parser kept
+// them), then ~/.ssh/config and /etc/ssh/ssh_config, or only the -F file
+// ("-F none" reads no file). The first value obtained for a keyword wins;
+// IdentityFile and CertificateFile accumulate. ~/.ssh/config is refused
+// when group- or world-writable, as OpenSSH does.
+//
+// Files are split into Host and Match blocks with
+// github.com/kevinburke/ssh_config, but values are read verbatim from the
+// file by line number and Host/Match/Include are evaluated here: that
+// parser strips quotes, handles '#' differently, resolves relative
+// Includes against the daemon's $HOME and fails the whole file on Match
+// criteria it does not know. Include globs are read in sorted order,
+// relative to ~/.ssh (user files) or /etc/ssh (system files), so Debian's
+// "Include /etc/ssh/ssh_config.d/*.conf" works. Host patterns match the
+// host as typed, case-sensitively; Match host/originalhost match case
+// insensitively. Match all, canonical, final (with OpenSSH's second pass),
+// host, originalhost, user and localuser are supported; Match exec is not
+// run: its block is skipped and recorded in Settings.Unsupported, where
+// the caller can log it or choose the real ssh. Invalid values give
+// OpenSSH's messages ("Bad port 'x'.", "terminating, N bad configuration
+// options"); unknown keywords are ignored rather than refused.
+//
+// HostName expands %h and is lower-cased; IdentityFile, CertificateFile,
+// IdentityAgent and UserKnownHostsFile expand ~, the %C %d %h %i %k %L %l
+// %n %p %r %u tokens and ${VAR} from the shim's environment; ProxyCommand
+// expands %h %n %p %r. Relative paths resolve against the shim's working
+// directory. Defaults are OpenSSH's: port 22, the local user, the
+// existing ~/.ssh/id_* files when no IdentityFile is set, ~/.ssh/known_hosts
+// and known_hosts2, /etc/ssh/ssh_known_hosts and ssh_known_hosts2,
+// StrictHostKeyChecking ask, ServerAliveCountMax 3, three password
+// prompts, PreferredAuthentications
+// gssapi-with-mic,hostbased,publickey,keyboard-interactive,password (the
+// first two are never attempted).
+//
+// ProxyJump and ProxyCommand share one first-wins slot: whichever comes
+// first is used, "ProxyJump none" blocks later ProxyJumps only. A ProxyJump
+// hop is resolved as OpenSSH's generated "ssh -l user -p port -J rest -F
+// file host" would be: only those options carry over, the rest comes from
+// ssh_config for the hop. "jumphost loop via host" is detected likewise.
+//
+// # Host keys
+//
+// known_hosts lines are parsed with ssh.ParseKnownHosts and matched here
+// (hashed names, patterns, negation, [host]:port for ports other than 22,
+// HostKeyAlias, @revoked, @cert-authority) because x/crypto's knownhosts
+// callback only considers the first key of each type for a host and fails
+// on any malformed line, while OpenSSH accepts any matching key and skips
+// bad lines. As in OpenSSH, a known key of another type counts as a
+// changed key, and host key algorithms of known types are preferred
+// (order_hostkeyalgs) from OpenSSH's default order, not x/crypto's.
+//
+// Unknown hosts: StrictHostKeyChecking=yes refuses ("No ED25519 host key
+// is known for ... and you have requested strict checking."); accept-new
+// and no add the key to the first UserKnownHostsFile (hashed with
+// HashKnownHosts, creating ~/.ssh 0700 when needed) and report "Warning:
+// Permanently added ..."; ask shows OpenSSH's "The authenticity of host
+// ..." question through the Prompter, which the shim can show on its
+// terminal; without an answer (BatchMode, no Prompter, a Prompter error)
+// it fails with "Host key verification failed." as ssh without a tty does.
+// A changed or revoked key prints OpenSSH's warning banner and fails,
+// except with StrictHostKeyChecking=no, where, as in OpenSSH, the
+// connection goes on with password and keyboard-interactive
+// authentication disabled.
+//
+// # Authentication
+//
+// Methods are tried in PreferredAuthentications order among those the
+// server lists (learned from the "none" request), each retried while it
+// has something left, starting over when the server's list changes, as in
+// sshconnect2.c; this is driven through x/crypto's AuthCallback. Public
+// keys are offered in pubkey_prepare order: agent keys first (file keys the
+// agent holds take the agent's position; other agent keys are dropped by
+// IdentitiesOnly), then the remaining files. A key's public half comes from
+// the file, the public part of an OpenSSH-format key, or file.pub, so a
+// passphrase is asked ("Enter passphrase for key '...': ") only once the
+// server accepts the key; unprotected key files get OpenSSH's "UNPROTECTED
+// PRIVATE KEY FILE" refusal. Passwords are asked as "user@host's password:
+// " (which sshpass recognises) and keyboard-interactive questions as
+// "(user@host) question", up to NumberOfPasswordPrompts times each, with
+// "Permission denied, please try again." between password attempts.
+// BatchMode disables all prompts. The final failure is "user@host:
+// Permission denied (methods)." with the server's own list.
+//
+// # Messages
+//
+// A failed Dial returns a *ConnError whose Msg is what ssh prints
+// (filtered by LogLevel: empty under -q), to be written with "\r\n" and
+// followed by exit status 255. Messages that do not end the connection go,
+// as they happen, to the Prompter when it implements Notifier, and
+// otherwise to the log. Network failures read like OpenSSH's ("ssh:
+// connect to host H port P: Connection refused", "ssh: Could not resolve
+// hostname H: Name or service not known", "kex_exchange_identification:
+// Connection closed by remote host", "Connection timed out during banner
+// exchange", ...); through a ProxyCommand or ProxyJump the peer is
+// "UNKNOWN port 65535" and a failing hop's own messages come first.
+//
+// # Keepalive
+//
+// KeepAlive sends keepalive@openssh.com requests like ServerAliveInterval
+// and ServerAliveCountMax. The bridge keeps connections open across many
+// invocations, so it uses DefaultKeepAliveInterval (15s) when
+// ServerAliveInterval is 0, where OpenSSH would send none.
+package sshclient

@@ -1,0 +1,64 @@
+package sshclient
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// DefaultKeepAliveInterval is what the daemon uses when ServerAliveInterval
+// is 0. OpenSSH then sends no keepalives, but a bridge connection outlives
+// any one ssh invocation, so it probes anyway to notice dead targets.
+const DefaultKeepAliveInterval = 15 * time.Second
+
+// KeepAlive sends "keepalive@openssh.com" global requests every interval
+// (DefaultKeepAliveInterval when interval <= 0) like OpenSSH's
+// ServerAliveInterval: any reply, even a failure, shows the server is
+// alive; when more than countMax intervals pass without one, onDead is
+// called once and KeepAlive returns. It also returns when ctx is done or
+// the connection closes. countMax <= 0 means OpenSSH's default, 3.
+func KeepAlive(ctx context.Context, c *ssh.Client, interval time.Duration, countMax int, onDead func()) {
+	if interval <= 0 {
+		interval = DefaultKeepAliveInterval
+	}
+	if countMax <= 0 {
+		countMax = 3
+	}
+	closed := make(chan struct{})
+	go func() {
+		_ = c.Wait()
+		close(closed)
+	}()
+	var missed atomic.Int32
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-closed:
+			return
+		case <-t.C:
+		}
+		if int(missed.Add(1)) > countMax {
+			if onDead != nil {
+				onDead()
+			}
+			return
+		}
+		go func() {
+			if _, _, err := c.SendRequest("keepalive@openssh.com", true, nil); err == nil {
+				missed.Store(0)
+			}
+		}()
+	}
+}
+
+// TimeoutMessage is what ssh prints when keepalives go unanswered
+// ("Timeout, server 127.0.0.1 not responding.").
+func (s *Settings) TimeoutMessage() string {
+	return fmt.Sprintf("Timeout, server %s not responding.", s.HostName)
+}

@@ -1,0 +1,614 @@
+package sshclient
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
+)
+
+// Env is what the invoking shim saw: its environment and working
+// directory.
+type Env struct {
+	// Home is the local user's home directory (~, %d); User is the local
+	// user name (%u, and the default remote user); Cwd is the shim's
+	// working directory, against which relative paths (-F, -i, ...)
+	// resolve.
+	Home, User, Cwd string
+	// AuthSock is the shim's SSH_AUTH_SOCK ("" = none).
+	AuthSock string
+	// Environ is the shim's environment ("NAME=value"), used for ${NAME}
+	// in IdentityFile and similar keywords and as the ProxyCommand's
+	// environment. nil means the daemon's own environment.
+	Environ []string
+}
+
+// Prompter asks the user on the invoking shim's terminal (password:,
+// passphrase, keyboard-interactive questions, host key confirmation).
+// An error is treated like OpenSSH treats a prompt it cannot show: as an
+// empty answer, unless ctx is done, which aborts the connection.
+type Prompter interface {
+	Prompt(ctx context.Context, prompt string, echo bool) (string, error)
+}
+
+// Notifier may be implemented by a Prompter to receive, as they happen,
+// the messages OpenSSH prints on stderr while it connects but which do not
+// end the connection ("Warning: Permanently added ...", "Permission denied,
+// please try again.", the server's banner, a ProxyCommand's stderr).
+// text is exactly what OpenSSH writes, line ending ("\r\n") included, and
+// already filtered by LogLevel. Without a Notifier these messages are only
+// logged.
+type Notifier interface {
+	Notify(text string)
+}
+
+// Settings are the effective connection settings for one destination,
+// resolved like OpenSSH 9.2 from the command line and ssh_config.
+type Settings struct {
+	// HostArg is the destination host as given on the command line (%n).
+	HostArg string
+	// HostName is the host to connect to: HostName with %h expanded, or
+	// HostArg; lower case, as ssh uses it.
+	HostName string
+	Port     int
+	User     string
+	// IdentityFiles are tilde/percent/${}-expanded, in the order given
+	// (command line first). Relative paths resolve against Env.Cwd. When
+	// none is configured, the existing default ~/.ssh/id_* files.
+	IdentityFiles []string
+	// CertificateFiles are CertificateFile values, expanded likewise.
+	CertificateFiles []string
+	IdentitiesOnly   bool
+	// AgentSock is the ssh-agent socket to use ("" = none): IdentityAgent,
+	// else Env.AuthSock.
+	AgentSock string
+	// ProxyJump is the ProxyJump value in effect ("" when none) and Jump
+	// the resolved settings of its last hop, the one the connection goes
+	// through (each hop carries the rest of the chain in its own Jump).
+	ProxyJump string
+	Jump      *Settings
+	// ProxyCommand is the expanded ProxyCommand ("" when none).
+	ProxyCommand string
+	// StrictHostKeyChecking is "yes", "no", "ask" or "accept-new".
+	StrictHostKeyChecking string
+	// UserKnownHostsFiles and GlobalKnownHostsFiles are expanded paths.
+	UserKnownHostsFiles, GlobalKnownHostsFiles []string
+	// HostKeyAlias, lower case, replaces [host]:port in known_hosts.
+	HostKeyAlias string
+	// HashKnownHosts hashes names of hosts added to known_hosts.
+	HashKnownHosts bool
+	// ConnectTimeout bounds the TCP connect and the banner exchange
+	// (0 = none). ConnectionAttempts is OpenSSH's ConnectionAttempts.
+	ConnectTimeout     time.Duration
+	ConnectionAttempts int
+	// AddressFamily is "any", "inet" or "inet6".
+	AddressFamily string
+	// ServerAliveInterval (0 = off in OpenSSH) and ServerAliveCountMax;
+	// see KeepAlive.
+	ServerAliveInterval time.Duration
+	ServerAliveCountMax int
+
+	PasswordAuthentication       bool
+	KbdInteractiveAuthentication bool
+	PubkeyAuthentication         bool
+	BatchMode                    bool
+	// PreferredAuthentications in order (default gssapi-with-mic,
+	// hostbased, publickey, keyboard-interactive, password; the first two
+	// are never attempted by the bridge).
+	PreferredAuthentications []string
+	NumberOfPasswordPrompts  int
+	// LogLevel is OpenSSH's name in upper case (QUIET, FATAL, ERROR, INFO,
+	// VERBOSE, DEBUG1, ...). It filters the messages Dial reports.
+	LogLevel string
+	// Unsupported lists configuration the bridge could not honour (Match
+	// exec blocks, which are skipped, KnownHostsCommand, ...). The caller
+	// should log them and may prefer the real ssh when it is not empty.
+	Unsupported []string
+	// Env is the invoking shim's environment the settings were resolved
+	// in; Dial uses Home and Environ from it.
+	Env Env
+
+	userKHDisplay   []string // UserKnownHostsFiles as configured (~ kept)
+	globalKHDisplay []string
+	updateHostKeys  bool
+}
+
+// resolver accumulates options, first value wins.
+type resolver struct {
+	env           Env
+	hostArg       string
+	final         bool
+	wantFinal     bool
+	vals          map[string]string
+	lists         map[string][]string
+	identityFiles []string
+	certFiles     []string
+	proxyCommand  string
+	proxySet      bool
+	jump          string
+	unsupported   []string
+}
+
+// maxJumpDepth bounds ProxyJump chains (including loops through
+// ssh_config).
+const maxJumpDepth = 8
+
+// Resolve computes the effective settings for inv the way OpenSSH 9.2 does:
+// command-line options first, in order, then the user's ~/.ssh/config and
+// /etc/ssh/ssh_config (or only the -F file; "-F none" reads nothing), the
+// first value obtained for a keyword winning. Errors are *ConnError with
+// OpenSSH's message.
+func Resolve(inv *fakessh.SSHInvocation, env Env) (*Settings, error) {
+	return resolve(inv, env, 0)
+}
+
+func resolve(inv *fakessh.SSHInvocation, env Env, depth int) (*Settings, error) {
+	if depth > maxJumpDepth {
+		return nil, &ConnError{Msg: "ProxyJump: too many hops", Err: errors.New("proxyjump depth exceeded")}
+	}
+	if env.Cwd == "" {
+		env.Cwd, _ = os.Getwd()
+	}
+	host := inv.Host
+	// OpenSSH keeps [v6] brackets on the command-line host.
+	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	r := &resolver{env: env, hostArg: host, vals: map[string]string{}, lists: map[string][]string{}}
+	if err := r.commandLine(inv); err != nil {
+		return nil, err
+	}
+	if err := r.readConfigs(inv.ConfigFile); err != nil {
+		return nil, err
+	}
+	if r.wantFinal {
+		r.final = true
+		if err := r.readConfigs(inv.ConfigFile); err != nil {
+			return nil, err
+		}
+	}
+	return r.settings(inv, depth)
+}
+
+// commandLine applies inv.Options (already dequoted by the shim's parser)
+// and the destination's user and port.
+func (r *resolver) commandLine(inv *fakessh.SSHInvocation) error {
+	for _, o := range inv.Options {
+		if msg := r.applyCmd(o.Key, o.Value); msg != "" {
+			return &ConnError{Msg: msg, Err: errors.New("bad command-line option")}
+		}
+	}
+	if _, ok := r.vals["user"]; !ok && inv.User != "" {
+		r.vals["user"] = inv.User
+	}
+	if _, ok := r.vals["port"]; !ok && inv.Port != "" {
+		if msg := r.applyCmd("port", inv.Port); msg != "" {
+			return &ConnError{Msg: msg, Err: errors.New("bad port")}
+		}
+	}
+	return nil
+}
+
+// applyCmd applies one command-line option. Values come from the shim's
+// parser already split and unquoted, so they are re-quoted for apply.
+func (r *resolver) applyCmd(key, value string) string {
+	src := source{"command-line", 0}
+	switch key {
+	case "proxycommand":
+		return r.apply(key, value, src, true)
+	case "userknownhostsfile", "globalknownhostsfile":
+		var q []string
+		for _, f := range strings.Fields(value) {
+			q = append(q, quoteArg(f))
+		}
+		return r.apply(key, strings.Join(q, " "), src, true)
+	case "proxyjump":
+		if r.proxySet || r.jump != "" {
+			return ""
+		}
+		r.jump = value
+		return ""
+	}
+	return r.apply(key, quoteArg(value), src, true)
+}
+
+// quoteArg quotes s so that splitArgs returns it as one word.
+func quoteArg(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\"'\\#") {
+		return s
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// readConfigs reads -F file, or ~/.ssh/config then /etc/ssh/ssh_config.
+func (r *resolver) readConfigs(configFile string) error {
+	switch {
+	case configFile == "none":
+		return nil
+	case configFile != "":
+		p, err := expandTilde(configFile, r.env.Home)
+		if err != nil {
+			return &ConnError{Msg: err.Error(), Err: err}
+		}
+		return r.readConfigFile(p, true, false, true, 0)
+	}
+	if r.env.Home != "" {
+		if err := r.readConfigFile(filepath.Join(r.env.Home, ".ssh", "config"), true, true, false, 0); err != nil {
+			return err
+		}
+	}
+	return r.readConfigFile(systemConfig, false, false, false, 0)
+}
+
+// systemConfig is OpenSSH's _PATH_HOST_CONFIG_FILE; a variable for tests.
+var systemConfig = "/etc/ssh/ssh_config"
+
+// Default paths, as in OpenSSH 9.2.
+var (
+	defaultIdentities = []string{"~/.ssh/id_rsa", "~/.ssh/id_ecdsa", "~/.ssh/id_ecdsa_sk",
+		"~/.ssh/id_ed25519", "~/.ssh/id_ed25519_sk", "~/.ssh/id_xmss", "~/.ssh/id_dsa"}
+	defaultUserKnownHosts   = []string{"~/.ssh/known_hosts", "~/.ssh/known_hosts2"}
+	defaultGlobalKnownHosts = []string{"/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"}
+	defaultPreferredAuth    = []string{"gssapi-with-mic", "hostbased", "publickey", "keyboard-interactive", "password"}
+)
+
+// logLevels maps OpenSSH's LogLevel names to their order.
+var logLevels = map[string]int{
+	"QUIET": -1, "FATAL": 0, "ERROR": 1, "INFO": 2, "VERBOSE": 3,
+	"DEBUG": 5, "DEBUG1": 5, "DEBUG2": 6, "DEBUG3": 7,
+}
+
+// settings fills defaults and expands tokens, as ssh.c does after reading
+// the configuration.
+func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, error) {
+	v := r.vals
+	flag := func(k string, def bool) bool {
+		if s, ok := v[k]; ok {
+			return s == "yes"
+		}
+		return def
+	}
+	num := func(k string, def int) int {
+		if s, ok := v[k]; ok {
+			if n, err := strconv.Atoi(s); err == nil {
+				return n
+			}
+		}
+		return def
+	}
+	dur := func(k string) time.Duration {
+		if s, ok := v[k]; ok && s != "none" {
+			d, _ := convtime(s)
+			return d
+		}
+		return 0
+	}
+	s := &Settings{
+		HostArg:                      r.hostArg,
+		Port:                         num("port", 22),
+		User:                         r.env.User,
+		IdentitiesOnly:               flag("identitiesonly", false),
+		StrictHostKeyChecking:        "ask",
+		HashKnownHosts:               flag("hashknownhosts", false),
+		ConnectTimeout:               dur("connecttimeout"),
+		ConnectionAttempts:           num("connectionattempts", 1),
+		AddressFamily:                "any",
+		ServerAliveInterval:          dur("serveraliveinterval"),
+		ServerAliveCountMax:          num("serveralivecountmax", 3),
+		PasswordAuthentication:       flag("passwordauthentication", true),
+		KbdInteractiveAuthentication: flag("kbdinteractiveauthentication", true),
+		PubkeyAuthentication:         flag("pubkeyauthentication", true),
+		BatchMode:                    flag("batchmode", false),
+		PreferredAuthentications:     defaultPreferredAuth,
+		NumberOfPasswordPrompts:      num("numberofpasswordprompts", 3),
+		LogLevel:                     "INFO",
+		Env:                          r.env,
+		Unsupported:                  r.unsupported,
+	}
+	if u, ok := v["user"]; ok {
+		s.User = u
+	}
+	if x, ok := v["stricthostkeychecking"]; ok {
+		s.StrictHostKeyChecking = x
+	}
+	if x, ok := v["addressfamily"]; ok {
+		s.AddressFamily = x
+	}
+	if x, ok := v["loglevel"]; ok {
+		s.LogLevel = strings.ToUpper(x)
+		if s.LogLevel == "DEBUG" {
+			s.LogLevel = "DEBUG1"
+		}
+	}
+	if x, ok := v["preferredauthentications"]; ok {
+		s.PreferredAuthentications = strings.Split(x, ",")
+	}
+	if x, ok := v["hostkeyalias"]; ok {
+		s.HostKeyAlias = strings.ToLower(x)
+	}
+	// HostName: %h (and %%) expanded, then lower case.
+	s.HostName = r.hostArg
+	if hn, ok := v["hostname"]; ok {
+		exp, err := percentExpand(hn, tokens{'h': r.hostArg}, hostnameTokens, false, nil)
+		if err != nil {
+			return nil, &ConnError{Msg: err.Error(), Err: err}
+		}
+		s.HostName = exp
+	}
+	s.HostName = strings.ToLower(s.HostName)
+	if s.HostName == "" {
+		return nil, &ConnError{Msg: "ssh: no destination host", Err: errors.New("no destination host")}
+	}
+	t := connTokens(s)
+	expandPath := func(p string) (string, error) {
+		p, err := expandTilde(p, r.env.Home)
+		if err != nil {
+			return "", err
+		}
+		return percentExpand(p, t, allTokens, true, r.env.lookup)
+	}
+	fail := func(err error) (*Settings, error) {
+		return nil, &ConnError{Msg: err.Error(), Err: err}
+	}
+
+	// Identities: defaults only when none is configured, and only those
+	// that exist (OpenSSH skips missing defaults silently).
+	if len(r.identityFiles) == 0 {
+		for _, d := range defaultIdentities {
+			p, _ := expandTilde(d, r.env.Home)
+			if _, err := os.Stat(p); err == nil {
+				s.IdentityFiles = append(s.IdentityFiles, p)
+			}
+		}
+	}
+	for _, f := range r.identityFiles {
+		p, err := expandPath(f)
+		if err != nil {
+			return fail(err)
+		}
+		s.IdentityFiles = append(s.IdentityFiles, p)
+	}
+	for _, f := range r.certFiles {
+		p, err := expandPath(f)
+		if err != nil {
+			return fail(err)
+		}
+		s.CertificateFiles = append(s.CertificateFiles, p)
+	}
+
+	// Known hosts files.
+	user, userSet := r.lists["userknownhostsfile"]
+	if !userSet {
+		user = defaultUserKnownHosts
+	}
+	global, ok := r.lists["globalknownhostsfile"]
+	if !ok {
+		global = defaultGlobalKnownHosts
+	}
+	for _, set := range []struct {
+		in      []string
+		out     *[]string
+		display *[]string
+	}{{user, &s.UserKnownHostsFiles, &s.userKHDisplay}, {global, &s.GlobalKnownHostsFiles, &s.globalKHDisplay}} {
+		for _, f := range set.in {
+			if strings.EqualFold(f, "none") {
+				continue
+			}
+			disp, err := percentExpand(f, t, allTokens, true, r.env.lookup)
+			if err != nil {
+				return fail(err)
+			}
+			p, err := expandTilde(disp, r.env.Home)
+			if err != nil {
+				return fail(err)
+			}
+			*set.out = append(*set.out, p)
+			*set.display = append(*set.display, disp)
+		}
+	}
+	// UpdateHostKeys defaults on only with the default user known_hosts.
+	s.updateHostKeys = !userSet
+	if x, ok := v["updatehostkeys"]; ok {
+		s.updateHostKeys = x != "no"
+	}
+
+	// Agent.
+	s.AgentSock = r.env.AuthSock
+	if a, ok := v["identityagent"]; ok {
+		switch {
+		case strings.EqualFold(a, "none"):
+			s.AgentSock = ""
+		case a == "SSH_AUTH_SOCK":
+			s.AgentSock = r.env.AuthSock
+		default:
+			var p string
+			var err error
+			if strings.HasPrefix(a, "$") && !strings.HasPrefix(a, "${") {
+				p, _ = r.env.lookup(a[1:])
+			} else if p, err = expandPath(a); err != nil {
+				return fail(err)
+			}
+			s.AgentSock = p
+		}
+	}
+
+	// Proxies.
+	if r.proxySet && !strings.EqualFold(r.proxyCommand, "none") {
+		pc, err := percentExpand(r.proxyCommand, t, proxyTokens, false, nil)
+		if err != nil {
+			return fail(err)
+		}
+		s.ProxyCommand = pc
+	}
+	if r.jump != "" && !strings.EqualFold(r.jump, "none") && s.ProxyCommand == "" {
+		s.ProxyJump = r.jump
+		jump, err := r.resolveJump(inv, s, depth)
+		if err != nil {
+			return nil, err
+		}
+		s.Jump = jump
+	}
+	return s, nil
+}
+
+// jumpHop is one [user@]host[:port] of a ProxyJump list.
+type jumpHop struct {
+	user, host string
+	port       int
+}
+
+// parseJumpHop parses "ssh://[user@]host[:port]" or "[user@]host[:port]"
+// (with [v6] brackets).
+func parseJumpHop(s string) (jumpHop, bool) {
+	var h jumpHop
+	if strings.HasPrefix(s, "ssh://") {
+		u, err := url.Parse(s)
+		if err != nil || (u.Path != "" && u.Path != "/") {
+			return h, false
+		}
+		h.user = u.User.Username()
+		h.host = u.Hostname()
+		if p := u.Port(); p != "" {
+			n, err := strconv.Atoi(p)
+			if err != nil || n <= 0 || n > 65535 {
+				return h, false
+			}
+			h.port = n
+		}
+		return h, h.host != ""
+	}
+	if i := strings.LastIndexByte(s, '@'); i >= 0 {
+		h.user, s = s[:i], s[i+1:]
+		if h.user == "" {
+			return h, false
+		}
+	}
+	host, port := s, ""
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return h, false
+		}
+		host = s[1:end]
+		rest := s[end+1:]
+		if rest != "" {
+			if !strings.HasPrefix(rest, ":") {
+				return h, false
+			}
+			port = rest[1:]
+		}
+	} else if i := strings.IndexByte(s, ':'); i >= 0 {
+		host, port = s[:i], s[i+1:]
+		if strings.Contains(port, ":") {
+			return h, false
+		}
+	}
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n <= 0 || n > 65535 {
+			return h, false
+		}
+		h.port = n
+	}
+	h.host = host
+	return h, host != ""
+}
+
+// resolveJump resolves the last hop of s.ProxyJump the way OpenSSH builds
+// its "ssh -l user -p port -J rest -F config host -W" proxy command: only
+// -l, -p, -J and -F carry over; everything else comes from ssh_config.
+func (r *resolver) resolveJump(inv *fakessh.SSHInvocation, s *Settings, depth int) (*Settings, error) {
+	spec := s.ProxyJump
+	rest, last := "", spec
+	if i := strings.LastIndexByte(spec, ','); i >= 0 {
+		rest, last = spec[:i], spec[i+1:]
+	}
+	hop, ok := parseJumpHop(last)
+	if !ok {
+		return nil, &ConnError{Msg: "Invalid -J argument", Err: errors.New("bad ProxyJump")}
+	}
+	ju, jp := hop.user, hop.port
+	if ju == "" {
+		ju = s.User
+	}
+	if jp <= 0 {
+		jp = 22
+	}
+	if hop.host == s.HostName && jp == s.Port && ju == s.User {
+		return nil, &ConnError{Msg: "jumphost loop via " + hop.host, Err: errors.New("jumphost loop")}
+	}
+	hinv := &fakessh.SSHInvocation{Host: hop.host, ConfigFile: inv.ConfigFile}
+	if hop.user != "" {
+		hinv.Options = append(hinv.Options, fakessh.Option{Key: "user", Value: hop.user})
+	}
+	if hop.port > 0 {
+		hinv.Options = append(hinv.Options, fakessh.Option{Key: "port", Value: strconv.Itoa(hop.port)})
+	}
+	if rest != "" {
+		hinv.Options = append(hinv.Options, fakessh.Option{Key: "proxyjump", Value: rest})
+	}
+	return resolve(hinv, r.env, depth+1)
+}
+
+// Key identifies connections that can be shared: two invocations whose
+// settings have the same Key may use one connection. It covers the
+// destination, identities, agent, proxies, host key policy and
+// authentication methods, but not timeouts, keepalives or LogLevel. It is
+// "user@host:port/" followed by a hex digest.
+func (s *Settings) Key() string {
+	h := sha256.New()
+	w := func(parts ...string) {
+		for _, p := range parts {
+			fmt.Fprintf(h, "%d:%s;", len(p), p)
+		}
+	}
+	abs := func(list []string) []string {
+		out := make([]string, len(list))
+		for i, p := range list {
+			out[i] = s.Env.abs(p)
+		}
+		return out
+	}
+	w("host", s.HostName, strconv.Itoa(s.Port), s.User)
+	w("ids")
+	w(abs(s.IdentityFiles)...)
+	w("certs")
+	w(abs(s.CertificateFiles)...)
+	w("only", strconv.FormatBool(s.IdentitiesOnly), "agent", s.AgentSock)
+	w("proxy", s.ProxyCommand)
+	if s.Jump != nil {
+		w("jump", s.Jump.Key())
+	}
+	w("strict", s.StrictHostKeyChecking, "alias", s.HostKeyAlias)
+	w("ukh")
+	w(abs(s.UserKnownHostsFiles)...)
+	w("gkh")
+	w(abs(s.GlobalKnownHostsFiles)...)
+	w("auth", strconv.FormatBool(s.PubkeyAuthentication), strconv.FormatBool(s.PasswordAuthentication),
+		strconv.FormatBool(s.KbdInteractiveAuthentication))
+	w(s.PreferredAuthentications...)
+	return fmt.Sprintf("%s@%s:%d/%s", s.User, s.HostName, s.Port, hex.EncodeToString(h.Sum(nil))[:32])
+}
+
+// String is a short description for logs.
+func (s *Settings) String() string {
+	return fmt.Sprintf("%s@%s:%d", s.User, s.HostName, s.Port)
+}

@@ -1,0 +1,166 @@
+package bridge
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"net"
+	"os/exec"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+)
+
+// testServer is an in-process SSH server on 127.0.0.1:0 that runs exec
+// requests with /bin/sh and serves the sftp subsystem from the local
+// filesystem. It counts TCP connections and refuses channels beyond
+// maxSessions per connection, like OpenSSH's MaxSessions.
+type testServer struct {
+	addr        string
+	hostKey     ssh.Signer
+	clientKey   ssh.Signer
+	maxSessions int
+	conns       atomic.Int32
+	ptys        atomic.Int32
+	execs       atomic.Int32
+}
+
+func newTestServer(t *testing.T, maxSessions int) *testServer {
+	t.Helper()
+	_, hk, _ := ed25519.GenerateKey(rand.Reader)
+	hostKey, err := ssh.NewSignerFromKey(hk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ck, _ := ed25519.GenerateKey(rand.Reader)
+	clientKey, _ := ssh.NewSignerFromKey(ck)
+	ts := &testServer{hostKey: hostKey, clientKey: clientKey, maxSessions: maxSessions}
+	cfg := &ssh.ServerConfig{
+		PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
+			if string(k.Marshal()) == string(clientKey.PublicKey().Marshal()) {
+				return nil, nil
+			}
+			return nil, errors.New("unknown key")
+		},
+	}
+	cfg.AddHostKey(hostKey)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	ts.addr = ln.Addr().String()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			ts.conns.Add(1)
+			go ts.serve(c, cfg)
+		}
+	}()
+	return ts
+}
+
+func (ts *testServer) serve(c net.Conn, cfg *ssh.ServerConfig) {
+	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
+	if err != nil {
+		c.Close()
+		return
+	}
+	defer sc.Close()
+	go ssh.DiscardRequests(reqs)
+	var open atomic.Int32
+	for nc := range chans {
+		if nc.ChannelType() != "session" {
+			nc.Reject(ssh.UnknownChannelType, "no")
+			continue
+		}
+		if ts.maxSessions > 0 && int(open.Load()) >= ts.maxSessions {
+			nc.Reject(ssh.Prohibited, "open failed")
+			continue
+		}
+		ch, creqs, err := nc.Accept()
+		if err != nil {
+			continue
+		}
+		open.Add(1)
+		go func() {
+			defer open.Add(-1)
+			ts.session(ch, creqs)
+		}()
+	}
+}
+
+func (ts *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
+	defer ch.Close()
+	var env []string
+	for req := range reqs {
+		switch req.Type {
+		case "env":
+			var kv struct{ K, V string }
+			_ = ssh.Unmarshal(req.Payload, &kv)
+			env = append(env, kv.K+"="+kv.V)
+			req.Reply(true, nil)
+		case "pty-req":
+			ts.ptys.Add(1)
+			req.Reply(true, nil)
+		case "exec":
+			var cmd struct{ C string }
+			_ = ssh.Unmarshal(req.Payload, &cmd)
+			req.Reply(true, nil)
+			ts.execs.Add(1)
+			go ssh.DiscardRequests(reqs)
+			ts.run(ch, cmd.C, env)
+			return
+		case "subsystem":
+			var name struct{ N string }
+			_ = ssh.Unmarshal(req.Payload, &name)
+			if name.N != "sftp" {
+				req.Reply(false, nil)
+				continue
+			}
+			req.Reply(true, nil)
+			go ssh.DiscardRequests(reqs)
+			srv, err := sftp.NewServer(ch)
+			if err == nil {
+				_ = srv.Serve()
+			}
+			return
+		default:
+			req.Reply(false, nil)
+		}
+	}
+}
+
+func (ts *testServer) run(ch ssh.Channel, command string, env []string) {
+	cmd := exec.Command("/bin/sh", "-c", command)
+	cmd.Env = env
+	cmd.Stdin = ch
+	cmd.Stdout = ch
+	cmd.Stderr = ch.Stderr()
+	status := uint32(0)
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				_, _ = ch.SendRequest("exit-signal", false, ssh.Marshal(struct {
+					Sig  string
+					Core bool
+					Msg  string
+					Lang string
+				}{"KILL", false, "", ""}))
+				return
+			}
+			status = uint32(ee.ExitCode())
+		} else {
+			status = 127
+		}
+	}
+	_, _ = ch.SendRequest("exit-status", false, binary.BigEndian.AppendUint32(nil, status))
+}
