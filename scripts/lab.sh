@@ -133,7 +133,7 @@ EOF
 	visudo -q -c >/dev/null || die "sudoers configuration is invalid"
 	# Ansible's stock behaviour with a tty-less sudo is what the corpus
 	# records; a global requiretty would change it.
-	if grep -rqsE '^[[:space:]]*Defaults([[:space:]]|,).*[^!]requiretty' /etc/sudoers /etc/sudoers.d/; then
+	if grep -rqsE '^[[:space:]]*Defaults([[:space:]]|,)(.*[^!])?requiretty' /etc/sudoers /etc/sudoers.d/; then
 		die "'Defaults requiretty' is set in /etc/sudoers or /etc/sudoers.d; remove it"
 	fi
 }

@@ -116,7 +116,7 @@ func splitKeyword(ln string) (kw, rest string) {
 // userConf selects how relative Include paths resolve (~/.ssh vs /etc/ssh).
 func (r *resolver) readConfigFile(path string, userConf, checkPerm, mustExist bool, depth int) error {
 	if depth > maxIncludeDepth {
-		return &ConnError{Msg: fmt.Sprintf("Too many recursive configuration includes"), Err: errors.New("include depth")}
+		return &ConnError{Msg: "Too many recursive configuration includes", Err: errors.New("include depth")}
 	}
 	abs := r.env.abs(path)
 	data, err := os.ReadFile(abs)
@@ -321,7 +321,6 @@ var flagKeys = map[string]bool{
 	"batchmode": true, "identitiesonly": true, "passwordauthentication": true,
 	"kbdinteractiveauthentication": true, "hashknownhosts": true,
 	"checkhostip": true, "compression": true, "tcpkeepalive": true,
-	"forwardagent": false, // takes a path too; not validated
 }
 
 // apply processes one keyword/value, first value wins (identity and
@@ -429,6 +428,15 @@ func (r *resolver) apply(kw, raw string, src source, active bool) string {
 			return bad("unsupported log level '%s'", arg)
 		}
 		set(strings.ToUpper(arg))
+	case "updatehostkeys":
+		switch strings.ToLower(arg) {
+		case "yes", "true", "ask":
+			set("yes")
+		case "no", "false":
+			set("no")
+		default:
+			return bad("unsupported option \"%s\".", arg)
+		}
 	case "addressfamily":
 		switch strings.ToLower(arg) {
 		case "any", "inet", "inet6":

@@ -210,6 +210,7 @@ type hostKeyChecker struct {
 
 	fail         *ConnError // set when verification refused the key
 	noMITMMethod bool       // password/kbd-interactive disabled (changed key, StrictHostKeyChecking=no)
+	accepted     ssh.PublicKey
 }
 
 func newHostKeyChecker(ctx context.Context, s *Settings, p Prompter, rep *reporter) *hostKeyChecker {
@@ -221,9 +222,19 @@ func newHostKeyChecker(ctx context.Context, s *Settings, p Prompter, rep *report
 	return &hostKeyChecker{ctx: ctx, s: s, p: p, rep: rep, entries: loadKnownHosts(files, disp)}
 }
 
-// callback is the ssh.HostKeyCallback.
+// callback is the ssh.HostKeyCallback. x/crypto calls it again at every
+// re-key; like OpenSSH, later calls only require the key accepted first.
 func (c *hostKeyChecker) callback(_ string, _ net.Addr, key ssh.PublicKey) error {
+	if c.accepted != nil {
+		if keysEqual(c.accepted, key) {
+			return nil
+		}
+		return fmt.Errorf("%w: server host key changed during re-key", ErrHostKey)
+	}
 	err := c.check(key)
+	if err == nil {
+		c.accepted = key
+	}
 	if err != nil && c.fail == nil {
 		c.fail = failure(c.s.LogLevel, err, fatalLine("Host key verification failed."))
 	}

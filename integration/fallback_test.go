@@ -1,0 +1,111 @@
+package integration
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// shimLog is where shims record each fallback to the real binary (next to
+// the daemon socket).
+func shimLog() string {
+	return filepath.Join(filepath.Dir(suite.socket), "shim.log")
+}
+
+// watchShimLog returns a function that reports the fallback lines the shims
+// logged since watchShimLog was called; it also logs them if t fails.
+func watchShimLog(t *testing.T) func() []string {
+	t.Helper()
+	if suite.compareStock {
+		return func() []string { return nil }
+	}
+	start := fileSize(shimLog())
+	lines := func() []string {
+		var out []string
+		for _, l := range strings.Split(string(readFrom(shimLog(), start)), "\n") {
+			if strings.Contains(l, "fallback") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	t.Cleanup(func() {
+		if l := lines(); t.Failed() && len(l) > 0 {
+			t.Logf("shim fallbacks during this test (%s):\n%s", shimLog(), strings.Join(l, "\n"))
+		}
+	})
+	return lines
+}
+
+// TestFallback gives Ansible an ssh option the bridge cannot honour
+// (ForwardAgent=yes): the shims must hand those invocations to the real
+// binaries, say so in the shim log, and the run must equal stock.
+func TestFallback(t *testing.T) {
+	requireLab(t)
+	tests := []struct {
+		name string
+		vars map[string]any
+	}{
+		// Only ssh gets the option: sftp/scp stay with the bridge while the
+		// real ssh runs the commands.
+		{"ssh_extra_args", map[string]any{"ansible_ssh_extra_args": "-o ForwardAgent=yes"}},
+		// ssh, sftp and scp all get it: everything goes to the real binaries.
+		{"ssh_common_args", map[string]any{"ansible_ssh_common_args": "-o UserKnownHostsFile=/dev/null -o ForwardAgent=yes"}},
+	}
+	modes := []mode{{false, "sftp"}, {false, "scp"}, {true, "piped"}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, m := range modes {
+				t.Run(m.String(), func(t *testing.T) {
+					requireBridge(t)
+					fallbacks := watchShimLog(t)
+					spec := runSpec{
+						Playbook: "fallback.yml",
+						Mode:     m,
+						HostVars: map[string]map[string]any{"t": tc.vars},
+					}
+					spec.Side = stock
+					want := runPlaybook(t, spec)
+					checkFallback(t, want)
+					spec.Side = bridgeSide()
+					got := runPlaybook(t, spec)
+					checkFallback(t, got)
+					compareRuns(t, got, want)
+					if suite.compareStock {
+						return
+					}
+					lines := fallbacks()
+					if len(lines) == 0 {
+						t.Errorf("the shim log %s records no fallback", shimLog())
+					}
+					for _, l := range lines {
+						if !strings.Contains(strings.ToLower(l), "forwardagent") {
+							t.Errorf("fallback for another reason than ForwardAgent: %s", l)
+						}
+					}
+					t.Logf("%d fallbacks, first: %s", len(lines), first(lines))
+					// The real ssh leaves its ControlPersist master behind.
+					if got.Masters == 0 {
+						t.Errorf("bridge run left no ssh control master: the real ssh never ran")
+					}
+				})
+			}
+		})
+	}
+}
+
+func checkFallback(t *testing.T, r *runResult) {
+	t.Helper()
+	wantExit(t, r, 0)
+	wantTask(t, r, "t", "command", "ok", "via real ssh")
+	wantTask(t, r, "t", "become", "ok", "root")
+	wantFile(t, r, "target:abtest/fallback.txt", &fileEntry{Mode: "0640", SHA256: sha("fallback\n")})
+	wantFile(t, r, "local/fallback.txt", &fileEntry{SHA256: sha("fallback\n")})
+}
+
+func first(l []string) string {
+	if len(l) == 0 {
+		return ""
+	}
+	return l[0]
+}
