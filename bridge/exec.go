@@ -169,9 +169,10 @@ wait:
 		case werr = <-done:
 			break wait
 		case sig := <-iv.signals:
-			// Like a control client that is killed: the master closes
-			// the channel, and the remote sees its stdio go away.
+			// The shim was told to stop: pass the signal on, then close
+			// the channel as a ControlMaster does for a client that dies.
 			iv.log.WithField("signal", sig).Info("shim signalled; closing channel")
+			_ = sess.Signal(ssh.Signal(sig))
 			sess.Close()
 		case ws := <-iv.winch:
 			_ = sess.WindowChange(ws[0], ws[1])

@@ -183,6 +183,21 @@ func TestControlStopRedials(t *testing.T) {
 	}
 }
 
+func TestDeadConnectionIsRedialled(t *testing.T) {
+	h := newHarness(t, 0)
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", "echo one"), ""); r.stdout != "one\n" {
+		t.Fatalf("first: %+v", r)
+	}
+	h.ts.dropAll()
+	r := h.run("ssh", h.sshArgs("127.0.0.1", "echo two"), "")
+	if r.stdout != "two\n" || r.code != 0 {
+		t.Fatalf("after the connection died: %+v", r)
+	}
+	if n := h.ts.conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+}
+
 func TestMaxSessionsOpensSecondConnection(t *testing.T) {
 	h := newHarness(t, 1)
 	started := make(chan struct{})

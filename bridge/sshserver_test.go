@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"os/exec"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -27,6 +28,20 @@ type testServer struct {
 	conns       atomic.Int32
 	ptys        atomic.Int32
 	execs       atomic.Int32
+
+	mu   sync.Mutex
+	live []net.Conn
+}
+
+// dropAll cuts every TCP connection, as a rebooted target or a NAT
+// timeout would.
+func (ts *testServer) dropAll() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for _, c := range ts.live {
+		c.Close()
+	}
+	ts.live = nil
 }
 
 func newTestServer(t *testing.T, maxSessions int) *testServer {
@@ -61,6 +76,9 @@ func newTestServer(t *testing.T, maxSessions int) *testServer {
 				return
 			}
 			ts.conns.Add(1)
+			ts.mu.Lock()
+			ts.live = append(ts.live, c)
+			ts.mu.Unlock()
 			go ts.serve(c, cfg)
 		}
 	}()

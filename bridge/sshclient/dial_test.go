@@ -810,3 +810,76 @@ func TestKeepAlive(t *testing.T) {
 		t.Errorf("TimeoutMessage %q", got)
 	}
 }
+
+// TestAnsibleInvocation resolves and dials with the exact options
+// ansible-core 2.14 passes (reference/ansible-2.14-traces).
+func TestAnsibleInvocation(t *testing.T) {
+	noSystemConfig(t)
+	priv, pub := newEd25519(t)
+	srv := startServer(t, withAuthKey(pub))
+	env := testEnv(t)
+	key := writeKey(t, env.Home, "id_ed25519", priv, "")
+	argv := []string{"-C", "-o", "ControlMaster=auto", "-o", "ControlPersist=60s", "-o", "StrictHostKeyChecking=no",
+		"-o", "Port=" + strconv.Itoa(srv.port()), "-o", `IdentityFile="` + key + `"`, "-o", "KbdInteractiveAuthentication=no",
+		"-o", "PreferredAuthentications=gssapi-with-mic,gssapi-keyex,hostbased,publickey", "-o", "PasswordAuthentication=no",
+		"-o", `User="deploy"`, "-o", "ConnectTimeout=10", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", `ControlPath="/home/ci/.ansible/cp/e13ada4ec6"`, "127.0.0.1", "/bin/sh -c 'echo ~deploy && sleep 0'"}
+	inv, err := fakessh.ParseSSH(argv)
+	if err != nil {
+		t.Fatalf("ParseSSH: %v", err)
+	}
+	s, err := Resolve(inv, env)
+	if err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	if s.User != "deploy" || s.Port != srv.port() || len(s.IdentityFiles) != 1 || s.IdentityFiles[0] != key ||
+		s.StrictHostKeyChecking != "no" || len(s.UserKnownHostsFiles) != 1 || s.UserKnownHostsFiles[0] != "/dev/null" ||
+		s.PasswordAuthentication || s.KbdInteractiveAuthentication || s.ConnectTimeout != 10*time.Second ||
+		strings.Join(s.PreferredAuthentications, ",") != "gssapi-with-mic,gssapi-keyex,hostbased,publickey" {
+		t.Fatalf("settings %+v", s)
+	}
+	p := &fakePrompter{}
+	if _, err := run(t, s, p); err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	want := fmt.Sprintf("Warning: Permanently added '[127.0.0.1]:%d' (ED25519) to the list of known hosts.\r\n", srv.port())
+	if p.notified() != want {
+		t.Errorf("stderr %q, want %q", p.notified(), want)
+	}
+	if len(p.prompts) != 0 {
+		t.Errorf("prompted %q", p.prompts)
+	}
+
+	// With -q nothing is printed.
+	inv, err = fakessh.ParseSSH(append([]string{"-q"}, argv...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Resolve(inv, env); err != nil {
+		t.Fatal(err)
+	}
+	p = &fakePrompter{}
+	if _, err := run(t, s, p); err != nil || p.notified() != "" {
+		t.Errorf("-q: err %v, stderr %q", err, p.notified())
+	}
+}
+
+// TestChangedKeyDefaultKnownHosts covers OpenSSH's UpdateHostKeys notice,
+// shown only with the default known_hosts files.
+func TestChangedKeyDefaultKnownHosts(t *testing.T) {
+	priv, pub := newEd25519(t)
+	srv := startServer(t, withAuthKey(pub))
+	env := testEnv(t)
+	writeFile(t, env.Home, ".ssh/known_hosts", srv.knownName()+" "+string(ssh.MarshalAuthorizedKey(newTestSigner(t).PublicKey())), 0o600)
+	s := settingsFor(t, env, srv.port(), "StrictHostKeyChecking=no", "IdentityFile="+writeKey(t, env.Home, "id", priv, ""))
+	p := &fakePrompter{}
+	if _, err := run(t, s, p); err != nil {
+		t.Fatal(err)
+	}
+	want := "Password authentication is disabled to avoid man-in-the-middle attacks.\r\n" +
+		"Keyboard-interactive authentication is disabled to avoid man-in-the-middle attacks.\r\n" +
+		"UpdateHostkeys is disabled because the host key is not trusted.\r\n"
+	if !strings.HasSuffix(p.notified(), want) {
+		t.Errorf("stderr %q", p.notified())
+	}
+}

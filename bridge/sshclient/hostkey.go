@@ -478,6 +478,6 @@ func (c *hostKeyChecker) continueUnsafe() {
 		c.rep.line(lvlError, "Keyboard-interactive authentication is disabled to avoid man-in-the-middle attacks.")
 	}
 	if c.s.updateHostKeys {
-		c.rep.line(lvlError, "UpdateHostKeys is disabled because the host key is not trusted.")
+		c.rep.line(lvlError, "UpdateHostkeys is disabled because the host key is not trusted.")
 	}
 }
