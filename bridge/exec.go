@@ -115,6 +115,10 @@ func (s *Server) serveExec(ctx context.Context, iv *invocation, t *target, inv *
 	defer c.release()
 	defer sess.Close()
 
+	for _, kv := range sendEnv(settings.SendEnv, iv.hello.Env) {
+		// Servers refuse variables they don't AcceptEnv; ssh ignores that too.
+		_ = sess.Setenv(kv[0], kv[1])
+	}
 	if tty {
 		term := iv.getenv("TERM")
 		if err := sess.RequestPty(term, iv.hello.Rows, iv.hello.Cols, ssh.TerminalModes{}); err != nil {
@@ -225,4 +229,22 @@ func quiet(inv *fakessh.SSHInvocation, s *sshclient.Settings) bool {
 		return true
 	}
 	return false
+}
+
+// sendEnv picks the shim's variables that match SendEnv patterns.
+func sendEnv(patterns []string, env []string) [][2]string {
+	var out [][2]string
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		for _, p := range patterns {
+			if sshclient.MatchPattern(p, k) {
+				out = append(out, [2]string{k, v})
+				break
+			}
+		}
+	}
+	return out
 }

@@ -198,22 +198,20 @@ func (iv *invocation) getenv(key string) string {
 	return ""
 }
 
-// clientEnv is what sshclient needs to know of the shim's world.
+// clientEnv is what sshclient needs to know of the shim's world. Like
+// ssh, it takes the home directory from the password database, not $HOME.
 func (iv *invocation) clientEnv() sshclient.Env {
 	env := sshclient.Env{
 		Home:     iv.getenv("HOME"),
-		User:     iv.getenv("USER"),
+		User:     cmpOr(iv.getenv("USER"), iv.getenv("LOGNAME")),
 		Cwd:      iv.hello.Cwd,
 		AuthSock: iv.getenv("SSH_AUTH_SOCK"),
 		Environ:  iv.hello.Env,
 	}
-	if env.User == "" {
-		env.User = iv.getenv("LOGNAME")
-	}
-	if env.User == "" || env.Home == "" {
-		if u, err := user.Current(); err == nil {
-			env.User = cmpOr(env.User, u.Username)
-			env.Home = cmpOr(env.Home, u.HomeDir)
+	if u, err := user.Current(); err == nil {
+		env.User = u.Username
+		if u.HomeDir != "" {
+			env.Home = u.HomeDir
 		}
 	}
 	return env

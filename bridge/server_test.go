@@ -84,7 +84,7 @@ func (h *harness) run(prog string, argv []string, stdin string) result {
 		h.t.Fatal(err)
 	}
 	defer c.Close()
-	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.t.TempDir(), Env: []string{"HOME=" + h.t.TempDir(), "USER=tester", "TERM=xterm"}, Umask: 0o22})
+	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.t.TempDir(), Env: []string{"HOME=" + h.t.TempDir(), "USER=tester", "TERM=xterm", "LANG=C.UTF-8"}, Umask: 0o22})
 	if err := wire.Write(c, wire.Hello, hello); err != nil {
 		h.t.Fatal(err)
 	}
@@ -137,6 +137,8 @@ func TestExec(t *testing.T) {
 		{name: "echo", args: []string{"127.0.0.1", "/bin/sh -c 'echo hi && sleep 0'"}, stdout: "hi\n"},
 		{name: "stderr and status", args: []string{"127.0.0.1", "echo err >&2; exit 3"}, stderr: "err\n", code: 3},
 		{name: "stdin", args: []string{"127.0.0.1", "cat"}, stdin: "payload", stdout: "payload"},
+		{name: "SendEnv", args: []string{"-o", "SendEnv=LC_* LANG", "127.0.0.1", "echo $LANG"}, stdout: "C.UTF-8\n"},
+		{name: "no SendEnv", args: []string{"127.0.0.1", "echo $LANG"}, stdout: "\n"},
 		{name: "words joined", args: []string{"127.0.0.1", "echo", "a", "b"}, stdout: "a b\n"},
 		{name: "tty notice", args: []string{"-tt", "127.0.0.1", "true"}, stderr: "Shared connection to 127.0.0.1 closed.\r\n"},
 		{name: "tty quiet", args: []string{"-tt", "-q", "127.0.0.1", "true"}},

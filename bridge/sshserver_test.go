@@ -158,7 +158,7 @@ func (ts *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 
 func (ts *testServer) run(ch ssh.Channel, command string, env []string) {
 	cmd := exec.Command("/bin/sh", "-c", command)
-	cmd.Env = env
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
 	cmd.Stdin = ch
 	cmd.Stdout = ch
 	cmd.Stderr = ch.Stderr()

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-		"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/pkg/sftp"
 )
 

@@ -381,6 +381,11 @@ func (r *resolver) apply(kw, raw string, src source, active bool) string {
 				r.lists[kw] = args
 			}
 		}
+	case "sendenv":
+		// SendEnv accumulates across sources; "-pattern" removes.
+		if active {
+			r.lists[kw] = sendEnvEdit(r.lists[kw], args)
+		}
 	case "stricthostkeychecking":
 		switch strings.ToLower(arg) {
 		case "yes", "true":
@@ -574,4 +579,23 @@ func errnoText(e syscall.Errno) string {
 		s = strings.ToUpper(s[:1]) + s[1:]
 	}
 	return s
+}
+
+// sendEnvEdit applies one SendEnv line: patterns are added, "-pattern"
+// removes the patterns it matches, as OpenSSH does.
+func sendEnvEdit(list, args []string) []string {
+	for _, a := range args {
+		if rm, ok := strings.CutPrefix(a, "-"); ok {
+			kept := list[:0:0]
+			for _, p := range list {
+				if !matchPattern(p, rm) {
+					kept = append(kept, p)
+				}
+			}
+			list = kept
+			continue
+		}
+		list = append(list, a)
+	}
+	return list
 }

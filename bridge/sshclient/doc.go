@@ -38,7 +38,8 @@
 // IdentityAgent and UserKnownHostsFile expand ~, the %C %d %h %i %k %L %l
 // %n %p %r %u tokens and ${VAR} from the shim's environment; ProxyCommand
 // expands %h %n %p %r. Relative paths resolve against the shim's working
-// directory. Defaults are OpenSSH's: port 22, the local user, the
+// directory (the daemon's when Env.Cwd is empty). OpenSSH takes ~ from the
+// password database, not $HOME, so Env.Home should be that. Defaults are OpenSSH's: port 22, the local user, the
 // existing ~/.ssh/id_* files when no IdentityFile is set, ~/.ssh/known_hosts
 // and known_hosts2, /etc/ssh/ssh_known_hosts and ssh_known_hosts2,
 // StrictHostKeyChecking ask, ServerAliveCountMax 3, three password
@@ -74,7 +75,9 @@
 // A changed or revoked key prints OpenSSH's warning banner and fails,
 // except with StrictHostKeyChecking=no, where, as in OpenSSH, the
 // connection goes on with password and keyboard-interactive
-// authentication disabled.
+// authentication disabled (and, with the default known_hosts files,
+// OpenSSH's "UpdateHostkeys is disabled" notice). At a re-key only the
+// key accepted first is accepted again.
 //
 // # Authentication
 //

@@ -140,10 +140,9 @@ func percentExpand(s string, t tokens, allowed string, dollar bool, env func(str
 
 // Token sets OpenSSH 9.2 accepts per keyword.
 const (
-	allTokens       = "CdhikLlnpru"
-	proxyTokens     = "hnpr"
-	hostnameTokens  = "h"
-	localHostnameTk = "lL"
+	allTokens      = "CdhikLlnpru"
+	proxyTokens    = "hnpr"
+	hostnameTokens = "h"
 )
 
 // connTokens builds the token table for a resolved connection.
@@ -171,7 +170,7 @@ func connTokens(s *Settings) tokens {
 	}
 }
 
-// envLookup returns a ${VAR} resolver over the shim's environment, or the
+// lookup resolves ${VAR} over the shim's environment, or the
 // daemon's own when the shim did not send one.
 func (e Env) lookup(name string) (string, bool) {
 	if e.Environ == nil {

@@ -20,6 +20,7 @@ const DefaultKeepAliveInterval = 15 * time.Second
 // alive; when more than countMax intervals pass without one, onDead is
 // called once and KeepAlive returns. It also returns when ctx is done or
 // the connection closes. countMax <= 0 means OpenSSH's default, 3.
+// onDead should close c: requests still waiting for a reply end then.
 func KeepAlive(ctx context.Context, c *ssh.Client, interval time.Duration, countMax int, onDead func()) {
 	if interval <= 0 {
 		interval = DefaultKeepAliveInterval

@@ -88,3 +88,7 @@ func hostLineMatches(host string, patterns []string) bool {
 	}
 	return found
 }
+
+// MatchPattern reports whether s matches an ssh_config wildcard pattern
+// ('*' and '?'), as SendEnv and Host patterns are matched.
+func MatchPattern(pattern, s string) bool { return matchPattern(s, pattern) }

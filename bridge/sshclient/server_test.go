@@ -267,19 +267,34 @@ func (p *fakePrompter) notified() string {
 	return p.notes.String()
 }
 
-// testLogger sends logs to t.Log.
+// testLogger sends logs to t.Log until the test ends (a ProxyCommand
+// may be reaped after that).
 func testLogger(t *testing.T) logrus.FieldLogger {
 	t.Helper()
+	w := &tWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
 	l := logrus.New()
-	l.SetOutput(tWriter{t})
+	l.SetOutput(w)
 	l.SetLevel(logrus.DebugLevel)
 	return l
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
 
-func (w tWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(b), "\n"))
+func (w *tWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(b), "\n"))
+	}
 	return len(b), nil
 }
 

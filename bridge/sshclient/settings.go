@@ -109,6 +109,9 @@ type Settings struct {
 	// LogLevel is OpenSSH's name in upper case (QUIET, FATAL, ERROR, INFO,
 	// VERBOSE, DEBUG1, ...). It filters the messages Dial reports.
 	LogLevel string
+	// SendEnv holds the patterns of local variables to send to the
+	// server (accumulated over all sources, "-pattern" removals applied).
+	SendEnv []string
 	// Unsupported lists configuration the bridge could not honour (Match
 	// exec blocks, which are skipped, KnownHostsCommand, ...). The caller
 	// should log them and may prefer the real ssh when it is not empty.
@@ -393,6 +396,8 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 		}
 		s.CertificateFiles = append(s.CertificateFiles, p)
 	}
+
+	s.SendEnv = r.lists["sendenv"]
 
 	// Known hosts files.
 	user, userSet := r.lists["userknownhostsfile"]
