@@ -1,0 +1,133 @@
+package bridge
+
+import (
+	"path"
+	"regexp"
+	"strings"
+
+	shellquote "github.com/kballard/go-shellquote"
+)
+
+// cmdKind names the Ansible housekeeping commands the bridge answers
+// itself (see DESIGN.md, Routes).
+type cmdKind int
+
+const (
+	cmdOther     cmdKind = iota
+	cmdEchoHome          // echo ~[user] && sleep 0
+	cmdMkTemp            // ( umask 77 && mkdir -p BASE && mkdir DIR && echo NAME=DIR ) && sleep 0
+	cmdChmodUX           // chmod u+x PATH... && sleep 0
+	cmdRmTemp            // rm -f -r DIR/ > /dev/null 2>&1 && sleep 0
+	cmdRunPython         // [VAR=value...] PYTHON [SCRIPT] && sleep 0
+)
+
+// ansibleCmd is a recognised command line.
+type ansibleCmd struct {
+	kind cmdKind
+	// cmdMkTemp: the base directory, the new directory and its name.
+	base, dir, name string
+	// cmdChmodUX, cmdRmTemp: the paths named.
+	paths []string
+	// cmdRunPython: interpreter words, script path ("" when piped on
+	// stdin) and VAR=value prefixes in order.
+	python []string
+	script string
+	env    [][2]string
+}
+
+// safePath matches paths that mean the same to the shell with or without
+// the backquoted echo Ansible wraps them in: nothing to expand.
+var safePath = regexp.MustCompile(`^/[A-Za-z0-9_./@+,:-]*$`)
+
+var mkTempRe = regexp.MustCompile("^\\( umask 77 && mkdir -p \"` echo ([^`\"]+) `\"&& mkdir \"` echo ([^`\"]+) `\" && echo ([A-Za-z0-9_.-]+)=\"` echo ([^`\"]+) `\" \\) && sleep 0$")
+
+var envWord = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+
+// classify recognises the commands Ansible's sh shell plugin sends. The
+// command is what ssh would send: `/bin/sh -c '<inner>'`.
+func classify(command string) ansibleCmd {
+	words, err := shellquote.Split(command)
+	if err != nil || len(words) != 3 || words[0] != "/bin/sh" || words[1] != "-c" {
+		return ansibleCmd{}
+	}
+	inner := words[2]
+	if m := mkTempRe.FindStringSubmatch(inner); m != nil {
+		base, dir, name, echoed := m[1], m[2], m[3], m[4]
+		if dir == echoed && path.Dir(dir) == base && path.Base(dir) == name &&
+			safePath.MatchString(base) && safePath.MatchString(dir) {
+			return ansibleCmd{kind: cmdMkTemp, base: base, dir: dir, name: name}
+		}
+		return ansibleCmd{}
+	}
+	body, ok := strings.CutSuffix(inner, " && sleep 0")
+	if !ok {
+		return ansibleCmd{}
+	}
+	if body == "echo ~" || (strings.HasPrefix(body, "echo ~") && safeUser(body[len("echo ~"):])) {
+		return ansibleCmd{kind: cmdEchoHome}
+	}
+	if rest, ok := strings.CutSuffix(body, "/ > /dev/null 2>&1"); ok && strings.HasPrefix(rest, "rm -f -r ") {
+		p := rest[len("rm -f -r "):]
+		if safePath.MatchString(p) {
+			return ansibleCmd{kind: cmdRmTemp, paths: []string{p}}
+		}
+		return ansibleCmd{}
+	}
+	bw, err := shellquote.Split(body)
+	if err != nil || len(bw) == 0 {
+		return ansibleCmd{}
+	}
+	if len(bw) >= 3 && bw[0] == "chmod" && bw[1] == "u+x" {
+		for _, p := range bw[2:] {
+			if !safePath.MatchString(p) {
+				return ansibleCmd{}
+			}
+		}
+		// Quoting must not have changed anything: the words are the text.
+		if body != strings.Join(bw, " ") {
+			return ansibleCmd{}
+		}
+		return ansibleCmd{kind: cmdChmodUX, paths: bw[2:]}
+	}
+	return classifyPython(bw)
+}
+
+// classifyPython recognises `[VAR=value...] PYTHON [SCRIPT.py]`, where
+// PYTHON is an interpreter path or `/usr/bin/env [VAR=value...] pythonX`.
+func classifyPython(words []string) ansibleCmd {
+	c := ansibleCmd{kind: cmdRunPython}
+	for len(words) > 0 && envWord.MatchString(words[0]) {
+		k, v, _ := strings.Cut(words[0], "=")
+		c.env = append(c.env, [2]string{k, v})
+		words = words[1:]
+	}
+	if len(words) == 0 {
+		return ansibleCmd{}
+	}
+	if last := words[len(words)-1]; len(words) > 1 && strings.HasSuffix(last, ".py") && safePath.MatchString(last) {
+		c.script = last
+		words = words[:len(words)-1]
+	}
+	py := words[len(words)-1]
+	if !isPython(path.Base(py)) {
+		return ansibleCmd{}
+	}
+	if len(words) > 1 && words[0] != "/usr/bin/env" {
+		return ansibleCmd{}
+	}
+	for _, w := range words {
+		if !safePath.MatchString(w) && !envWord.MatchString(w) && !isPython(w) {
+			return ansibleCmd{}
+		}
+	}
+	c.python = words
+	return c
+}
+
+var pythonRe = regexp.MustCompile(`^python[0-9.]*$`)
+
+func isPython(name string) bool { return pythonRe.MatchString(name) }
+
+var userRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
+
+func safeUser(u string) bool { return userRe.MatchString(u) }

@@ -1,0 +1,71 @@
+package bridge
+
+import (
+	"bufio"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestClassify(t *testing.T) {
+	const tmp = "/home/deploy/.ansible/tmp/ansible-tmp-1795258799.4656882-10032-110163520341080"
+	tests := []struct {
+		name string
+		cmd  string
+		want ansibleCmd
+	}{
+		{"echo home", `/bin/sh -c 'echo ~deploy && sleep 0'`, ansibleCmd{kind: cmdEchoHome}},
+		{"echo bare home", `/bin/sh -c 'echo ~ && sleep 0'`, ansibleCmd{kind: cmdEchoHome}},
+		{"echo home expansion", `/bin/sh -c 'echo ~$(id) && sleep 0'`, ansibleCmd{}},
+		{"mkdir", `/bin/sh -c '( umask 77 && mkdir -p "` + "` echo /home/deploy/.ansible/tmp `" + `"&& mkdir "` + "` echo " + tmp + " `" + `" && echo ansible-tmp-1795258799.4656882-10032-110163520341080="` + "` echo " + tmp + " `" + `" ) && sleep 0'`,
+			ansibleCmd{kind: cmdMkTemp, base: "/home/deploy/.ansible/tmp", dir: tmp, name: "ansible-tmp-1795258799.4656882-10032-110163520341080"}},
+		{"mkdir with expansion", `/bin/sh -c '( umask 77 && mkdir -p "` + "` echo $HOME/t `" + `"&& mkdir "` + "` echo $HOME/t/a `" + `" && echo a="` + "` echo $HOME/t/a `" + `" ) && sleep 0'`, ansibleCmd{}},
+		{"chmod", `/bin/sh -c 'chmod u+x ` + tmp + `/ ` + tmp + `/AnsiballZ_setup.py && sleep 0'`, ansibleCmd{kind: cmdChmodUX, paths: []string{tmp + "/", tmp + "/AnsiballZ_setup.py"}}},
+		{"chmod other mode", `/bin/sh -c 'chmod 0755 ` + tmp + ` && sleep 0'`, ansibleCmd{kind: cmdOther}},
+		{"rm", `/bin/sh -c 'rm -f -r ` + tmp + `/ > /dev/null 2>&1 && sleep 0'`, ansibleCmd{kind: cmdRmTemp, paths: []string{tmp}}},
+		{"run script", `/bin/sh -c '/usr/bin/python3 ` + tmp + `/AnsiballZ_setup.py && sleep 0'`, ansibleCmd{kind: cmdRunPython, python: []string{"/usr/bin/python3"}, script: tmp + "/AnsiballZ_setup.py"}},
+		{"pipelined", `/bin/sh -c '/usr/bin/python3 && sleep 0'`, ansibleCmd{kind: cmdRunPython, python: []string{"/usr/bin/python3"}}},
+		{"env prefix", `/bin/sh -c 'FOO='"'"'bar baz'"'"' /usr/bin/python3 && sleep 0'`, ansibleCmd{kind: cmdRunPython, python: []string{"/usr/bin/python3"}, env: [][2]string{{"FOO", "bar baz"}}}},
+		{"env python", `/bin/sh -c '/usr/bin/env python3 && sleep 0'`, ansibleCmd{kind: cmdRunPython, python: []string{"/usr/bin/env", "python3"}}},
+		{"async wrapper", `/bin/sh -c '/usr/bin/python3 ` + tmp + `/AnsiballZ_async_wrapper.py 1 10 ` + tmp + `/AnsiballZ_command.py _ && sleep 0'`, ansibleCmd{kind: cmdOther}},
+		{"become", `/bin/sh -c 'sudo -H -S -n  -u root /bin/sh -c '"'"'echo BECOME-SUCCESS-x ; /usr/bin/python3'"'"' && sleep 0'`, ansibleCmd{kind: cmdOther}},
+		{"not sh", `echo ~deploy && sleep 0`, ansibleCmd{}},
+		{"script module", `/bin/sh -c ' ` + tmp + `/s.sh && sleep 0'`, ansibleCmd{kind: cmdOther}},
+		{"no sleep", `/bin/sh -c '/usr/bin/python3'`, ansibleCmd{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := classify(tt.cmd)
+			if got.kind != tt.want.kind || (tt.want.kind != cmdOther && !reflect.DeepEqual(got, tt.want)) {
+				t.Fatalf("classify(%q)\n got %+v\nwant %+v", tt.cmd, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestClassifyTraces checks that every command in the reference traces
+// is either recognised as expected or left alone.
+func TestClassifyTraces(t *testing.T) {
+	f, err := os.Open("../fakessh/testdata/calls-default.log")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer f.Close()
+	counts := map[cmdKind]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.LastIndex(line, "] [")
+		if !strings.HasPrefix(line, "ssh ") || i < 0 {
+			continue
+		}
+		counts[classify(strings.TrimSuffix(line[i+3:], "]")).kind]++
+	}
+	for k, min := range map[cmdKind]int{cmdEchoHome: 5, cmdMkTemp: 5, cmdChmodUX: 7, cmdRmTemp: 5, cmdRunPython: 4} {
+		if counts[k] < min {
+			t.Errorf("kind %d recognised %d times in the default trace, want ≥ %d (%v)", k, counts[k], min, counts)
+		}
+	}
+}
