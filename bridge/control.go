@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -133,11 +134,10 @@ func writeStatus(iv *invocation, st Status) {
 	fmt.Fprintln(tw, "TARGET\tCONNS\tDIALS\tBYTES IN\tBYTES OUT\tROUTES")
 	for _, t := range st.Targets {
 		var routes []string
-		for _, r := range []string{routeExec, routeDD, routeSFTP, routeSCP, routeControl} {
-			if n := t.Routes[r]; n > 0 {
-				routes = append(routes, fmt.Sprintf("%s=%d", r, n))
-			}
+		for r, n := range t.Routes {
+			routes = append(routes, fmt.Sprintf("%s=%d", r, n))
 		}
+		sort.Strings(routes)
 		state := fmt.Sprint(t.Connections)
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", t.Target, state, t.Dials, t.BytesIn, t.BytesOut, strings.Join(routes, " "))
 	}

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -50,8 +51,39 @@ func (s *Server) serveSSH(ctx context.Context, iv *invocation) int {
 		t.countRoute(routeDD)
 		return s.serveDD(ctx, iv, t, dst)
 	}
+	if !inv.Subsystem && iv.getenv(FastPathEnv) != "0" {
+		if code, done := s.serveHousekeeping(ctx, iv, t, inv, settings, command); done {
+			return code
+		}
+	}
+	if err := t.materializeMentioned(ctx, iv, command); err != nil {
+		return materializeFailure(iv, err)
+	}
 	t.countRoute(routeExec)
-	return s.serveExec(ctx, iv, t, inv, settings, command)
+	return s.serveExec(ctx, iv, t, inv, settings, command, execOpts{})
+}
+
+// FastPathEnv set to 0 in a shim's environment makes the daemon run that
+// invocation as plain passthrough (no cached answers, no held temp dirs).
+const FastPathEnv = "ANSIBLE_BRIDGE_FASTPATH"
+
+// materializeFailure reports a temp dir that could not be written to
+// the target before the command that needed it.
+func materializeFailure(iv *invocation, err error) int {
+	var ce *sshclient.ConnError
+	if errors.As(err, &ce) {
+		return connFailure(iv, err)
+	}
+	iv.errorf("ansible-bridge: writing a temp dir to the target: %v", err)
+	return 1
+}
+
+// execOpts adjusts a passthrough session.
+type execOpts struct {
+	// stdinPrefix was read from the shim already; it is sent first.
+	stdinPrefix []byte
+	// stdout and stderr, when set, also receive the session's output.
+	stdout, stderr io.Writer
 }
 
 // fallbackError means the real binary should serve the invocation.
@@ -98,7 +130,7 @@ func wantTTY(inv *fakessh.SSHInvocation, stdinTTY bool) bool {
 	return false
 }
 
-func (s *Server) serveExec(ctx context.Context, iv *invocation, t *target, inv *fakessh.SSHInvocation, settings *sshclient.Settings, command string) int {
+func (s *Server) serveExec(ctx context.Context, iv *invocation, t *target, inv *fakessh.SSHInvocation, settings *sshclient.Settings, command string, opts execOpts) int {
 	tty := wantTTY(inv, iv.hello.StdinTTY)
 	if inv.TTY == 1 && !iv.hello.StdinTTY && !inv.Quiet {
 		iv.errorf("Pseudo-terminal will not be allocated because stdin is not a terminal.")
@@ -129,8 +161,13 @@ func (s *Server) serveExec(ctx context.Context, iv *invocation, t *target, inv *
 	if err != nil {
 		return connFailure(iv, err)
 	}
-	sess.Stdout = iv.stdout()
-	sess.Stderr = iv.stderr()
+	sess.Stdout, sess.Stderr = iv.stdout(), iv.stderr()
+	if opts.stdout != nil {
+		sess.Stdout = io.MultiWriter(sess.Stdout, opts.stdout)
+	}
+	if opts.stderr != nil {
+		sess.Stderr = io.MultiWriter(sess.Stderr, opts.stderr)
+	}
 	switch {
 	case inv.Subsystem:
 		err = sess.RequestSubsystem(command)
@@ -152,14 +189,16 @@ func (s *Server) serveExec(ctx context.Context, iv *invocation, t *target, inv *
 	if tty && iv.hello.StdinTTY {
 		mode = "raw"
 	}
-	if err := iv.accept(mode); err != nil {
-		return 255
+	if iv.stdin == nil {
+		if err := iv.accept(mode); err != nil {
+			return 255
+		}
 	}
 	go func() {
 		if inv.NoStdin {
 			_, _ = io.Copy(io.Discard, iv.stdin)
 		} else {
-			n, _ := io.Copy(stdinPipe, iv.stdin)
+			n, _ := io.Copy(stdinPipe, io.MultiReader(bytes.NewReader(opts.stdinPrefix), iv.stdin))
 			t.bytesIn.Add(n)
 		}
 		stdinPipe.Close()

@@ -85,6 +85,8 @@ type target struct {
 	dials  int
 
 	bytesIn, bytesOut atomic.Int64
+
+	house housekeeping
 }
 
 // sshConn is one TCP connection to a target.
@@ -187,6 +189,7 @@ func (t *target) hasLive() bool {
 // `ssh -O stop`. Sessions in flight finish first unless now is set
 // (`-O exit`, daemon shutdown).
 func (t *target) stop(now bool) {
+	t.house.reset()
 	t.mu.Lock()
 	conns := t.conns
 	t.conns = nil

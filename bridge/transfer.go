@@ -63,7 +63,14 @@ func (s *Server) serveDD(ctx context.Context, iv *invocation, t *target, dst str
 		return 255
 	}
 	start := time.Now()
-	n, err := putAtomic(sc, dst, iv.stdin, 0o666)
+	var n int64
+	held, rest, err := false, io.Reader(iv.stdin), error(nil)
+	if iv.getenv(FastPathEnv) != "0" {
+		held, rest, err = holdUpload(t, sc, dst, iv.stdin, 0o666&^0o022)
+	}
+	if err == nil && !held {
+		n, err = putAtomic(sc, dst, rest, 0o666)
+	}
 	t.bytesIn.Add(n)
 	if err != nil {
 		_, _ = io.Copy(io.Discard, iv.stdin)
@@ -126,7 +133,7 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 		iv.errorf("%v", err)
 		return 1
 	}
-	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive}
+	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive, fast: iv.getenv(FastPathEnv) != "0"}
 	if b.rcwd, err = sc.Getwd(); err != nil {
 		b.rcwd = "."
 	}
@@ -165,6 +172,7 @@ type batchRun struct {
 	sc                  *sftp.Client
 	lcwd, rcwd          string
 	preserve, recursive bool
+	fast                bool // shared temp dirs may hold uploads
 }
 
 func (b *batchRun) remote(p string) string {
@@ -331,10 +339,21 @@ func (b *batchRun) put(src, dst string, preserve bool) error {
 		dst = path.Base(filepath.ToSlash(src))
 	}
 	dst = b.remote(dst)
+	var r io.Reader = f
+	if b.fast {
+		held, rest, err := holdUpload(b.t, b.sc, dst, f, st.Mode().Perm())
+		if err != nil {
+			return fmt.Errorf("dest open \"%s\": %s", dst, sftpErrText(err))
+		}
+		if held {
+			return nil
+		}
+		r = rest
+	}
 	if rst, err := b.sc.Stat(dst); err == nil && rst.IsDir() {
 		dst = path.Join(dst, filepath.Base(src))
 	}
-	n, err := putAtomic(b.sc, dst, f, st.Mode().Perm())
+	n, err := putAtomic(b.sc, dst, r, st.Mode().Perm())
 	b.t.bytesIn.Add(n)
 	if err != nil {
 		return fmt.Errorf("dest open \"%s\": %s", dst, sftpErrText(err))
@@ -346,6 +365,9 @@ func (b *batchRun) put(src, dst string, preserve bool) error {
 }
 
 func (b *batchRun) get(src, dst string, preserve bool) error {
+	if err := b.t.materializeMentioned(context.Background(), b.iv, src); err != nil {
+		return err
+	}
 	if _, err := b.sc.Stat(src); err != nil {
 		return fmt.Errorf("File \"%s\" not found.", src)
 	}
@@ -416,7 +438,7 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 		return 255
 	}
 	go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
-	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive}
+	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive, fast: iv.getenv(FastPathEnv) != "0"}
 	if b.rcwd, err = sc.Getwd(); err != nil {
 		b.rcwd = "."
 	}
@@ -504,4 +526,27 @@ func (b *batchRun) scpGet(src, dst string) error {
 		return fmt.Errorf("%s: %s", dst, sftpErrText(err))
 	}
 	return nil
+}
+
+// holdUpload keeps an upload into a held temp dir in the bridge. When it
+// cannot (dir already on the target, file too big), it writes the dir to
+// the target and returns the reader to upload from.
+func holdUpload(t *target, sc *sftp.Client, dst string, r io.Reader, mode os.FileMode) (held bool, rest io.Reader, err error) {
+	st, name := t.house.lookup(dst)
+	if st == nil || name == "" {
+		return false, r, nil
+	}
+	ok, n, err := st.hold(name, r, mode)
+	if ok && err == nil {
+		t.bytesIn.Add(n)
+		return true, nil, nil
+	}
+	var big errTooBigToHold
+	if ok && !errors.As(err, &big) {
+		return false, nil, err
+	}
+	if err := st.materialize(sc); err != nil {
+		return false, nil, err
+	}
+	return false, io.MultiReader(bytes.NewReader(big.prefix), r), nil
 }

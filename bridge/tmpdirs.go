@@ -1,0 +1,278 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/pkg/sftp"
+)
+
+// maxHeldFile bounds what a shared temp dir keeps in memory per file;
+// bigger uploads write the dir to the target and go there directly.
+const maxHeldFile = 16 << 20
+
+// sharedTemp is one of Ansible's ansible-tmp-* directories, created by
+// the bridge in answer to Ansible's mkdir and held in memory until
+// something needs it on disk.
+type sharedTemp struct {
+	dir, base string
+
+	mu       sync.Mutex
+	onTarget bool
+	files    map[string]*heldFile // by base name
+}
+
+type heldFile struct {
+	data []byte
+	mode fs.FileMode
+}
+
+// housekeeping is a target's state for the fast paths: cached answers
+// and shared temp dirs.
+type housekeeping struct {
+	mu    sync.Mutex
+	homes map[string]string // `echo ~user` command → its output
+	bases map[string]bool   // temp bases known to exist on the target
+	temps map[string]*sharedTemp
+}
+
+func (h *housekeeping) reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.homes, h.bases, h.temps = nil, nil, nil
+}
+
+func (h *housekeeping) home(cmd string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out, ok := h.homes[cmd]
+	return out, ok
+}
+
+func (h *housekeeping) setHome(cmd, out string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.homes == nil {
+		h.homes = map[string]string{}
+	}
+	h.homes[cmd] = out
+}
+
+func (h *housekeeping) baseKnown(base string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bases[base]
+}
+
+// addTemp registers a temp dir; onTarget tells whether it already exists
+// there (created by a real mkdir).
+func (h *housekeeping) addTemp(base, dir string, onTarget bool) *sharedTemp {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.bases == nil {
+		h.bases = map[string]bool{}
+		h.temps = map[string]*sharedTemp{}
+	}
+	if onTarget {
+		h.bases[base] = true
+	}
+	st := &sharedTemp{dir: dir, base: base, onTarget: onTarget, files: map[string]*heldFile{}}
+	h.temps[dir] = st
+	return st
+}
+
+func (h *housekeeping) dropTemp(dir string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.temps, dir)
+}
+
+// lookup finds the temp dir p is (dir) or is directly in (dir/name).
+func (h *housekeeping) lookup(p string) (st *sharedTemp, name string) {
+	p = strings.TrimSuffix(p, "/")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st := h.temps[p]; st != nil {
+		return st, ""
+	}
+	if st := h.temps[path.Dir(p)]; st != nil {
+		return st, path.Base(p)
+	}
+	return nil, ""
+}
+
+// mentioned returns the held temp dirs whose path occurs in s.
+func (h *housekeeping) mentioned(s string) []*sharedTemp {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*sharedTemp
+	for dir, st := range h.temps {
+		if strings.Contains(s, dir) {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// held reports whether the dir is still only in memory.
+func (st *sharedTemp) held() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return !st.onTarget
+}
+
+// hold stores a file put into the held dir. It returns false when the
+// dir is on the target (or the file too big), and the caller must write
+// to the target instead.
+func (st *sharedTemp) hold(name string, r io.Reader, mode fs.FileMode) (bool, int64, error) {
+	st.mu.Lock()
+	if st.onTarget {
+		st.mu.Unlock()
+		return false, 0, nil
+	}
+	st.mu.Unlock()
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(r, maxHeldFile+1))
+	if err != nil {
+		return true, n, err
+	}
+	if n > maxHeldFile {
+		return false, n, errTooBigToHold{buf.Bytes()}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.files[name] = &heldFile{data: buf.Bytes(), mode: mode}
+	return true, n, nil
+}
+
+// errTooBigToHold carries what was read before the limit was hit.
+type errTooBigToHold struct{ prefix []byte }
+
+func (errTooBigToHold) Error() string { return "file too big to hold in the bridge" }
+
+// chmodUX applies `chmod u+x` to held paths; false means a path is not
+// held (the caller runs the real chmod).
+func (st *sharedTemp) chmodUX(name string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.onTarget {
+		return false
+	}
+	if name == "" {
+		return true // the dir is 0700 already
+	}
+	f := st.files[name]
+	if f == nil {
+		return false
+	}
+	f.mode |= 0o100
+	return true
+}
+
+// file returns a held file.
+func (st *sharedTemp) file(name string) (*heldFile, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	f, ok := st.files[name]
+	return f, ok && !st.onTarget
+}
+
+// materialize writes the dir and its files to the target in order, the
+// way Ansible's own commands would have left them: base and dir 0700
+// (umask 77), files with the modes they were given.
+func (st *sharedTemp) materialize(sc *sftp.Client) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.onTarget {
+		return nil
+	}
+	if err := mkdirAllPrivate(sc, st.base); err != nil {
+		return fmt.Errorf("mkdir %s: %w", st.base, err)
+	}
+	if err := sc.Mkdir(st.dir); err != nil {
+		return fmt.Errorf("mkdir %s: %w", st.dir, err)
+	}
+	if err := sc.Chmod(st.dir, 0o700); err != nil {
+		return fmt.Errorf("chmod %s: %w", st.dir, err)
+	}
+	names := make([]string, 0, len(st.files))
+	for n := range st.files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		f := st.files[n]
+		dst := path.Join(st.dir, n)
+		if _, err := putAtomic(sc, dst, bytes.NewReader(f.data), f.mode); err != nil {
+			return fmt.Errorf("write %s: %w", dst, err)
+		}
+		if err := sc.Chmod(dst, f.mode); err != nil {
+			return fmt.Errorf("chmod %s: %w", dst, err)
+		}
+	}
+	st.onTarget = true
+	return nil
+}
+
+// mkdirAllPrivate is `umask 77 && mkdir -p`: missing parents are 0700.
+func mkdirAllPrivate(sc *sftp.Client, dir string) error {
+	st, err := sc.Stat(dir)
+	if err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("%s: not a directory", dir)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if parent := path.Dir(dir); parent != dir {
+		if err := mkdirAllPrivate(sc, parent); err != nil {
+			return err
+		}
+	}
+	if err := sc.Mkdir(dir); err != nil {
+		return err
+	}
+	return sc.Chmod(dir, 0o700)
+}
+
+// materializeMentioned writes every held temp dir named in s to the
+// target, so that a command run there finds it.
+func (t *target) materializeMentioned(ctx context.Context, iv *invocation, s string) error {
+	temps := t.house.mentioned(s)
+	var pending []*sharedTemp
+	for _, st := range temps {
+		if st.held() {
+			pending = append(pending, st)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	var sc *sftp.Client
+	c, err := t.use(ctx, iv, func(c *sshConn) error {
+		var err error
+		sc, err = c.sftpClient()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer c.release()
+	for _, st := range pending {
+		iv.log.WithField("tmp", st.dir).Debug("writing shared temp dir to the target")
+		if err := st.materialize(sc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
