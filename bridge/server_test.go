@@ -79,12 +79,18 @@ type result struct {
 // run plays the shim's side of one invocation.
 func (h *harness) run(prog string, argv []string, stdin string) result {
 	h.t.Helper()
+	return h.runEnv(prog, argv, stdin)
+}
+
+// runEnv is run with extra shim environment variables.
+func (h *harness) runEnv(prog string, argv []string, stdin string, env ...string) result {
+	h.t.Helper()
 	c, err := net.Dial("unix", h.sock)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	defer c.Close()
-	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.t.TempDir(), Env: []string{"HOME=" + h.t.TempDir(), "USER=tester", "TERM=xterm", "LANG=C.UTF-8"}, Umask: 0o22})
+	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.t.TempDir(), Env: append([]string{"HOME=" + h.t.TempDir(), "USER=tester", "TERM=xterm", "LANG=C.UTF-8"}, env...), Umask: 0o22})
 	if err := wire.Write(c, wire.Hello, hello); err != nil {
 		h.t.Fatal(err)
 	}

@@ -1,0 +1,98 @@
+package bridge
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// ansibleMkdir is the command Ansible sends to make a task's temp dir.
+func ansibleMkdir(base, name string) string {
+	dir := base + "/" + name
+	return `/bin/sh -c '( umask 77 && mkdir -p "` + "` echo " + base + " `" + `"&& mkdir "` + "` echo " + dir + " `" + `" && echo ` + name + `="` + "` echo " + dir + " `" + `" ) && sleep 0'`
+}
+
+func TestHousekeeping(t *testing.T) {
+	h := newHarness(t, 0)
+	base := filepath.Join(t.TempDir(), ".ansible", "tmp")
+	ssh := func(cmd string) result {
+		t.Helper()
+		return h.run("ssh", h.sshArgs("127.0.0.1", cmd), "")
+	}
+	execs := func() int32 { return h.ts.execs.Load() }
+
+	// echo ~: the second answer comes from the cache.
+	first := ssh(`/bin/sh -c 'echo ~ && sleep 0'`)
+	n := execs()
+	second := ssh(`/bin/sh -c 'echo ~ && sleep 0'`)
+	if first.code != 0 || second != first || execs() != n {
+		t.Fatalf("echo ~: first %+v second %+v, execs %d→%d", first, second, n, execs())
+	}
+
+	// The first mkdir under a base runs for real; later ones are held.
+	r := ssh(ansibleMkdir(base, "ansible-tmp-1"))
+	if r.code != 0 || r.stdout != "ansible-tmp-1="+base+"/ansible-tmp-1\n" {
+		t.Fatalf("first mkdir: %+v", r)
+	}
+	n = execs()
+	held := base + "/ansible-tmp-2"
+	r = ssh(ansibleMkdir(base, "ansible-tmp-2"))
+	if r.code != 0 || r.stdout != "ansible-tmp-2="+held+"\n" || execs() != n {
+		t.Fatalf("held mkdir: %+v (execs %d→%d)", r, n, execs())
+	}
+	if _, err := os.Stat(held); err == nil {
+		t.Fatal("held temp dir exists on the target")
+	}
+
+	// An upload into the held dir and chmod u+x stay in the bridge.
+	local := filepath.Join(t.TempDir(), "wrapper")
+	os.WriteFile(local, []byte("print('hi')\n"), 0o600)
+	r = h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), "put "+local+" "+held+"/AnsiballZ_x.py\n")
+	if r.code != 0 {
+		t.Fatalf("put: %+v", r)
+	}
+	r = ssh(`/bin/sh -c 'chmod u+x ` + held + `/ ` + held + `/AnsiballZ_x.py && sleep 0'`)
+	if r.code != 0 || execs() != n {
+		t.Fatalf("chmod: %+v", r)
+	}
+	if _, err := os.Stat(held); err == nil {
+		t.Fatal("held temp dir written early")
+	}
+
+	// A command naming the dir finds it on disk, with the modes Ansible set.
+	r = ssh(`/bin/sh -c 'cat ` + held + `/AnsiballZ_x.py && sleep 0'`)
+	if r.code != 0 || r.stdout != "print('hi')\n" {
+		t.Fatalf("cat after materialize: %+v", r)
+	}
+	for p, mode := range map[string]os.FileMode{held: 0o700, held + "/AnsiballZ_x.py": 0o700} {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm() != mode {
+			t.Fatalf("%s: %v mode %v, want %o", p, err, fi, mode)
+		}
+	}
+
+	// rm of a held dir costs nothing; of a written one, it runs.
+	held3 := base + "/ansible-tmp-3"
+	ssh(ansibleMkdir(base, "ansible-tmp-3"))
+	n = execs()
+	if r := ssh(`/bin/sh -c 'rm -f -r ` + held3 + `/ > /dev/null 2>&1 && sleep 0'`); r.code != 0 || execs() != n {
+		t.Fatalf("rm held: %+v", r)
+	}
+	if r := ssh(`/bin/sh -c 'rm -f -r ` + held + `/ > /dev/null 2>&1 && sleep 0'`); r.code != 0 || execs() != n+1 {
+		t.Fatalf("rm written: %+v", r)
+	}
+	if _, err := os.Stat(held); err == nil {
+		t.Fatal("rm left the dir")
+	}
+
+	// With the fast path off, nothing is answered by the bridge.
+	n = execs()
+	off := h.runEnv("ssh", h.sshArgs("127.0.0.1", `/bin/sh -c 'echo ~ && sleep 0'`), "", FastPathEnv+"=0")
+	if off.stdout != first.stdout || execs() != n+1 {
+		t.Fatalf("fast path off: %+v", off)
+	}
+	if strings.TrimSpace(first.stdout) == "" {
+		t.Fatalf("echo ~ gave %q", first.stdout)
+	}
+}
