@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"path"
+	"strings"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/interp"
 )
 
 // Route names of the fast paths.
@@ -80,6 +84,16 @@ func (s *Server) serveHousekeeping(ctx context.Context, iv *invocation, t *targe
 			t.countRoute(routeCached)
 			return 0, true
 		}
+		if ag := t.anyAgent(); ag != nil && st.writtenByAgent() {
+			// rm -f -r reports nothing and always succeeds: no need to wait.
+			t.countRoute(routeCached)
+			go func() {
+				if err := ag.RemoveAll(context.Background(), st.dir); err != nil {
+					t.log.WithError(err).WithField("tmp", st.dir).Warn("removing temp dir")
+				}
+			}()
+			return 0, true
+		}
 		return 0, false
 	case cmdRunPython:
 		return s.serveModule(ctx, iv, t, inv, settings, c)
@@ -87,8 +101,98 @@ func (s *Server) serveHousekeeping(ctx context.Context, iv *invocation, t *targe
 	return 0, false
 }
 
-// serveModule runs an AnsiballZ module. Until persistent interpreters
-// land, it only makes sure the temp dir is on the target.
+// maxPipedModule bounds how much piped stdin is read to look for an
+// AnsiballZ wrapper before the command is passed through instead.
+const maxPipedModule = 64 << 20
+
+// serveModule runs an AnsiballZ module in the target's persistent
+// interpreter: a wrapper held in a shared temp dir, or one piped on stdin
+// (pipelining). Anything else, or a target without that python, is
+// passed through.
 func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv *fakessh.SSHInvocation, settings *sshclient.Settings, c ansibleCmd) (int, bool) {
-	return 0, false
+	var wrapper []byte
+	var st *sharedTemp
+	if c.script != "" {
+		var name string
+		st, name = t.house.lookup(c.script)
+		if st == nil || name == "" {
+			return 0, false
+		}
+		f, ok := st.file(name)
+		if !ok || !isAnsiballZ(f.data) {
+			return 0, false
+		}
+		wrapper = f.data
+	} else {
+		if err := iv.accept(""); err != nil {
+			return 255, true
+		}
+		data, err := io.ReadAll(io.LimitReader(iv.stdin, maxPipedModule))
+		if err != nil || !isAnsiballZ(data) {
+			return s.passthroughWith(ctx, iv, t, inv, settings, data), true
+		}
+		wrapper = data
+	}
+	ag, err := t.agent(ctx, iv, strings.Join(c.python, " "))
+	if err != nil {
+		if c.script != "" {
+			return 0, false
+		}
+		return s.passthroughWith(ctx, iv, t, inv, settings, wrapper), true
+	}
+	req := interp.ModuleRequest{Wrapper: wrapper, ScriptPath: c.script}
+	if len(c.env) > 0 {
+		req.Env = map[string]string{}
+		for _, kv := range c.env {
+			req.Env[kv[0]] = kv[1]
+		}
+	}
+	if st != nil {
+		req.Dirs, req.Files = st.onTargetSpec(path.Base(c.script), keepRemoteFiles(wrapper))
+	}
+	t.countRoute(routeModule)
+	res, err := ag.RunModule(ctx, req)
+	if err != nil {
+		iv.log.WithError(err).Warn("module run in the interpreter failed")
+		iv.errorf("ansible-bridge: persistent interpreter failed: %v", err)
+		return 255, true
+	}
+	if st != nil {
+		st.markOnTarget()
+	}
+	tty := wantTTY(inv, iv.hello.StdinTTY)
+	if tty {
+		// What a PTY makes of it: one stream, LF turned into CRLF.
+		out := append(append([]byte{}, res.Stdout...), res.Stderr...)
+		_, _ = iv.stdout().Write(bytes.ReplaceAll(out, []byte("\n"), []byte("\r\n")))
+		if !iv.quiet {
+			iv.errorf("Shared connection to %s closed.", settings.HostName)
+		}
+	} else {
+		_, _ = iv.stdout().Write(res.Stdout)
+		_, _ = iv.stderr().Write(res.Stderr)
+	}
+	return res.ExitCode, true
+}
+
+// passthroughWith runs the command on the target as usual, replaying the
+// stdin already read.
+func (s *Server) passthroughWith(ctx context.Context, iv *invocation, t *target, inv *fakessh.SSHInvocation, settings *sshclient.Settings, stdin []byte) int {
+	command := strings.Join(inv.Command, " ")
+	if err := t.materializeMentioned(ctx, iv, command); err != nil {
+		return materializeFailure(iv, err)
+	}
+	t.countRoute(routeExec)
+	return s.serveExec(ctx, iv, t, inv, settings, command, execOpts{stdinPrefix: stdin})
+}
+
+// isAnsiballZ recognises Ansible's module wrapper.
+func isAnsiballZ(src []byte) bool {
+	return bytes.Contains(src, []byte("def _ansiballz_main():")) && bytes.Contains(src, []byte("    ZIPDATA = \"\"\""))
+}
+
+// keepRemoteFiles tells whether the task runs with ANSIBLE_KEEP_REMOTE_FILES,
+// which Ansible passes in the module's internal arguments.
+func keepRemoteFiles(wrapper []byte) bool {
+	return bytes.Contains(wrapper, []byte(`"_ansible_keep_remote_files": true`))
 }

@@ -86,7 +86,8 @@ type target struct {
 
 	bytesIn, bytesOut atomic.Int64
 
-	house housekeeping
+	house  housekeeping
+	agents agents
 }
 
 // sshConn is one TCP connection to a target.
@@ -190,6 +191,7 @@ func (t *target) hasLive() bool {
 // (`-O exit`, daemon shutdown).
 func (t *target) stop(now bool) {
 	t.house.reset()
+	t.retireAgents()
 	t.mu.Lock()
 	conns := t.conns
 	t.conns = nil

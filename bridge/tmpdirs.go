@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ansible-bridge/ansible-bridge/interp"
 	"github.com/pkg/sftp"
 )
 
@@ -27,6 +28,7 @@ type sharedTemp struct {
 
 	mu       sync.Mutex
 	onTarget bool
+	byAgent  bool                 // written by a module run, not materialize
 	files    map[string]*heldFile // by base name
 }
 
@@ -275,4 +277,45 @@ func (t *target) materializeMentioned(ctx context.Context, iv *invocation, s str
 		}
 	}
 	return nil
+}
+
+// onTargetSpec is what a module run must create before it starts: the
+// dir (modules may use it as their tmpdir) and the files other than the
+// wrapper itself, which runs from memory unless keepWrapper.
+func (st *sharedTemp) onTargetSpec(wrapper string, keepWrapper bool) ([]interp.DirSpec, []interp.FileSpec) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.onTarget {
+		return nil, nil
+	}
+	dirs := []interp.DirSpec{{Path: st.dir, Mode: 0o700}}
+	var files []interp.FileSpec
+	names := make([]string, 0, len(st.files))
+	for n := range st.files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if n == wrapper && !keepWrapper {
+			continue
+		}
+		f := st.files[n]
+		files = append(files, interp.FileSpec{Path: path.Join(st.dir, n), Data: f.data, Mode: f.mode})
+	}
+	return dirs, files
+}
+
+// markOnTarget records that a module run wrote the dir to the target.
+func (st *sharedTemp) markOnTarget() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.onTarget {
+		st.onTarget, st.byAgent = true, true
+	}
+}
+
+func (st *sharedTemp) writtenByAgent() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.byAgent
 }
