@@ -1,0 +1,119 @@
+package bootstrap
+
+import (
+	"bytes"
+	"compress/zlib"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/interp"
+	"github.com/sirupsen/logrus"
+)
+
+// ErrFailed wraps every error of Start: the target should stay on
+// passthrough.
+var ErrFailed = errors.New("bootstrap failed")
+
+// DefaultTimeout bounds Start when ctx has no deadline.
+const DefaultTimeout = 30 * time.Second
+
+// stage1 reads a 4-byte big-endian length and that many bytes of zlib
+// data from fd 0 (unbuffered, looping until the exact count), and runs the
+// result as the agent. Python 3.6+ syntax only.
+const stage1 = `import os,zlib
+def r(n):
+ b=b""
+ while len(b)<n:
+  c=os.read(0,n-len(b))
+  if not c:raise SystemExit("ansible-bridge: stdin closed during bootstrap")
+  b+=c
+ return b
+exec(compile(zlib.decompress(r(int.from_bytes(r(4),"big"))),"<ansible-bridge-agent>","exec"),{"__name__":"__ansible_bridge_agent__"})
+`
+
+// Stage1 is the first-stage Python source (for tests and docs).
+func Stage1() string { return stage1 }
+
+// Command returns the remote command line that starts the agent with
+// python, which is what Ansible names: a path, or several words such as
+// "/usr/bin/env FOO=bar python3", kept as given. The first stage travels
+// base64-encoded, so the line holds no character a login shell (sh, bash,
+// csh) would expand.
+func Command(python string) string {
+	enc := base64.StdEncoding.EncodeToString([]byte(stage1))
+	inner := python + ` -c 'import base64;exec(base64.b64decode("` + enc + `"))'`
+	return `/bin/sh -c '` + quoteInner(inner) + `'`
+}
+
+// quoteInner escapes single quotes for a single-quoted sh word.
+func quoteInner(s string) string {
+	return string(bytes.ReplaceAll([]byte(s), []byte("'"), []byte(`'"'"'`)))
+}
+
+var (
+	payloadOnce sync.Once
+	payload     []byte
+)
+
+// Payload is what goes to the agent's stdin right after Command starts: a
+// 4-byte big-endian length and the zlib-compressed agent source.
+func Payload() []byte {
+	payloadOnce.Do(func() {
+		var buf bytes.Buffer
+		buf.Write([]byte{0, 0, 0, 0})
+		zw, _ := zlib.NewWriterLevel(&buf, zlib.BestCompression)
+		_, _ = zw.Write(interp.AgentSource)
+		_ = zw.Close()
+		b := buf.Bytes()
+		binary.BigEndian.PutUint32(b[:4], uint32(len(b)-4))
+		payload = b
+	})
+	return payload
+}
+
+// Runner starts a remote command: an SSH session in the bridge, os/exec in
+// tests (see LocalRunner).
+type Runner interface {
+	// Start runs command and returns its stdin, stdout and stderr, and a
+	// wait function that returns when the command has ended.
+	Start(ctx context.Context, command string) (stdin io.WriteCloser, stdout io.Reader, stderr io.Reader, wait func() error, err error)
+}
+
+// Start runs the agent with python through r, sends it the payload and
+// waits (bounded by ctx, or DefaultTimeout) for its hello. The error
+// wraps ErrFailed and carries what the remote printed on stderr, such as
+// "/bin/sh: 1: /usr/bin/python3: not found".
+func Start(ctx context.Context, r Runner, python string, log logrus.FieldLogger) (*interp.Client, error) {
+	log = log.WithField("python", python)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	stdin, stdout, stderr, wait, err := r.Start(ctx, Command(python))
+	if err != nil {
+		return nil, fmt.Errorf("%w: start %s: %w", ErrFailed, python, err)
+	}
+	// Write in the background: a remote that never reads (no python) must
+	// not block us; the hello wait below is what is bounded.
+	werr := make(chan error, 1)
+	go func() {
+		_, err := stdin.Write(Payload())
+		werr <- err
+	}()
+	c, err := interp.NewClient(ctx, interp.Conn{Stdin: stdin, Stdout: stdout, Stderr: stderr, Wait: wait}, log)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrFailed, python, err)
+	}
+	if err := <-werr; err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("%w: %s: write agent: %w", ErrFailed, python, err)
+	}
+	return c, nil
+}

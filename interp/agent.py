@@ -1,0 +1,984 @@
+# ansible-bridge agent: a persistent Python interpreter on a target.
+#
+# Started by the bootstrap first stage (package bootstrap), which execs this
+# source with __name__ == '__ansible_bridge_agent__'. It speaks the framed,
+# multiplexed protocol of package interp on private copies of stdin/stdout;
+# fds 0 and 1 are pointed at /dev/null so stray prints cannot corrupt it.
+#
+# Must stay compatible with Python 3.6 and use only the standard library.
+# Single-threaded on purpose: everything is driven by one selectors loop,
+# so os.fork() (zygotes, tasks) is always safe.
+
+import base64
+import errno
+import hashlib
+import io
+import json
+import os
+import re
+import selectors
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+PROTOCOL = 1
+MAGIC = b'\x00ANSIBLE-BRIDGE-AGENT-1\n'
+
+# Frame types; keep in sync with interp/protocol.go.
+T_HELLO = 1
+T_REQ = 2
+T_RESP = 3
+T_STDIN = 4
+T_STDIN_EOF = 5
+T_STDOUT = 6
+T_STDERR = 7
+T_CANCEL = 8
+
+HDR = struct.Struct('>IBI')
+U32 = struct.Struct('>I')
+MAX_FRAME = 1 << 30
+CHUNK = 65536
+# Stop reading child output while this much is queued for the client.
+OUT_HIGH = 4 << 20
+
+ZIP_MARKER = b'@@ANSIBLE_BRIDGE_ZIPDATA@@'
+FQN_RE = re.compile(rb"_module_fqn='([^']+)'")
+ENV_FILES = ('/etc/environment', '~/.pam_environment')
+RESOLV = '/etc/resolv.conf'
+
+
+def _mtime(path):
+    try:
+        return os.stat(os.path.expanduser(path)).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _set_nonblock(fd):
+    os.set_blocking(fd, False)
+
+
+def _errinfo(e):
+    code = getattr(e, 'errno', None)
+    name = errno.errorcode.get(code, '') if code else ''
+    return {'error': str(e), 'errno': name}
+
+
+def _noexec(path):
+    try:
+        flags = os.statvfs(path).f_flag
+    except OSError:
+        return True
+    return bool(flags & getattr(os, 'ST_NOEXEC', 8))
+
+
+def find_tmp_root():
+    """Ansible's search order: TMPDIR/TEMP/TMP, /tmp, /var/tmp, /usr/tmp, cwd."""
+    cands = []
+    for var in ('TMPDIR', 'TEMP', 'TMP'):
+        v = os.environ.get(var)
+        if v:
+            cands.append(v)
+    cands += ['/tmp', '/var/tmp', '/usr/tmp']
+    try:
+        cands.append(os.getcwd())
+    except OSError:
+        pass
+    for d in cands:
+        if not os.path.isdir(d) or not os.access(d, os.W_OK | os.X_OK):
+            continue
+        if _noexec(d):
+            continue
+        try:
+            return tempfile.mkdtemp(prefix='ansible-bridge-', dir=d)
+        except OSError:
+            continue
+    raise RuntimeError('no writable, exec-mountable temp dir in %r' % (cands,))
+
+
+def atomic_write(path, data, mode):
+    d, base = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(prefix='.' + base + '.', dir=d or '.')
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.rename(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def mkdir_all(path, mode):
+    """mkdir -p; directories created get exactly mode (no umask)."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path.rstrip('/'))
+    if parent and parent != path and not os.path.isdir(parent):
+        mkdir_all(parent, mode)
+    try:
+        os.mkdir(path, 0o700)
+    except OSError as e:
+        if e.errno != errno.EEXIST or not os.path.isdir(path):
+            raise
+        return
+    os.chmod(path, mode)
+
+
+def send_msg(sock, obj, blob=b'', fds=None):
+    """Blocking length-prefixed message on a unix stream socket."""
+    js = json.dumps(obj).encode('utf-8')
+    data = U32.pack(4 + len(js) + len(blob)) + U32.pack(len(js)) + js + blob
+    if fds:
+        n = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack('%di' % len(fds), *fds))])
+        data = data[n:]
+    if data:
+        sock.sendall(data)
+
+
+def recv_exact(sock, n):
+    buf = bytearray()
+    while len(buf) < n:
+        c = sock.recv(n - len(buf))
+        if not c:
+            raise EOFError
+        buf += c
+    return bytes(buf)
+
+
+def recv_msg(sock):
+    """Blocking read of one message and the fds sent with its first byte."""
+    fds = []
+    hdr = b''
+    isz = struct.calcsize('i')
+    while len(hdr) < 4:
+        data, anc, _flags, _addr = sock.recvmsg(4 - len(hdr), socket.CMSG_SPACE(8 * isz))
+        if not data:
+            raise EOFError
+        hdr += data
+        for level, typ, cdata in anc:
+            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                cnt = len(cdata) // isz
+                fds.extend(struct.unpack('%di' % cnt, cdata[:cnt * isz]))
+    body = recv_exact(sock, U32.unpack(hdr)[0])
+    jl = U32.unpack(body[:4])[0]
+    return json.loads(body[4:4 + jl].decode('utf-8')), body[4 + jl:], fds
+
+
+class MsgReader(object):
+    """Non-blocking reader of length-prefixed messages (zygote -> agent)."""
+
+    def __init__(self):
+        self.buf = bytearray()
+
+    def feed(self, data):
+        self.buf += data
+        out = []
+        while len(self.buf) >= 4:
+            n = U32.unpack(self.buf[:4])[0]
+            if len(self.buf) < 4 + n:
+                break
+            body = bytes(self.buf[4:4 + n])
+            del self.buf[:4 + n]
+            jl = U32.unpack(body[:4])[0]
+            out.append(json.loads(body[4:4 + jl].decode('utf-8')))
+        return out
+
+
+# ---------------------------------------------------------------- tasks
+
+def _exit_code(e):
+    """The exit status Python gives an uncaught SystemExit(e.code)."""
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xff
+    try:
+        sys.stderr.write(str(code) + '\n')
+    except Exception:
+        pass
+    return 1
+
+
+def _std_stream(fd, write, like):
+    raw = io.open(fd, 'wb' if write else 'rb', buffering=-1, closefd=False)
+    enc = getattr(like, 'encoding', None) or 'utf-8'
+    errs = getattr(like, 'errors', None) or 'strict'
+    lb = bool(getattr(like, 'line_buffering', False))
+    return io.TextIOWrapper(raw, encoding=enc, errors=errs, line_buffering=lb)
+
+
+def run_task(msg, src, stdio_like, zippath):
+    """In a fresh fork of a zygote: run src as Python would run a script.
+
+    Never returns."""
+    rc = 1
+    try:
+        os.environ.update(msg.get('env') or {})
+        try:
+            import locale
+            locale.setlocale(locale.LC_CTYPE, '')
+        except Exception:
+            pass
+        try:
+            os.chdir(msg['cwd'])
+        except OSError:
+            pass
+        import atexit
+        import builtins
+        try:
+            atexit._clear()
+        except Exception:
+            pass
+        sys.stdin = sys.__stdin__ = _std_stream(0, False, stdio_like[0])
+        sys.stdout = sys.__stdout__ = _std_stream(1, True, stdio_like[1])
+        sys.stderr = sys.__stderr__ = _std_stream(2, True, stdio_like[2])
+        script = msg.get('script')
+        # The zygote's zip goes: the wrapper puts its own copy first.
+        sys.path[:] = [p for p in sys.path if p != zippath]
+        main = sys.modules['__main__']
+        d = main.__dict__
+        d.clear()
+        d.update({'__name__': '__main__', '__doc__': None, '__package__': None,
+                  '__spec__': None, '__annotations__': {}, '__builtins__': builtins,
+                  '__cached__': None})
+        if script:
+            from importlib.machinery import SourceFileLoader
+            d['__file__'] = script
+            d['__loader__'] = SourceFileLoader('__main__', script)
+            sys.argv = [script]
+            sys.path[0] = os.path.dirname(os.path.realpath(script))
+            fname = script
+        else:
+            import _frozen_importlib
+            d['__file__'] = '<stdin>'
+            d['__loader__'] = _frozen_importlib.BuiltinImporter
+            sys.argv = ['']
+            sys.path[0] = ''
+            fname = '<stdin>'
+        try:
+            code = compile(src, fname, 'exec', dont_inherit=True)
+            del src
+            exec(code, d)
+            rc = 0
+        except SystemExit as e:
+            rc = _exit_code(e)
+        except BaseException:
+            et, ev, tb = sys.exc_info()
+            # Drop this function's frame, as python's own traceback would not show it.
+            sys.excepthook(et, ev, tb.tb_next if tb is not None else None)
+            rc = 1
+        try:
+            if 'threading' in sys.modules:
+                sys.modules['threading']._shutdown()
+        except BaseException:
+            pass
+        try:
+            atexit._run_exitfuncs()
+        except BaseException:
+            pass
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except BaseException:
+                if rc == 0:
+                    rc = 120
+    except BaseException:
+        try:
+            import traceback
+            os.write(2, traceback.format_exc().encode('utf-8', 'replace'))
+        except BaseException:
+            pass
+    finally:
+        os._exit(rc)
+
+
+def zygote_main(sock, zippath, fqn, b64, stdio_like):
+    """A process that has imported one AnsiballZ zip and forks its tasks. Never returns."""
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        sys.path.insert(0, zippath)
+        import importlib
+        for name in ('ansible.module_utils.basic', fqn):
+            if not name:
+                continue
+            try:
+                importlib.import_module(name)
+            except BaseException:
+                pass
+        # runpy warns when the module it runs is already in sys.modules.
+        if fqn and fqn in sys.modules:
+            del sys.modules[fqn]
+            parent, _, leaf = fqn.rpartition('.')
+            if parent in sys.modules and hasattr(sys.modules[parent], leaf):
+                try:
+                    delattr(sys.modules[parent], leaf)
+                except Exception:
+                    pass
+        wr, ww = os.pipe()
+        _set_nonblock(wr)
+        _set_nonblock(ww)
+        signal.set_wakeup_fd(ww)
+        signal.signal(signal.SIGCHLD, lambda *a: None)
+        sel = selectors.DefaultSelector()
+        sel.register(sock, selectors.EVENT_READ)
+        sel.register(wr, selectors.EVENT_READ)
+        tasks = {}
+        b64b = b64
+        while True:
+            for key, _ in sel.select():
+                if key.fileobj is sock:
+                    try:
+                        msg, tpl, fds = recv_msg(sock)
+                    except (EOFError, OSError):
+                        os._exit(0)
+                    src = tpl.replace(ZIP_MARKER, b64b, 1)
+                    pid = os.fork()
+                    if pid == 0:
+                        try:
+                            signal.set_wakeup_fd(-1)
+                            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                            sel.close()
+                            os.close(wr)
+                            os.close(ww)
+                            sock.close()
+                            os.setsid()
+                            null = os.open(os.devnull, os.O_RDONLY)
+                            os.dup2(null, 0)
+                            os.dup2(fds[0], 1)
+                            os.dup2(fds[1], 2)
+                            for fd in [null] + fds:
+                                if fd > 2:
+                                    os.close(fd)
+                        except BaseException:
+                            os._exit(127)
+                        run_task(msg, src, stdio_like, zippath)
+                    for fd in fds:
+                        os.close(fd)
+                    tasks[pid] = msg['id']
+                    send_msg(sock, {'id': msg['id'], 'pid': pid})
+                else:
+                    try:
+                        while os.read(wr, 4096):
+                            pass
+                    except OSError:
+                        pass
+                    while tasks:
+                        try:
+                            pid, st = os.waitpid(-1, os.WNOHANG)
+                        except ChildProcessError:
+                            break
+                        if pid == 0:
+                            break
+                        rid = tasks.pop(pid, None)
+                        if rid is not None:
+                            send_msg(sock, {'id': rid, 'status': st})
+    except BaseException:
+        try:
+            import traceback
+            os.write(2, traceback.format_exc().encode('utf-8', 'replace'))
+        except BaseException:
+            pass
+    os._exit(1)
+
+
+# ---------------------------------------------------------------- agent
+
+class Proc(object):
+    """A request with a child process whose output streams to the client."""
+
+    def __init__(self, rid, kind):
+        self.id = rid
+        self.kind = kind
+        self.pid = None
+        self.popen = None
+        self.zygote = None
+        self.out_fd = None
+        self.err_fd = None
+        self.in_fd = None
+        self.inbuf = bytearray()
+        self.in_eof = False
+        self.status = None
+        self.error = None
+        self.cancelled = False
+        self.done = False
+
+
+class Zygote(object):
+    def __init__(self, pid, sock, entry):
+        self.pid = pid
+        self.sock = sock
+        self.entry = entry
+        self.born = time.time()
+        self.resolv = _mtime(RESOLV)
+        self.reader = MsgReader()
+        self.procs = {}
+        self.dead = False
+
+
+class ZipEntry(object):
+    def __init__(self, digest, path, b64):
+        self.digest = digest
+        self.path = path
+        self.b64 = b64
+        self.zdict = None
+        self.fqn = None
+        self.zygote = None
+
+
+class Agent(object):
+    def __init__(self):
+        self.rfd = os.dup(0)
+        self.wfd = os.dup(1)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.close(null)
+        self.stdio_like = (sys.stdin, sys.stdout, sys.stderr)
+        _set_nonblock(self.rfd)
+        _set_nonblock(self.wfd)
+        try:
+            self.cwd = os.getcwd()
+        except OSError:
+            self.cwd = os.path.expanduser('~')
+        self.tmp = find_tmp_root()
+        self.zipdir = os.path.join(self.tmp, 'zips')
+        os.mkdir(self.zipdir, 0o700)
+        self.env_mtimes = [_mtime(p) for p in ENV_FILES]
+        self.sel = selectors.DefaultSelector()
+        self.inbuf = bytearray()
+        self.outbuf = bytearray()
+        self.writing = False
+        self.procs = {}
+        self.zips = {}
+        self.zygotes = {}
+        self.fdmap = {}
+        self.paused = False
+        self.wake_r, self.wake_w = os.pipe()
+        _set_nonblock(self.wake_r)
+        _set_nonblock(self.wake_w)
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *a: None)
+        self.sel.register(self.rfd, selectors.EVENT_READ, ('proto', None))
+        self.sel.register(self.wake_r, selectors.EVENT_READ, ('wake', None))
+
+    # ---- output
+
+    def send(self, typ, rid, payload=b''):
+        self.outbuf += HDR.pack(5 + len(payload), typ, rid)
+        self.outbuf += payload
+        self.flush()
+
+    def reply(self, rid, obj, blob=b''):
+        js = json.dumps(obj).encode('utf-8')
+        self.send(T_RESP, rid, U32.pack(len(js)) + js + blob)
+
+    def flush(self):
+        while self.outbuf:
+            try:
+                n = os.write(self.wfd, self.outbuf)
+            except (BlockingIOError, InterruptedError):
+                break
+            del self.outbuf[:n]
+        want = bool(self.outbuf)
+        if want != self.writing:
+            self.writing = want
+            if want:
+                self.sel.register(self.wfd, selectors.EVENT_WRITE, ('out', None))
+            else:
+                self.sel.unregister(self.wfd)
+        self.update_pause()
+
+    def update_pause(self):
+        pause = len(self.outbuf) > OUT_HIGH
+        if pause == self.paused:
+            return
+        self.paused = pause
+        for fd, (kind, p) in list(self.fdmap.items()):
+            if kind in ('pout', 'perr'):
+                if pause:
+                    self.sel.unregister(fd)
+                else:
+                    self.sel.register(fd, selectors.EVENT_READ, (kind, p))
+
+    # ---- fd bookkeeping
+
+    def watch(self, fd, kind, p, events=selectors.EVENT_READ):
+        _set_nonblock(fd)
+        self.fdmap[fd] = (kind, p)
+        if kind in ('pout', 'perr') and self.paused:
+            return
+        self.sel.register(fd, events, (kind, p))
+
+    def unwatch(self, fd):
+        if fd in self.fdmap:
+            del self.fdmap[fd]
+            try:
+                self.sel.unregister(fd)
+            except (KeyError, ValueError):
+                pass
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+    # ---- main loop
+
+    def hello(self):
+        import pwd
+        try:
+            user = pwd.getpwuid(os.getuid()).pw_name
+        except KeyError:
+            user = ''
+        info = {
+            'protocol': PROTOCOL,
+            'python': '%d.%d.%d' % sys.version_info[:3],
+            'executable': sys.executable,
+            'pid': os.getpid(),
+            'uid': os.getuid(),
+            'gid': os.getgid(),
+            'user': user,
+            'home': os.path.expanduser('~'),
+            'cwd': self.cwd,
+            'tmpdir': self.tmp,
+        }
+        self.outbuf += MAGIC
+        self.reply(0, info)
+
+    def run(self):
+        # The hello goes out on the (blocking) channel before anything else.
+        import pwd  # noqa: F401  (warm)
+        self.hello()
+        while True:
+            for key, _ in self.sel.select():
+                kind, p = key.data
+                try:
+                    if kind == 'proto':
+                        if not self.read_proto():
+                            return
+                    elif kind == 'out':
+                        self.flush()
+                    elif kind == 'wake':
+                        self.reap()
+                    elif kind in ('pout', 'perr'):
+                        self.read_pipe(key.fd, kind, p)
+                    elif kind == 'pin':
+                        self.write_stdin(p)
+                    elif kind == 'zyg':
+                        self.read_zygote(p)
+                except Exception as e:
+                    # Never let one request take the agent down.
+                    try:
+                        os.write(2, ('ansible-bridge agent: %s: %r\n' % (kind, e)).encode('utf-8', 'replace'))
+                    except OSError:
+                        pass
+
+    def shutdown(self):
+        for z in list(self.zygotes.values()):
+            try:
+                z.sock.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        os._exit(0)
+
+    def read_proto(self):
+        try:
+            data = os.read(self.rfd, 1 << 18)
+        except (BlockingIOError, InterruptedError):
+            return True
+        if not data:
+            return False
+        self.inbuf += data
+        while len(self.inbuf) >= HDR.size:
+            n, typ, rid = HDR.unpack_from(self.inbuf)
+            if n < 5 or n > MAX_FRAME:
+                raise SystemExit('ansible-bridge agent: bad frame length %d' % n)
+            if len(self.inbuf) < 4 + n:
+                break
+            payload = bytes(self.inbuf[HDR.size:4 + n])
+            del self.inbuf[:4 + n]
+            self.frame(typ, rid, payload)
+        return True
+
+    def frame(self, typ, rid, payload):
+        if typ == T_REQ:
+            jl = U32.unpack_from(payload)[0]
+            req = json.loads(payload[4:4 + jl].decode('utf-8'))
+            blob = payload[4 + jl:]
+            try:
+                self.request(rid, req, blob)
+            except Exception as e:
+                self.reply(rid, _errinfo(e))
+        elif typ in (T_STDIN, T_STDIN_EOF):
+            p = self.procs.get(rid)
+            if p is None or p.in_fd is None:
+                return
+            if typ == T_STDIN:
+                p.inbuf += payload
+            else:
+                p.in_eof = True
+            self.write_stdin(p)
+        elif typ == T_CANCEL:
+            p = self.procs.get(rid)
+            if p is not None:
+                p.cancelled = True
+                self.kill(p)
+
+    # ---- requests
+
+    def request(self, rid, req, blob):
+        op = req.get('op')
+        if op == 'ping':
+            self.reply(rid, {})
+        elif op == 'stat':
+            self.reply(rid, self.op_stat(req['path']))
+        elif op == 'mkdir':
+            mkdir_all(req['path'], req['mode'])
+            self.reply(rid, {})
+        elif op == 'chmod':
+            os.chmod(req['path'], req['mode'])
+            self.reply(rid, {})
+        elif op == 'rmtree':
+            path = req['path']
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                try:
+                    os.unlink(path)
+                except OSError as e:
+                    if e.errno != errno.ENOENT:
+                        raise
+            self.reply(rid, {})
+        elif op == 'put':
+            atomic_write(req['path'], blob, req['mode'])
+            self.reply(rid, {})
+        elif op == 'get':
+            with open(req['path'], 'rb') as f:
+                data = f.read()
+            self.reply(rid, {}, data)
+        elif op == 'exec':
+            self.op_exec(rid, req)
+        elif op == 'module':
+            self.op_module(rid, req, blob)
+        else:
+            self.reply(rid, {'error': 'unknown op %r' % (op,)})
+
+    def op_stat(self, path):
+        try:
+            st = os.lstat(path)
+        except OSError as e:
+            return _errinfo(e)
+        info = {'mode': st.st_mode, 'size': st.st_size, 'mtime_ns': st.st_mtime_ns,
+                'uid': st.st_uid, 'gid': st.st_gid}
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                info['target'] = os.readlink(path)
+            except OSError:
+                pass
+        return {'stat': info}
+
+    def env_for(self, overrides):
+        env = dict(os.environ)
+        env.update(overrides or {})
+        return env
+
+    def op_exec(self, rid, req):
+        p = Proc(rid, 'exec')
+        p.popen = subprocess.Popen(
+            ['/bin/sh', '-c', req['cmd']],
+            stdin=subprocess.PIPE if req.get('stdin') else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=self.env_for(req.get('env')), cwd=self.cwd,
+            close_fds=True, start_new_session=True)
+        p.pid = p.popen.pid
+        self.procs[rid] = p
+        p.out_fd = os.dup(p.popen.stdout.fileno())
+        p.err_fd = os.dup(p.popen.stderr.fileno())
+        p.popen.stdout.close()
+        p.popen.stderr.close()
+        self.watch(p.out_fd, 'pout', p)
+        self.watch(p.err_fd, 'perr', p)
+        if p.popen.stdin is not None:
+            p.in_fd = os.dup(p.popen.stdin.fileno())
+            p.popen.stdin.close()
+            _set_nonblock(p.in_fd)
+            self.fdmap[p.in_fd] = ('pin', p)
+
+    def write_stdin(self, p):
+        fd = p.in_fd
+        if fd is None:
+            return
+        while p.inbuf:
+            try:
+                n = os.write(fd, p.inbuf)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                # EPIPE: the command stopped reading; drop its input.
+                p.inbuf = bytearray()
+                p.in_eof = True
+                break
+            del p.inbuf[:n]
+        registered = fd in self.sel.get_map()
+        if p.inbuf and not registered:
+            self.sel.register(fd, selectors.EVENT_WRITE, ('pin', p))
+        elif not p.inbuf and registered:
+            self.sel.unregister(fd)
+        if not p.inbuf and p.in_eof:
+            p.in_fd = None
+            self.unwatch(fd)
+
+    def read_pipe(self, fd, kind, p):
+        try:
+            data = os.read(fd, CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b''
+        if data:
+            self.send(T_STDOUT if kind == 'pout' else T_STDERR, p.id, data)
+            return
+        self.unwatch(fd)
+        if kind == 'pout':
+            p.out_fd = None
+        else:
+            p.err_fd = None
+        self.maybe_finish(p)
+
+    def maybe_finish(self, p):
+        if p.done or p.out_fd is not None or p.err_fd is not None:
+            return
+        if p.status is None and p.error is None:
+            return
+        p.done = True
+        self.procs.pop(p.id, None)
+        if p.in_fd is not None:
+            self.unwatch(p.in_fd)
+            p.in_fd = None
+        if p.zygote is not None:
+            p.zygote.procs.pop(p.id, None)
+        if p.error is not None:
+            self.reply(p.id, p.error)
+            return
+        st = p.status
+        res = {}
+        if os.WIFSIGNALED(st):
+            res['signal'] = os.WTERMSIG(st)
+            res['exit'] = 128 + os.WTERMSIG(st)
+        else:
+            res['exit'] = os.WEXITSTATUS(st)
+        if p.cancelled:
+            res['cancelled'] = True
+        self.reply(p.id, res)
+
+    def kill(self, p):
+        if p.pid is None:
+            return
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def reap(self):
+        try:
+            while os.read(self.wake_r, 4096):
+                pass
+        except OSError:
+            pass
+        for p in list(self.procs.values()):
+            if p.popen is not None and p.status is None:
+                try:
+                    pid, st = os.waitpid(p.pid, os.WNOHANG)
+                except ChildProcessError:
+                    pid, st = p.pid, 255 << 8
+                if pid:
+                    # Reaped here: tell Popen so it does not wait again.
+                    p.popen.returncode = -os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
+                    p.status = st
+                    self.maybe_finish(p)
+        for z in list(self.zygotes.values()):
+            try:
+                pid, _ = os.waitpid(z.pid, os.WNOHANG)
+            except ChildProcessError:
+                pid = z.pid
+            if pid:
+                self.zygote_gone(z)
+
+    # ---- modules
+
+    def op_module(self, rid, req, blob):
+        digest = req['hash']
+        off = 0
+        zlen = req.get('zip', 0)
+        entry = self.zips.get(digest)
+        if zlen:
+            zdata = blob[off:off + zlen]
+            off += zlen
+            if entry is None:
+                if hashlib.sha256(zdata).hexdigest() != digest:
+                    raise ValueError('zip hash mismatch')
+                path = os.path.join(self.zipdir, digest[:32] + '.zip')
+                atomic_write(path, zdata, 0o600)
+                entry = ZipEntry(digest, path, base64.b64encode(zdata))
+                self.zips[digest] = entry
+        if entry is None:
+            self.reply(rid, {'error': 'zip %s unknown to this agent' % digest[:12], 'code': 'nozip'})
+            return
+        tlen = req['tpl']
+        ctpl = blob[off:off + tlen]
+        off += tlen
+        if req.get('dict'):
+            if entry.zdict is None:
+                raise ValueError('template dictionary for %s not set' % digest[:12])
+            d = zlib.decompressobj(zdict=entry.zdict)
+            tpl = d.decompress(ctpl) + d.flush()
+        else:
+            tpl = zlib.decompress(ctpl)
+            if entry.zdict is None:
+                entry.zdict = tpl
+        if entry.fqn is None:
+            m = FQN_RE.search(tpl)
+            entry.fqn = m.group(1).decode('ascii', 'replace') if m else ''
+        if [_mtime(p) for p in ENV_FILES] != self.env_mtimes:
+            self.reply(rid, {'error': 'login environment changed; agent must restart', 'code': 'restart'})
+            return
+        for path, mode in req.get('dirs') or []:
+            mkdir_all(path, mode)
+        for path, mode, n in req.get('files') or []:
+            atomic_write(path, blob[off:off + n], mode)
+            off += n
+        z = entry.zygote
+        if z is not None and (z.dead or z.resolv != _mtime(RESOLV)):
+            self.retire(z)
+            z = None
+        if z is None:
+            z = self.spawn_zygote(entry)
+        p = Proc(rid, 'module')
+        p.zygote = z
+        ro, wo = os.pipe()
+        re_, we = os.pipe()
+        try:
+            msg = {'id': rid, 'env': req.get('env') or {}, 'cwd': self.cwd,
+                   'script': req.get('script') or None}
+            z.sock.setblocking(True)
+            try:
+                send_msg(z.sock, msg, tpl, [wo, we])
+            finally:
+                z.sock.setblocking(False)
+        except OSError as e:
+            for fd in (ro, wo, re_, we):
+                os.close(fd)
+            self.retire(z)
+            raise RuntimeError('zygote for %s: %s' % (entry.fqn, e))
+        os.close(wo)
+        os.close(we)
+        self.procs[rid] = p
+        z.procs[rid] = p
+        p.out_fd, p.err_fd = ro, re_
+        self.watch(ro, 'pout', p)
+        self.watch(re_, 'perr', p)
+
+    def spawn_zygote(self, entry):
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                signal.set_wakeup_fd(-1)
+                keep = b.fileno()
+                os.closerange(3, keep)
+                os.closerange(keep + 1, 65536)
+            except BaseException:
+                os._exit(1)
+            zygote_main(b, entry.path, entry.fqn, entry.b64, self.stdio_like)
+        b.close()
+        a.setblocking(False)
+        z = Zygote(pid, a, entry)
+        entry.zygote = z
+        self.zygotes[pid] = z
+        self.sel.register(a, selectors.EVENT_READ, ('zyg', z))
+        return z
+
+    def retire(self, z):
+        if z.entry.zygote is z:
+            z.entry.zygote = None
+        if z.dead:
+            return
+        z.dead = True
+        try:
+            self.sel.unregister(z.sock)
+        except (KeyError, ValueError):
+            pass
+        # Closing the socket makes an idle zygote exit; tasks already forked
+        # keep running and are reaped by init. Their exit status is lost, so
+        # fail those requests once their output ends.
+        z.sock.close()
+        for p in list(z.procs.values()):
+            if p.status is None and p.error is None:
+                p.error = {'error': 'zygote for %s went away' % z.entry.fqn}
+                self.kill(p)
+                self.maybe_finish(p)
+
+    def zygote_gone(self, z):
+        self.zygotes.pop(z.pid, None)
+        self.retire(z)
+
+    def read_zygote(self, z):
+        try:
+            data = z.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b''
+        if not data:
+            self.retire(z)
+            return
+        for m in z.reader.feed(data):
+            p = z.procs.get(m.get('id'))
+            if p is None:
+                continue
+            if 'pid' in m:
+                p.pid = m['pid']
+                if p.cancelled:
+                    self.kill(p)
+            if 'status' in m:
+                p.status = m['status']
+                self.maybe_finish(p)
+
+
+def main():
+    try:
+        agent = Agent()
+    except Exception as e:
+        sys.stderr.write('ansible-bridge agent: cannot start: %s\n' % (e,))
+        sys.stderr.flush()
+        os._exit(1)
+    try:
+        agent.run()
+    finally:
+        agent.shutdown()
+
+
+if __name__ == '__ansible_bridge_agent__':
+    main()

@@ -1,0 +1,574 @@
+package interp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Errors returned by Client methods; test with errors.Is.
+var (
+	// ErrAgentGone: the agent exited, the channel closed or Close was
+	// called. Every request in flight fails with it.
+	ErrAgentGone = errors.New("interp: agent gone")
+	// ErrRestart: /etc/environment or ~/.pam_environment changed since the
+	// agent started, so modules would not see what a fresh login sees.
+	// The agent keeps serving other operations; the caller should start a
+	// new agent and retry there.
+	ErrRestart = errors.New("interp: login environment changed, agent must be restarted")
+	// ErrHandshake: no hello from the agent (no python, bootstrap failure).
+	ErrHandshake = errors.New("interp: agent did not start")
+)
+
+// maxNoise is how much output before the agent's magic is skipped.
+const maxNoise = 64 << 10
+
+// stdinHigh bounds queued stdin data per client before Exec's pump waits.
+const stdinHigh = 1 << 20
+
+// Conn is the agent's side of a channel: what the bootstrap started.
+type Conn struct {
+	// Stdin carries frames to the agent; closing it makes the agent exit.
+	Stdin io.WriteCloser
+	// Stdout carries frames from the agent.
+	Stdout io.Reader
+	// Stderr, if set, is logged and its tail kept for error messages.
+	Stderr io.Reader
+	// Wait, if set, waits for the remote command to end (called by Close).
+	Wait func() error
+}
+
+// AgentInfo describes a running agent, from its hello frame.
+type AgentInfo struct {
+	Protocol   int    `json:"protocol"`
+	Python     string `json:"python"`     // e.g. "3.11.2"
+	Executable string `json:"executable"` // sys.executable
+	PID        int    `json:"pid"`
+	UID        int    `json:"uid"`
+	GID        int    `json:"gid"`
+	User       string `json:"user"`
+	Home       string `json:"home"`
+	Cwd        string `json:"cwd"`    // the login directory; tasks run there
+	TmpDir     string `json:"tmpdir"` // private, 0700, removed when the agent exits
+}
+
+// Stats counts a client's traffic.
+type Stats struct {
+	BytesSent     int64         // bytes written to the agent's stdin
+	BytesReceived int64         // frame bytes read from the agent's stdout
+	Requests      int64         // requests sent
+	ZipsSent      int64         // AnsiballZ zips sent (once per hash)
+	LastRTT       time.Duration // round trip of the last Ping
+}
+
+// Client talks to one agent. It is safe for concurrent use; requests are
+// multiplexed on the channel.
+type Client struct {
+	log  logrus.FieldLogger
+	conn Conn
+	info AgentInfo
+	br   *bufio.Reader
+
+	mu      sync.Mutex
+	pending map[uint32]*call
+	nextID  uint32
+	err     error // set once the client is dead
+
+	// writer queue
+	qmu     sync.Mutex
+	qcond   *sync.Cond
+	queue   [][]byte
+	qbytes  int
+	qclosed bool
+
+	zmu  sync.Mutex
+	zips map[[32]byte]*zipState
+
+	done       chan struct{} // closed when the reader ends
+	stderrDone chan struct{}
+	stderrTail tail
+	closeOnce  sync.Once
+
+	sent, recvd, reqs, zipsSent, rtt atomic.Int64
+}
+
+type call struct {
+	id     uint32
+	resp   chan *response
+	stdout sink
+	stderr sink
+}
+
+// sink receives stream data for a call; it must not block.
+type sink interface {
+	write(p []byte)
+}
+
+type bufSink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *bufSink) write(p []byte) {
+	b.mu.Lock()
+	b.buf.Write(p)
+	b.mu.Unlock()
+}
+
+func (b *bufSink) bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]byte(nil), b.buf.Bytes()...)
+}
+
+// NewClient waits (bounded by ctx) for the agent's hello on conn and
+// returns a client. The agent source must already be on its way (see
+// package bootstrap). On failure conn.Stdin is closed and the error wraps
+// ErrHandshake with what the agent printed on stderr.
+func NewClient(ctx context.Context, conn Conn, log logrus.FieldLogger) (*Client, error) {
+	c := &Client{
+		log:        log,
+		conn:       conn,
+		br:         bufio.NewReaderSize(conn.Stdout, 64<<10),
+		pending:    map[uint32]*call{},
+		zips:       map[[32]byte]*zipState{},
+		done:       make(chan struct{}),
+		stderrDone: make(chan struct{}),
+	}
+	c.qcond = sync.NewCond(&c.qmu)
+	if conn.Stderr != nil {
+		go c.readStderr()
+	} else {
+		close(c.stderrDone)
+	}
+	type helloResult struct {
+		info AgentInfo
+		err  error
+	}
+	hc := make(chan helloResult, 1)
+	go func() {
+		info, err := c.readHello()
+		hc <- helloResult{info, err}
+	}()
+	var hr helloResult
+	select {
+	case hr = <-hc:
+	case <-ctx.Done():
+		_ = conn.Stdin.Close()
+		hr.err = ctx.Err()
+	}
+	if hr.err != nil {
+		_ = conn.Stdin.Close()
+		// Let stderr say why (e.g. "python3: not found"), briefly.
+		select {
+		case <-c.stderrDone:
+		case <-time.After(2 * time.Second):
+		}
+		msg := strings.TrimSpace(c.stderrTail.String())
+		if conn.Wait != nil {
+			werr := waitTimeout(conn.Wait, 2*time.Second)
+			if werr != nil {
+				if msg != "" {
+					msg += "; "
+				}
+				msg += werr.Error()
+			}
+		}
+		if msg != "" {
+			return nil, fmt.Errorf("%w: %v: %s", ErrHandshake, hr.err, msg)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrHandshake, hr.err)
+	}
+	if hr.info.Protocol != Protocol {
+		_ = conn.Stdin.Close()
+		return nil, fmt.Errorf("%w: agent speaks protocol %d, want %d", ErrHandshake, hr.info.Protocol, Protocol)
+	}
+	c.info = hr.info
+	go c.readLoop()
+	go c.writeLoop()
+	c.log.WithFields(logrus.Fields{"python": c.info.Python, "pid": c.info.PID, "user": c.info.User, "tmpdir": c.info.TmpDir}).Debug("agent started")
+	return c, nil
+}
+
+func waitTimeout(wait func() error, d time.Duration) error {
+	ch := make(chan error, 1)
+	go func() { ch <- wait() }()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(d):
+		return errors.New("remote command still running")
+	}
+}
+
+// readHello skips noise up to the magic, then reads the hello response.
+func (c *Client) readHello() (AgentInfo, error) {
+	var info AgentInfo
+	var noise []byte
+	magic := []byte(Magic)
+	for {
+		b, err := c.br.ReadByte()
+		if err != nil {
+			if len(noise) > 0 {
+				c.log.WithField("noise", string(noise)).Debug("output before agent start")
+			}
+			if err == io.EOF {
+				return info, errors.New("channel closed before hello")
+			}
+			return info, fmt.Errorf("read hello: %w", err)
+		}
+		noise = append(noise, b)
+		if bytes.HasSuffix(noise, magic) {
+			noise = noise[:len(noise)-len(magic)]
+			break
+		}
+		if len(noise) > maxNoise {
+			return info, fmt.Errorf("no agent magic in the first %d bytes of output", maxNoise)
+		}
+	}
+	if len(noise) > 0 {
+		c.log.WithField("noise", string(noise)).Warn("output before agent start (login scripts?)")
+	}
+	f, err := readFrame(c.br)
+	if err != nil {
+		return info, fmt.Errorf("read hello: %w", err)
+	}
+	c.recvd.Add(int64(headerSize + len(f.payload)))
+	if f.typ != frameResp || f.id != 0 {
+		return info, fmt.Errorf("unexpected frame type %d id %d instead of hello", f.typ, f.id)
+	}
+	r, err := decodeResp(f.payload)
+	if err != nil {
+		return info, err
+	}
+	if err := json.Unmarshal(r.Raw, &info); err != nil {
+		return info, fmt.Errorf("decode hello: %w", err)
+	}
+	return info, nil
+}
+
+func (c *Client) readStderr() {
+	defer close(c.stderrDone)
+	sc := bufio.NewScanner(c.conn.Stderr)
+	sc.Buffer(make([]byte, 4096), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		c.stderrTail.add(line)
+		c.log.WithField("stderr", line).Warn("agent stderr")
+	}
+}
+
+// tail keeps the last few lines of a stream.
+type tail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (t *tail) add(s string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(s) > 1024 {
+		s = s[:1024]
+	}
+	t.lines = append(t.lines, s)
+	if len(t.lines) > 20 {
+		t.lines = t.lines[len(t.lines)-20:]
+	}
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.lines, "\n")
+}
+
+func (c *Client) readLoop() {
+	var err error
+	for {
+		var f frame
+		f, err = readFrame(c.br)
+		if err != nil {
+			break
+		}
+		c.recvd.Add(int64(headerSize + len(f.payload)))
+		c.mu.Lock()
+		cl := c.pending[f.id]
+		if f.typ == frameResp {
+			delete(c.pending, f.id)
+		}
+		c.mu.Unlock()
+		if cl == nil {
+			continue // cancelled, or a late answer
+		}
+		switch f.typ {
+		case frameResp:
+			r, derr := decodeResp(f.payload)
+			if derr != nil {
+				r = &response{Error: derr.Error()}
+			}
+			cl.resp <- r
+		case frameStdout:
+			if cl.stdout != nil {
+				cl.stdout.write(f.payload)
+			}
+		case frameStderr:
+			if cl.stderr != nil {
+				cl.stderr.write(f.payload)
+			}
+		default:
+			c.log.WithField("type", f.typ).Warn("unknown frame type from agent")
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		err = errors.New("channel closed")
+	}
+	c.fail(err)
+	close(c.done)
+}
+
+// fail marks the client dead and fails every pending request.
+func (c *Client) fail(cause error) {
+	c.mu.Lock()
+	if c.err == nil {
+		// Give stderr a moment to tell why the agent died.
+		c.mu.Unlock()
+		select {
+		case <-c.stderrDone:
+		case <-time.After(100 * time.Millisecond):
+		}
+		c.mu.Lock()
+	}
+	if c.err == nil {
+		msg := cause.Error()
+		if t := strings.TrimSpace(c.stderrTail.String()); t != "" {
+			msg += ": " + t
+		}
+		c.err = fmt.Errorf("%w: %s", ErrAgentGone, msg)
+	}
+	pend := c.pending
+	c.pending = map[uint32]*call{}
+	err := c.err
+	c.mu.Unlock()
+	for _, cl := range pend {
+		cl.resp <- &response{Code: "gone", Error: err.Error()}
+	}
+	c.qmu.Lock()
+	c.qclosed = true
+	c.queue = nil
+	c.qbytes = 0
+	c.qcond.Broadcast()
+	c.qmu.Unlock()
+}
+
+func (c *Client) writeLoop() {
+	for {
+		c.qmu.Lock()
+		for len(c.queue) == 0 && !c.qclosed {
+			c.qcond.Wait()
+		}
+		if c.qclosed {
+			c.qmu.Unlock()
+			return
+		}
+		q := c.queue
+		c.queue = nil
+		n := c.qbytes
+		c.qbytes = 0
+		c.qcond.Broadcast()
+		c.qmu.Unlock()
+		buf := make([]byte, 0, n)
+		for _, b := range q {
+			buf = append(buf, b...)
+		}
+		if _, err := c.conn.Stdin.Write(buf); err != nil {
+			c.fail(fmt.Errorf("write to agent: %w", err))
+			_ = c.conn.Stdin.Close()
+			return
+		}
+		c.sent.Add(int64(len(buf)))
+	}
+}
+
+// enqueue queues a frame for the writer; it never blocks.
+func (c *Client) enqueue(typ byte, id uint32, payload []byte) error {
+	b := encodeFrame(typ, id, payload)
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if c.qclosed {
+		return c.deadErr()
+	}
+	c.queue = append(c.queue, b)
+	c.qbytes += len(b)
+	c.qcond.Broadcast()
+	return nil
+}
+
+// enqueueWait is enqueue with back-pressure, for bulk stream data.
+func (c *Client) enqueueWait(ctx context.Context, typ byte, id uint32, payload []byte) error {
+	c.qmu.Lock()
+	for c.qbytes > stdinHigh && !c.qclosed && ctx.Err() == nil {
+		c.qcond.Wait()
+	}
+	c.qmu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.enqueue(typ, id, payload)
+}
+
+func (c *Client) deadErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	return fmt.Errorf("%w: client closed", ErrAgentGone)
+}
+
+// newCall registers a request id.
+func (c *Client) newCall(stdout, stderr sink) (*call, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return nil, c.err
+	}
+	c.nextID++
+	if c.nextID == 0 {
+		c.nextID = 1
+	}
+	cl := &call{id: c.nextID, resp: make(chan *response, 1), stdout: stdout, stderr: stderr}
+	c.pending[cl.id] = cl
+	return cl, nil
+}
+
+func (c *Client) forget(cl *call) {
+	c.mu.Lock()
+	delete(c.pending, cl.id)
+	c.mu.Unlock()
+}
+
+// send sends a request and returns its call; the caller waits with await.
+func (c *Client) send(cl *call, req any, blob ...[]byte) error {
+	p, err := encodeReq(req, blob...)
+	if err != nil {
+		c.forget(cl)
+		return err
+	}
+	c.reqs.Add(1)
+	if err := c.enqueue(frameReq, cl.id, p); err != nil {
+		c.forget(cl)
+		return err
+	}
+	return nil
+}
+
+// await waits for the response to cl. On ctx's end it asks the agent to
+// cancel (killing a process the request started) and returns ctx's error.
+func (c *Client) await(ctx context.Context, cl *call) (*response, error) {
+	select {
+	case r := <-cl.resp:
+		if r.Code == "gone" {
+			return nil, c.deadErr()
+		}
+		return r, nil
+	case <-ctx.Done():
+		c.forget(cl)
+		_ = c.enqueue(frameCancel, cl.id, nil)
+		return nil, ctx.Err()
+	}
+}
+
+// roundTrip sends a request and waits for its response.
+func (c *Client) roundTrip(ctx context.Context, req any, blob ...[]byte) (*response, error) {
+	cl, err := c.newCall(nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.send(cl, req, blob...); err != nil {
+		return nil, err
+	}
+	return c.await(ctx, cl)
+}
+
+// Info describes the agent, as its hello frame said.
+func (c *Client) Info() AgentInfo { return c.info }
+
+// Stats returns traffic counters.
+func (c *Client) Stats() Stats {
+	return Stats{
+		BytesSent:     c.sent.Load(),
+		BytesReceived: c.recvd.Load(),
+		Requests:      c.reqs.Load(),
+		ZipsSent:      c.zipsSent.Load(),
+		LastRTT:       time.Duration(c.rtt.Load()),
+	}
+}
+
+// Done is closed when the agent is gone (exited, channel closed, Close).
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err returns why the client is dead, or nil while it is alive.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Ping checks that the agent answers, and records the round trip time
+// (see Stats).
+func (c *Client) Ping(ctx context.Context) error {
+	start := time.Now()
+	r, err := c.roundTrip(ctx, map[string]any{"op": "ping"})
+	if err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	if r.Error != "" {
+		return fmt.Errorf("ping: %s", r.Error)
+	}
+	c.rtt.Store(int64(time.Since(start)))
+	return nil
+}
+
+// Close closes the agent's stdin, which makes it exit and remove its temp
+// dir, and waits (a few seconds at most) for it to go. Requests in flight
+// fail with ErrAgentGone.
+func (c *Client) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		if c.err == nil {
+			c.err = fmt.Errorf("%w: client closed", ErrAgentGone)
+		}
+		c.mu.Unlock()
+		c.qmu.Lock()
+		c.qclosed = true
+		c.qcond.Broadcast()
+		c.qmu.Unlock()
+		err = c.conn.Stdin.Close()
+		select {
+		case <-c.done:
+		case <-time.After(5 * time.Second):
+			err = errors.Join(err, errors.New("interp: agent did not exit within 5s of close"))
+		}
+		select {
+		case <-c.stderrDone:
+		case <-time.After(time.Second):
+		}
+		if c.conn.Wait != nil {
+			if werr := waitTimeout(c.conn.Wait, 5*time.Second); werr != nil {
+				err = errors.Join(err, fmt.Errorf("interp: wait: %w", werr))
+			}
+		}
+	})
+	return err
+}

@@ -1,0 +1,250 @@
+package interp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+
+	"compress/zlib"
+)
+
+// ErrNotAnsiballZ: the source given to ParseWrapper or RunModule is not an
+// AnsiballZ wrapper this package can take apart.
+var ErrNotAnsiballZ = errors.New("interp: not an AnsiballZ wrapper")
+
+// zipMarker replaces the ZIPDATA literal in templates; keep in sync with
+// agent.py.
+const zipMarker = "@@ANSIBLE_BRIDGE_ZIPDATA@@"
+
+var (
+	zipOpen = []byte(`ZIPDATA = """`)
+	zipEnd  = []byte(`"""`)
+	fqnRE   = regexp.MustCompile(`_module_fqn='([^']+)'`)
+)
+
+// Wrapper is an AnsiballZ wrapper taken apart.
+type Wrapper struct {
+	// Zip is the decoded module zip (module_utils and the module).
+	Zip []byte
+	// Hash is the SHA-256 of Zip.
+	Hash [32]byte
+	// Template is the wrapper source with the ZIPDATA literal's content
+	// replaced by a marker: what varies from task to task (parameters).
+	Template []byte
+	// ModuleFQN is the module the wrapper runs, e.g. ansible.modules.ping.
+	ModuleFQN string
+}
+
+// ParseWrapper takes apart an AnsiballZ wrapper as Ansible generated it
+// (module_common.py's ANSIBALLZ_TEMPLATE).
+func ParseWrapper(src []byte) (*Wrapper, error) {
+	i := bytes.Index(src, zipOpen)
+	if i < 0 {
+		return nil, fmt.Errorf("%w: no ZIPDATA", ErrNotAnsiballZ)
+	}
+	start := i + len(zipOpen)
+	j := bytes.Index(src[start:], zipEnd)
+	if j < 0 {
+		return nil, fmt.Errorf("%w: unterminated ZIPDATA", ErrNotAnsiballZ)
+	}
+	b64 := src[start : start+j]
+	zip := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+	n, err := base64.StdEncoding.Decode(zip, b64)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ZIPDATA: %w", ErrNotAnsiballZ, err)
+	}
+	zip = zip[:n]
+	// The agent re-encodes the zip, so the text must be canonical.
+	if base64.StdEncoding.EncodedLen(n) != len(b64) {
+		return nil, fmt.Errorf("%w: ZIPDATA is not canonical base64", ErrNotAnsiballZ)
+	}
+	m := fqnRE.FindSubmatch(src)
+	if m == nil {
+		return nil, fmt.Errorf("%w: no _module_fqn", ErrNotAnsiballZ)
+	}
+	tpl := make([]byte, 0, len(src)-len(b64)+len(zipMarker))
+	tpl = append(tpl, src[:start]...)
+	tpl = append(tpl, zipMarker...)
+	tpl = append(tpl, src[start+j:]...)
+	return &Wrapper{Zip: zip, Hash: sha256.Sum256(zip), Template: tpl, ModuleFQN: string(m[1])}, nil
+}
+
+// DirSpec is a directory RunModule creates (with missing parents) first.
+type DirSpec struct {
+	Path string
+	Mode os.FileMode
+}
+
+// FileSpec is a file RunModule writes (atomically) first.
+type FileSpec struct {
+	Path string
+	Data []byte
+	Mode os.FileMode
+}
+
+// ModuleRequest is one AnsiballZ module run.
+type ModuleRequest struct {
+	// Wrapper is the complete AnsiballZ_*.py source as Ansible generated it.
+	Wrapper []byte
+	// ScriptPath is "" when the wrapper was piped on stdin (pipelining),
+	// else the path it would have had on disk; it becomes sys.argv[0]
+	// and __main__.__file__ as python would set them.
+	ScriptPath string
+	// Env holds the VAR=value prefixes of Ansible's command line, applied
+	// on top of the agent's environment.
+	Env map[string]string
+	// Dirs are created if missing before the run (e.g. the task's
+	// ansible-tmp dir).
+	Dirs []DirSpec
+	// Files are written atomically (hidden temp, fsync, rename) before
+	// the run.
+	Files []FileSpec
+}
+
+// Result is the outcome of a process run by the agent.
+type Result struct {
+	Stdout, Stderr []byte
+	// ExitCode is the exit status; 128+n for a process killed by signal n.
+	ExitCode int
+	// Signal is the signal that killed the process, or 0.
+	Signal int
+}
+
+type zipState struct {
+	dict []byte // the first template sent for this hash: the zlib dictionary
+}
+
+type moduleReq struct {
+	Op     string     `json:"op"`
+	Hash   string     `json:"hash"`
+	Zip    int        `json:"zip"`
+	Tpl    int        `json:"tpl"`
+	Dict   bool       `json:"dict"`
+	Script string     `json:"script,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
+	Dirs   [][2]any   `json:"dirs,omitempty"`
+	Files  [][3]any   `json:"files,omitempty"`
+}
+
+// RunModule runs an AnsiballZ module in a child of the zygote for its zip
+// (see the package doc). The zip crosses the wire once per agent; later
+// runs send the template compressed against the first one.
+func (c *Client) RunModule(ctx context.Context, req ModuleRequest) (*Result, error) {
+	w, err := ParseWrapper(req.Wrapper)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.runModule(ctx, w, req)
+	if errors.Is(err, errNoZip) {
+		// The agent lost the zip (should not happen); send it again.
+		c.zmu.Lock()
+		delete(c.zips, w.Hash)
+		c.zmu.Unlock()
+		res, err = c.runModule(ctx, w, req)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("run module %s: %w", w.ModuleFQN, err)
+	}
+	return res, nil
+}
+
+var errNoZip = errors.New("zip unknown to the agent")
+
+func (c *Client) runModule(ctx context.Context, w *Wrapper, req ModuleRequest) (*Result, error) {
+	mr := moduleReq{Op: "module", Hash: hex.EncodeToString(w.Hash[:]), Script: req.ScriptPath, Env: req.Env}
+	var fileData [][]byte
+	for _, d := range req.Dirs {
+		mr.Dirs = append(mr.Dirs, [2]any{d.Path, unixMode(d.Mode)})
+	}
+	for _, f := range req.Files {
+		mr.Files = append(mr.Files, [3]any{f.Path, unixMode(f.Mode), len(f.Data)})
+		fileData = append(fileData, f.Data)
+	}
+	stdout, stderr := &bufSink{}, &bufSink{}
+	cl, err := c.newCall(stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	// Deciding whether the zip goes and queueing the frame happen under
+	// one lock, so the frame carrying the zip precedes any that relies on it.
+	c.zmu.Lock()
+	st := c.zips[w.Hash]
+	var zip, ctpl []byte
+	if st == nil {
+		zip = w.Zip
+		ctpl, err = compress(w.Template, nil)
+		st = &zipState{dict: w.Template}
+	} else {
+		ctpl, err = compress(w.Template, st.dict)
+		mr.Dict = true
+	}
+	if err != nil {
+		c.zmu.Unlock()
+		c.forget(cl)
+		return nil, err
+	}
+	mr.Zip, mr.Tpl = len(zip), len(ctpl)
+	blobs := append([][]byte{zip, ctpl}, fileData...)
+	err = c.send(cl, mr, blobs...)
+	if err == nil && zip != nil {
+		c.zips[w.Hash] = st
+		c.zipsSent.Add(1)
+	}
+	c.zmu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.await(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case r.Code == "restart":
+		return nil, ErrRestart
+	case r.Code == "nozip":
+		return nil, errNoZip
+	case r.Error != "":
+		return nil, remoteErr("module", "", r)
+	case r.Exit == nil:
+		return nil, errors.New("agent gave no exit status")
+	}
+	return &Result{Stdout: stdout.bytes(), Stderr: stderr.bytes(), ExitCode: *r.Exit, Signal: r.Signal}, nil
+}
+
+// compress zlib-compresses data, with a preset dictionary if dict is set.
+func compress(data, dict []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw, err := zlib.NewWriterLevelDict(&buf, zlib.BestCompression, dict)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(data); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// unixMode converts a FileMode's permission bits to the unix st_mode bits.
+func unixMode(m fs.FileMode) uint32 {
+	u := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		u |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		u |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		u |= 0o1000
+	}
+	return u
+}

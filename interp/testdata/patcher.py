@@ -1,0 +1,42 @@
+# A fake Ansible module for isolation tests: it reports what it sees, then
+# optionally monkey-patches the stdlib and module_utils state.
+import json
+import os
+import sys
+
+from ansible.module_utils import basic
+
+
+def main():
+    args = json.loads(basic._ANSIBLE_ARGS)['ANSIBLE_MODULE_ARGS']
+    out = {
+        'getcwd_patched': getattr(os.getcwd, '_patched', False),
+        'basic_leak': getattr(basic, 'LEAK', None),
+        'env_leak': os.environ.get('AB_LEAK'),
+        'env': os.environ.get('AB_ENV'),
+        'cwd': os.getcwd(),
+        'stdin': sys.stdin.read(),
+        'args': args,
+    }
+    if args.get('patch'):
+        def fake():
+            return '/patched'
+        fake._patched = True
+        os.getcwd = fake
+        basic.LEAK = 'leaked'
+        os.environ['AB_LEAK'] = '1'
+        json.dumps = None
+    if args.get('noise'):
+        print('noise on stdout before the result')
+        sys.stdout.flush()
+        os.write(1, b'\x00\x00\x00\x05\x03\x00\x00\x00\x01raw frame-like noise\n')
+        os.write(2, b'noise on stderr\n')
+    if args.get('raise'):
+        raise RuntimeError('boom')
+    sys.stdout.write(json.dumps(out) if json.dumps else 'json.dumps patched')
+    sys.stdout.write('\n')
+    sys.exit(args.get('rc', 0))
+
+
+if __name__ == '__main__':
+    main()
