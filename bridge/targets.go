@@ -101,6 +101,7 @@ type sshConn struct {
 	detached bool // -O stop: close when the last session ends
 	dead     bool
 	sftp     *sftp.Client
+	home     string // the SFTP server's starting directory
 }
 
 func (t *target) countRoute(route string) {
@@ -273,6 +274,10 @@ func (c *sshConn) sftpClient() (*sftp.Client, error) {
 	sc, err := sftp.NewClient(c.client, sftp.UseConcurrentWrites(true))
 	if err != nil {
 		return nil, fmt.Errorf("start sftp subsystem: %w", err)
+	}
+	// Every sftp and scp run starts from here: ask once per connection.
+	if c.home, err = sc.Getwd(); err != nil {
+		c.home = "."
 	}
 	c.sftp = sc
 	return sc, nil

@@ -18,10 +18,10 @@ import (
 
 // connectSFTP resolves inv, and returns the target and the SFTP client of
 // one of its connections; release must be called when done.
-func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.SSHInvocation, route string) (*target, *sftp.Client, func(), error) {
+func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.SSHInvocation, route string) (*target, *sftp.Client, string, func(), error) {
 	settings, err := resolve(iv, inv)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, "", nil, err
 	}
 	t := s.targets.get(settings)
 	t.countRoute(route)
@@ -33,9 +33,9 @@ func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.S
 		return err
 	})
 	if err != nil {
-		return t, nil, nil, err
+		return t, nil, "", nil, err
 	}
-	return t, sc, c.release, nil
+	return t, sc, c.home, c.release, nil
 }
 
 func transferFailure(iv *invocation, err error) int {
@@ -104,7 +104,7 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 		iv.fallback("sftp arguments the bridge does not serve")
 		return -1
 	}
-	t, sc, release, err := s.connectSFTP(ctx, iv, &inv.SSH, routeSFTP)
+	t, sc, home, release, err := s.connectSFTP(ctx, iv, &inv.SSH, routeSFTP)
 	if err != nil {
 		return transferFailure(iv, err)
 	}
@@ -134,9 +134,7 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 		return 1
 	}
 	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive, fast: iv.getenv(FastPathEnv) != "0"}
-	if b.rcwd, err = sc.Getwd(); err != nil {
-		b.rcwd = "."
-	}
+	b.rcwd, b.home = home, home
 	if inv.InitialPath != "" {
 		b.rcwd = b.remote(inv.InitialPath)
 	}
@@ -170,16 +168,14 @@ type batchRun struct {
 	iv                  *invocation
 	t                   *target
 	sc                  *sftp.Client
-	lcwd, rcwd          string
+	lcwd, rcwd, home    string
 	preserve, recursive bool
 	fast                bool // shared temp dirs may hold uploads
 }
 
 func (b *batchRun) remote(p string) string {
 	if p == "~" || strings.HasPrefix(p, "~/") {
-		if home, err := b.sc.Getwd(); err == nil {
-			return path.Join(home, strings.TrimPrefix(p[1:], "/"))
-		}
+		return path.Join(b.home, strings.TrimPrefix(p[1:], "/"))
 	}
 	if path.IsAbs(p) {
 		return p
@@ -429,7 +425,7 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	if remote.Port != "" {
 		conn.Options = append([]fakessh.Option{{Key: "port", Value: remote.Port}}, conn.Options...)
 	}
-	t, sc, release, err := s.connectSFTP(ctx, iv, &conn, routeSCP)
+	t, sc, home, release, err := s.connectSFTP(ctx, iv, &conn, routeSCP)
 	if err != nil {
 		return transferFailure(iv, err)
 	}
@@ -439,9 +435,7 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	}
 	go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
 	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive, fast: iv.getenv(FastPathEnv) != "0"}
-	if b.rcwd, err = sc.Getwd(); err != nil {
-		b.rcwd = "."
-	}
+	b.rcwd, b.home = home, home
 	status := 0
 	for _, src := range inv.Sources {
 		if upload {
