@@ -201,15 +201,29 @@ func defaultShimDir() string {
 }
 
 func cmdEnv(args []string) int {
-	dir := defaultShimDir()
-	if len(args) > 0 {
-		if args[0] == "-h" || args[0] == "--help" {
-			fmt.Println("usage: ansible-bridge env [DIR]\n\nprints: export PATH=DIR:$PATH (DIR defaults to " + defaultShimDir() + ")")
+	fs := flag.NewFlagSet("env", flag.ContinueOnError)
+	noPipelining := fs.Bool("no-pipelining", false, "leave ANSIBLE_PIPELINING alone")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: ansible-bridge env [--no-pipelining] [DIR]\n\n"+
+			"prints the shell lines that put the shims in DIR (default %s) first on PATH\n"+
+			"and turn on pipelining unless ANSIBLE_PIPELINING is already set\n", defaultShimDir())
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		dir = args[0]
+		return 2
+	}
+	dir := defaultShimDir()
+	if fs.NArg() > 0 {
+		dir = fs.Arg(0)
 	}
 	fmt.Printf("export PATH=%s:\"$PATH\"\n", shellQuote(dir))
+	if !*noPipelining {
+		// Through the bridge pipelining costs nothing in compatibility
+		// (see README); a value the user set wins.
+		fmt.Println(`export ANSIBLE_PIPELINING="${ANSIBLE_PIPELINING:-True}"`)
+	}
 	return 0
 }
 
