@@ -4,7 +4,8 @@
 #   make unit    go test ./... without the lab (end-to-end tests skip)
 #   make test    loopback lab up, every test including end-to-end, lab down
 #   make lint    gofmt, go vet, staticcheck
-#   make bench   benchmark runner (scripts/bench)
+#   make bench   benchmark runner (scripts/bench): bench.md and bench.svg, plus a
+#                smaller table at 20 ms added RTT; needs the lab (scripts/lab.sh up)
 #   make demo    stock ssh vs the bridge on a small playbook, timed
 #
 # make test needs root and the packages from scripts/setup.sh.
@@ -39,7 +40,7 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 bench:
-	$(GO) run ./scripts/bench
+	$(GO) run ./scripts/bench -out bench.md -latency-run 10ms -latency-n 20
 
 demo:
 	scripts/demo.sh

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"encoding/xml"
 	"errors"
+	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +24,7 @@ func TestParseModes(t *testing.T) {
 	}{
 		{in: "all", want: modeNames()},
 		{in: "stock", want: []string{"stock-default", "stock-pipelining"}},
+		{in: "floor,bridge-default", want: []string{"bridge-default", "floor-default", "floor-pipelining"}},
 		{in: "bridge-pipelining, stock-default", want: []string{"stock-default", "bridge-pipelining"}},
 		{in: "bridge,bridge-default", want: []string{"bridge-default", "bridge-pipelining"}},
 		{in: "stock-fast", err: true},
@@ -151,5 +156,144 @@ func TestReportMarksFailures(t *testing.T) {
 	got = renderReport(t.Context(), cfg, results)
 	if want := "| 10-item loop | bridge-default | 0.250 | 0.500 |"; !strings.Contains(got, want) {
 		t.Errorf("report lacks %q:\n%s", want, got)
+	}
+}
+
+// modeByName returns the mode called name.
+func modeByName(t *testing.T, name string) mode {
+	t.Helper()
+	for _, m := range allModes() {
+		if m.name == name {
+			return m
+		}
+	}
+	t.Fatalf("no mode %q", name)
+	return mode{}
+}
+
+func TestReportFloorColumn(t *testing.T) {
+	cfg := config{n: 10, playbooks: []string{"loop", "tasks"}, lab: labEnv{port: 2222, user: "abtest"}}
+	run := func(pb, name string, secs float64, err error) result {
+		return result{playbook: pb, mode: modeByName(t, name), ran: true, wall: time.Duration(secs * float64(time.Second)), err: err}
+	}
+	results := []result{
+		run("loop", "stock-default", 8, nil),
+		run("loop", "stock-pipelining", 6, nil),
+		run("loop", "bridge-default", 3, nil),
+		run("loop", "bridge-pipelining", 1.6, nil),
+		run("loop", "floor-default", 2, nil),
+		run("loop", "floor-pipelining", 1, nil),
+		run("tasks", "bridge-default", 3, nil),
+		run("tasks", "bridge-pipelining", 1, nil),
+		run("tasks", "floor-default", 2, errors.New("recap ok=0")),
+	}
+	got := renderReport(t.Context(), cfg, results)
+	for _, want := range []string{
+		"| 10-item loop | stock-default | ok | 8.00 | 4.00 | 0 |",
+		"| 10-item loop | stock-pipelining | ok | 6.00 | 6.00 | 0 |",
+		"| 10-item loop | bridge-default | ok | 3.00 | 1.50 ✓ |",
+		"| 10-item loop | bridge-pipelining | ok | 1.60 | 1.60 ✗ |",
+		"| 10-item loop | floor-default | ok | 2.00 | — |",
+		"| 10 tasks | bridge-default | ok | 3.00 | n/a (failed) |",
+		"| 10 tasks | bridge-pipelining | ok | 1.00 | — |", // no floor-pipelining run
+		"÷ floor",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	lat := renderLatencyReport(config{n: 4, latency: 10 * time.Millisecond}, results[:1])
+	for _, want := range []string{"## at RTT +20ms (relay one-way latency 10ms), n=4", "| 4-item loop | stock-default | ok | 8.00 | — | 0 | 0.0 KiB | 0.00 |"} {
+		if !strings.Contains(lat, want) {
+			t.Errorf("latency report lacks %q:\n%s", want, lat)
+		}
+	}
+}
+
+func TestChartIsWellFormedSVG(t *testing.T) {
+	cfg := config{n: 10, playbooks: []string{"loop", "tasks"}}
+	ms := allModes()
+	var results []result
+	for i, pb := range cfg.playbooks {
+		for j, m := range ms {
+			results = append(results, result{playbook: pb, mode: m, ran: true,
+				wall: time.Duration(1+i+j) * time.Second})
+		}
+	}
+	results[2].err = errors.New(`recap <ok=0> & "failed"`)
+	results[3] = result{playbook: "loop", mode: ms[3], err: errors.New("not run: go build .: exit status 1\nmore")}
+	latCfg := cfg
+	latCfg.n, latCfg.latency = 4, 10*time.Millisecond
+	sections := []chartSection{{cfg: cfg, results: results}, {cfg: latCfg, results: results[:2]}, {cfg: latCfg}}
+
+	var buf bytes.Buffer
+	if err := writeChart(&buf, sections); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(buf.Bytes()))
+	var (
+		root  string
+		rects int
+		texts []string
+		depth int
+		inTxt bool
+	)
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v\n%s", err, buf.String())
+		}
+		switch el := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 {
+				root = el.Name.Local
+				if el.Name.Space != "http://www.w3.org/2000/svg" {
+					t.Errorf("root namespace %q", el.Name.Space)
+				}
+			}
+			depth++
+			if el.Name.Local == "rect" {
+				rects++
+			}
+			inTxt = el.Name.Local == "text"
+		case xml.EndElement:
+			depth--
+			inTxt = false
+		case xml.CharData:
+			if inTxt {
+				texts = append(texts, string(el))
+			}
+		}
+	}
+	if root != "svg" || depth != 0 {
+		t.Fatalf("root %q, depth at end %d", root, depth)
+	}
+	// Background, legend swatches, one bar per run that ran.
+	if want := 1 + len(ms) + (len(results) - 1) + 2; rects != want {
+		t.Errorf("%d rects, want %d", rects, want)
+	}
+	all := strings.Join(texts, "\n")
+	for _, want := range []string{
+		"n=10 (loop items or separate tasks), relay RTT +0s",
+		"n=4 (loop items or separate tasks), relay RTT +20ms",
+		"10-item loop", "10 tasks", "bridge-pipelining",
+		`recap <ok=0> & "failed"`, // escaped in the file, intact once parsed
+		"FAIL: not run: go build .: exit status 1",
+		"1.5 × floor: the target for bridge rows",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("chart text lacks %q:\n%s", want, all)
+		}
+	}
+}
+
+func TestNiceStep(t *testing.T) {
+	for in, want := range map[float64]float64{0: 1, 0.3: 0.5, 1: 1, 1.2: 2, 4.9: 5, 6: 10, 23: 50} {
+		if got := niceStep(in); math.Abs(got-want) > 1e-9 {
+			t.Errorf("niceStep(%v) = %v, want %v", in, got, want)
+		}
 	}
 }

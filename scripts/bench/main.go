@@ -1,9 +1,10 @@
 // Command bench measures stock Ansible against Ansible through
 // ansible-bridge on the loopback lab, and prints a markdown table.
 //
-// Usage (from the module root; `make bench` runs the first form):
+// Usage (from the module root):
 //
 //	eval "$(scripts/lab.sh env)"   # or: scripts/lab.sh up
+//	go run ./scripts/bench -out bench.md -latency-run 10ms -latency-n 20   # what `make bench` runs
 //	go run ./scripts/bench
 //	go run ./scripts/bench -n 100 -latency 5ms -modes stock,bridge-pipelining -out bench.md
 //
@@ -20,14 +21,20 @@
 //   - stock-default: the real ssh, pipelining off (Ansible's default);
 //   - stock-pipelining: the real ssh, ANSIBLE_PIPELINING=True;
 //   - bridge-default: the ssh/scp/sftp shims first on PATH, pipelining off;
-//   - bridge-pipelining: the shims, ANSIBLE_PIPELINING=True.
+//   - bridge-pipelining: the shims, ANSIBLE_PIPELINING=True;
+//   - floor-default, floor-pipelining: Ansible's own overhead. scripts/floor
+//     (built into the scratch directory, linked as ssh, scp and sftp) is
+//     first on PATH and answers each of Ansible's calls at once with the
+//     canned result OpenSSH and the target would give. No fake ssh can be
+//     faster; the acceptance target is bridge wall ≤ 1.5 × the floor of the
+//     same pipelining setting.
 //
 // Every run starts cold. A stock run gets a fresh ControlPath directory and
 // its ControlPersist master is stopped afterwards; a bridge run uses a
 // private daemon (ANSIBLE_BRIDGE_SOCKET in the scratch directory) that is
 // stopped before and after it. The bridge binary is built from the module
 // root; if that or the shims fail, the bridge rows say so and the stock
-// rows still run.
+// rows still run (likewise for the floor).
 //
 // # What it measures
 //
@@ -36,10 +43,22 @@
 // (-latency; the round trip grows by twice it). Per run the table shows the
 // wall time of ansible-playbook, the TCP connections opened, payload bytes
 // (both directions) per task and request/response turns per task, as the
-// relay counts them. A run counts as ok only if ansible-playbook exits 0,
+// relay counts them (a floor run uses no network, so those are 0), and the
+// wall time ÷ the floor of the same pipelining setting. A run counts as ok only if ansible-playbook exits 0,
 // the recap shows ok=<tasks> with nothing failed or unreachable, and, for
 // the loop, every item reports; otherwise its row is marked FAIL with the
 // reason, its log is kept, and bench exits 1.
+//
+// With -latency-run D, a second, smaller table (-latency-n tasks) follows,
+// with the relay adding one-way latency D (RTT +2D), to show round trips
+// per task where they cost. `make bench` uses 10ms (RTT +20ms), n=20.
+//
+// # Chart
+//
+// With -out FILE.md (or -svg), bench also writes an SVG bar chart of the
+// wall times (FILE.svg next to the markdown): one bar per run, the floor of
+// the same mode marked on each stock and bridge bar, and the 1.5 × floor
+// target on the bridge bars.
 package main
 
 import (
@@ -49,6 +68,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -58,6 +78,9 @@ import (
 type config struct {
 	n         int
 	latency   time.Duration
+	latRun    time.Duration // one-way latency of the second table; 0: none
+	latN      int           // tasks per playbook in the second table
+	svg       string        // chart file; "" with out set: out with .svg
 	modes     []mode
 	playbooks []string
 	out       string
@@ -72,9 +95,12 @@ func main() {
 	var cfg config
 	flag.IntVar(&cfg.n, "n", 100, "tasks per playbook (loop items, or separate tasks)")
 	flag.DurationVar(&cfg.latency, "latency", 0, "one-way `delay` added by the relay in each direction (RTT grows by twice this)")
-	modes := flag.String("modes", "all", "comma-separated `modes`: "+strings.Join(modeNames(), ", ")+"; or stock, bridge, all")
+	flag.DurationVar(&cfg.latRun, "latency-run", 0, "after the main table, run a second one with this one-way `delay` (0: none)")
+	flag.IntVar(&cfg.latN, "latency-n", 20, "tasks per playbook in the -latency-run table")
+	modes := flag.String("modes", "all", "comma-separated `modes`: "+strings.Join(modeNames(), ", ")+"; or stock, bridge, floor, all")
 	playbooks := flag.String("playbooks", "loop,tasks", "comma-separated `playbooks`: loop, tasks")
-	flag.StringVar(&cfg.out, "out", "", "also write the markdown table to this `file`")
+	flag.StringVar(&cfg.out, "out", "", "also write the markdown table to this `file` (and the chart next to it, as .svg)")
+	flag.StringVar(&cfg.svg, "svg", "", "write the SVG chart to this `file` (default: -out with .svg)")
 	flag.DurationVar(&cfg.timeout, "timeout", 15*time.Minute, "kill a single ansible-playbook run after this long")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory (it is always kept when a run fails)")
 	flag.Usage = func() {
@@ -95,8 +121,14 @@ func main() {
 	if err == nil && cfg.n < 1 {
 		err = errors.New("-n must be at least 1")
 	}
-	if err == nil && cfg.latency < 0 {
-		err = errors.New("-latency must not be negative")
+	if err == nil && (cfg.latency < 0 || cfg.latRun < 0) {
+		err = errors.New("-latency and -latency-run must not be negative")
+	}
+	if err == nil && cfg.latRun > 0 && cfg.latN < 1 {
+		err = errors.New("-latency-n must be at least 1")
+	}
+	if cfg.svg == "" && cfg.out != "" {
+		cfg.svg = strings.TrimSuffix(cfg.out, filepath.Ext(cfg.out)) + ".svg"
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

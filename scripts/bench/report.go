@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// floorTarget is the acceptance target: bridge wall ≤ floorTarget × the
+// floor of the same pipelining setting.
+const floorTarget = 1.5
+
 // renderReport formats the results as markdown: conditions, one row per
 // run, and bridge ÷ stock ratios.
 func renderReport(ctx context.Context, cfg config, results []result) string {
@@ -21,24 +25,10 @@ func renderReport(ctx context.Context, cfg config, results []result) string {
 	fmt.Fprintf(&b, "%s; %s; stock ssh: %s; %d CPUs; n=%d; relay one-way latency %v (RTT +%v) in front of sshd %s as %s.\n\n",
 		time.Now().Format("2006-01-02 15:04"), ansibleVersion(ctx), sshPath, runtime.NumCPU(), cfg.n,
 		cfg.latency, 2*cfg.latency, cfg.lab.target(), cfg.lab.user)
-	b.WriteString("| playbook | mode | result | wall (s) | TCP conns | bytes/task | turns/task |\n")
-	b.WriteString("|---|---|---|---:|---:|---:|---:|\n")
-	for _, r := range results {
-		status := "ok"
-		if r.err != nil {
-			status = "**FAIL**: " + cell(firstLine(r.err).Error())
-		}
-		if !r.ran {
-			fmt.Fprintf(&b, "| %s | %s | %s | — | — | — | — |\n", pbLabel(r.playbook, cfg.n), r.mode.name, status)
-			continue
-		}
-		s := r.stats
-		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %d | %.1f KiB | %.2f |\n",
-			pbLabel(r.playbook, cfg.n), r.mode.name, status, r.wall.Seconds(), s.Connections,
-			float64(s.BytesUp+s.BytesDown)/float64(cfg.n)/1024, float64(s.Turns)/float64(cfg.n))
-	}
+	b.WriteString(resultRows(cfg, results))
 	b.WriteString("\nbytes: relayed payload, both directions; turns: client→server to server→client direction changes, " +
 		"i.e. round trips on the wire (package integration/relay).\n")
+	b.WriteString(floorNote)
 
 	ratios := ratioRows(cfg, results)
 	if ratios != "" {
@@ -50,17 +40,98 @@ func renderReport(ctx context.Context, cfg config, results []result) string {
 	return b.String()
 }
 
+// floorNote explains the floor rows and the ÷ floor column.
+var floorNote = fmt.Sprintf("÷ floor: wall ÷ the floor run of the same playbook and pipelining setting "+
+	"(floor-default for *-default, floor-pipelining for *-pipelining); on bridge rows ✓ means within the "+
+	"target of %.1f × floor, ✗ beyond it. The floor runs answer Ansible from a canned-result ssh/sftp/scp "+
+	"(scripts/floor) and use no network.\n", floorTarget)
+
+// renderLatencyReport formats the -latency-run table.
+func renderLatencyReport(cfg config, results []result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## at RTT +%v (relay one-way latency %v), n=%d\n\n", 2*cfg.latency, cfg.latency, cfg.n)
+	b.WriteString(resultRows(cfg, results))
+	fmt.Fprintf(&b, "\nturns/task: round trips on the wire per task, each costing at least the added %v; "+
+		"they include each connection's SSH handshake, spread over the %d tasks.\n", 2*cfg.latency, cfg.n)
+	return b.String()
+}
+
+// resultRows is the markdown table with one row per run.
+func resultRows(cfg config, results []result) string {
+	var b strings.Builder
+	b.WriteString("| playbook | mode | result | wall (s) | ÷ floor | TCP conns | bytes/task | turns/task |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range results {
+		status := "ok"
+		if r.err != nil {
+			status = "**FAIL**: " + cell(firstLine(r.err).Error())
+		}
+		if !r.ran {
+			fmt.Fprintf(&b, "| %s | %s | %s | — | — | — | — | — |\n", pbLabel(r.playbook, cfg.n), r.mode.name, status)
+			continue
+		}
+		s := r.stats
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %d | %.1f KiB | %.2f |\n",
+			pbLabel(r.playbook, cfg.n), r.mode.name, status, r.wall.Seconds(), floorCell(r, results), s.Connections,
+			float64(s.BytesUp+s.BytesDown)/float64(cfg.n)/1024, float64(s.Turns)/float64(cfg.n))
+	}
+	return b.String()
+}
+
+// findResult returns the run of playbook pb in the named mode, or nil.
+func findResult(results []result, pb, name string) *result {
+	for i := range results {
+		if results[i].playbook == pb && results[i].mode.name == name {
+			return &results[i]
+		}
+	}
+	return nil
+}
+
+// floorOf returns the wall time of the floor of r's playbook and
+// pipelining setting, and whether there is a good one. Floor runs have none.
+func floorOf(r result, results []result) (time.Duration, bool) {
+	if r.mode.floor {
+		return 0, false
+	}
+	f := findResult(results, r.playbook, r.mode.floorName())
+	if f == nil || f.err != nil || !f.ran || f.wall <= 0 {
+		return 0, false
+	}
+	return f.wall, true
+}
+
+// floorCell is the ÷ floor cell of a run.
+func floorCell(r result, results []result) string {
+	if r.mode.floor {
+		return "—"
+	}
+	f := findResult(results, r.playbook, r.mode.floorName())
+	switch {
+	case f == nil:
+		return "—"
+	case r.err != nil || f.err != nil || !f.ran:
+		return "n/a (failed)"
+	}
+	fw, ok := floorOf(r, results)
+	if !ok {
+		return "—"
+	}
+	x := r.wall.Seconds() / fw.Seconds()
+	if !r.mode.bridge {
+		return fmt.Sprintf("%.2f", x)
+	}
+	mark := "✓"
+	if x > floorTarget {
+		mark = "✗"
+	}
+	return fmt.Sprintf("%.2f %s", x, mark)
+}
+
 // ratioRows returns one table row per bridge run, comparing it with the
 // stock runs of the same playbook.
 func ratioRows(cfg config, results []result) string {
-	find := func(pb, name string) *result {
-		for i := range results {
-			if results[i].playbook == pb && results[i].mode.name == name {
-				return &results[i]
-			}
-		}
-		return nil
-	}
+	find := func(pb, name string) *result { return findResult(results, pb, name) }
 	ratio := func(a, b *result, v func(*result) float64) string {
 		switch {
 		case a == nil || b == nil:

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,7 +28,23 @@ type result struct {
 	log      string // ansible-playbook output
 }
 
-// bench runs every selected (playbook, mode), prints the report and
+// table is one set of runs: every selected (playbook, mode) at one n and
+// latency.
+type table struct {
+	cfg     config // n and latency of this table
+	results []result
+}
+
+// tools are the built binaries the modes need; nil/"" when not built.
+type tools struct {
+	bridge    *bridgeBin
+	bridgeErr error
+	floorDir  string
+	floorErr  error
+}
+
+// bench runs every selected (playbook, mode), the main table and then the
+// -latency-run one, prints the report, writes -out and the chart, and
 // reports whether any run failed.
 func bench(ctx context.Context, cfg config) (failed bool, err error) {
 	if _, err := exec.LookPath("ansible-playbook"); err != nil {
@@ -44,24 +61,91 @@ func bench(ctx context.Context, cfg config) (failed bool, err error) {
 		}
 		os.RemoveAll(dir)
 	}()
-	books, err := writePlaybooks(dir, cfg.n)
-	if err != nil {
-		return false, err
-	}
 
-	var bridge *bridgeBin
-	var bridgeErr error
-	for _, m := range cfg.modes {
-		if m.bridge {
-			fmt.Fprintln(os.Stderr, "bench: building ansible-bridge and its shims")
-			bridge, bridgeErr = buildBridge(ctx, cfg.root, dir)
-			if bridgeErr != nil {
-				fmt.Fprintf(os.Stderr, "bench: bridge modes cannot run: %v\n", bridgeErr)
-			}
-			break
+	var tl tools
+	if slices.ContainsFunc(cfg.modes, func(m mode) bool { return m.bridge }) {
+		fmt.Fprintln(os.Stderr, "bench: building ansible-bridge and its shims")
+		tl.bridge, tl.bridgeErr = buildBridge(ctx, cfg.root, dir)
+		if tl.bridgeErr != nil {
+			fmt.Fprintf(os.Stderr, "bench: bridge modes cannot run: %v\n", tl.bridgeErr)
+		}
+	}
+	if slices.ContainsFunc(cfg.modes, func(m mode) bool { return m.floor }) {
+		fmt.Fprintln(os.Stderr, "bench: building the floor (scripts/floor)")
+		tl.floorDir, tl.floorErr = buildFloor(ctx, cfg.root, dir)
+		if tl.floorErr != nil {
+			fmt.Fprintf(os.Stderr, "bench: floor modes cannot run: %v\n", tl.floorErr)
 		}
 	}
 
+	tables := []*table{{cfg: cfg}}
+	if cfg.latRun > 0 {
+		lc := cfg
+		lc.n, lc.latency = cfg.latN, cfg.latRun
+		tables = append(tables, &table{cfg: lc})
+	}
+	for i, t := range tables {
+		tdir := dir
+		if i > 0 {
+			tdir = filepath.Join(dir, fmt.Sprintf("latency-%v", t.cfg.latency))
+			if err := os.Mkdir(tdir, 0o755); err != nil {
+				return true, fmt.Errorf("scratch dir: %w", err)
+			}
+			fmt.Fprintf(os.Stderr, "bench: second table: n=%d, one-way latency %v (RTT +%v)\n", t.cfg.n, t.cfg.latency, 2*t.cfg.latency)
+		}
+		t.results, err = runTable(ctx, t.cfg, tdir, tl)
+		if err != nil {
+			return true, err
+		}
+	}
+
+	for _, t := range tables {
+		for _, r := range t.results {
+			if r.err != nil {
+				failed = true
+				if r.log != "" {
+					fmt.Fprintf(os.Stderr, "bench: %s / %s (n=%d, latency %v) failed: %v (log: %s)\n",
+						r.playbook, r.mode.name, t.cfg.n, t.cfg.latency, r.err, r.log)
+				}
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		failed = true
+	}
+	report := renderReport(ctx, cfg, tables[0].results)
+	for _, t := range tables[1:] {
+		report += renderLatencyReport(t.cfg, t.results)
+	}
+	fmt.Print(report)
+	if cfg.out != "" {
+		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
+			return true, fmt.Errorf("write -out: %w", err)
+		}
+	}
+	if cfg.svg != "" {
+		var sections []chartSection
+		for _, t := range tables {
+			sections = append(sections, chartSection{cfg: t.cfg, results: t.results})
+		}
+		if err := writeChartFile(cfg.svg, sections); err != nil {
+			return true, err
+		}
+		fmt.Fprintf(os.Stderr, "bench: chart written to %s\n", cfg.svg)
+	}
+	if ctx.Err() != nil {
+		return true, fmt.Errorf("interrupted: %w", ctx.Err())
+	}
+	return failed, nil
+}
+
+// runTable writes the playbooks for cfg.n into dir and runs every selected
+// (playbook, mode) there.
+func runTable(ctx context.Context, cfg config, dir string, tl tools) ([]result, error) {
+	books, err := writePlaybooks(dir, cfg.n)
+	if err != nil {
+		return nil, err
+	}
 	var results []result
 	for _, pb := range cfg.playbooks {
 		for _, m := range cfg.modes {
@@ -69,39 +153,20 @@ func bench(ctx context.Context, cfg config) (failed bool, err error) {
 				break
 			}
 			var r result
-			if m.bridge && bridge == nil {
-				r = result{playbook: pb, mode: m, err: fmt.Errorf("not run: %w", firstLine(bridgeErr))}
-			} else {
-				fmt.Fprintf(os.Stderr, "bench: %s / %s ... ", pb, m.name)
-				r = runOne(ctx, cfg, dir, books[pb], pb, m, bridge)
+			switch {
+			case m.bridge && tl.bridge == nil:
+				r = result{playbook: pb, mode: m, err: fmt.Errorf("not run: %w", firstLine(tl.bridgeErr))}
+			case m.floor && tl.floorDir == "":
+				r = result{playbook: pb, mode: m, err: fmt.Errorf("not run: %w", firstLine(tl.floorErr))}
+			default:
+				fmt.Fprintf(os.Stderr, "bench: %s / %s ... ", pbLabel(pb, cfg.n), m.name)
+				r = runOne(ctx, cfg, dir, books[pb], pb, m, tl)
 				fmt.Fprintln(os.Stderr, r.summary())
 			}
 			results = append(results, r)
 		}
 	}
-
-	for _, r := range results {
-		if r.err != nil {
-			failed = true
-			if r.log != "" {
-				fmt.Fprintf(os.Stderr, "bench: %s / %s failed: %v (log: %s)\n", r.playbook, r.mode.name, r.err, r.log)
-			}
-		}
-	}
-	if ctx.Err() != nil {
-		failed = true
-	}
-	report := renderReport(ctx, cfg, results)
-	fmt.Print(report)
-	if cfg.out != "" {
-		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
-			return true, fmt.Errorf("write -out: %w", err)
-		}
-	}
-	if ctx.Err() != nil {
-		return true, fmt.Errorf("interrupted: %w", ctx.Err())
-	}
-	return failed, nil
+	return results, nil
 }
 
 // summary is the progress line for a finished run.
@@ -113,7 +178,8 @@ func (r result) summary() string {
 }
 
 // runOne runs one playbook in one mode, cold, through a fresh relay.
-func runOne(ctx context.Context, cfg config, dir, book, pb string, m mode, bridge *bridgeBin) result {
+func runOne(ctx context.Context, cfg config, dir, book, pb string, m mode, tl tools) result {
+	bridge := tl.bridge
 	res := result{playbook: pb, mode: m}
 	tag := pb + "-" + m.name
 	res.log = filepath.Join(dir, tag+".log")
@@ -156,11 +222,14 @@ func runOne(ctx context.Context, cfg config, dir, book, pb string, m mode, bridg
 		"ANSIBLE_SSH_CONTROL_PATH_DIR="+cpDir,
 		"ANSIBLE_PIPELINING="+strconv.FormatBool(m.pipelining),
 	)
-	if m.bridge {
+	switch {
+	case m.bridge:
 		env = append(env,
 			"PATH="+bridge.shims+string(os.PathListSeparator)+os.Getenv("PATH"),
 			"ANSIBLE_BRIDGE_SOCKET="+bridge.socket,
 		)
+	case m.floor:
+		env = append(env, "PATH="+tl.floorDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
 
 	runCtx, cancel := context.WithTimeout(ctx, cfg.timeout)

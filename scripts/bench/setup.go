@@ -16,6 +16,7 @@ import (
 type mode struct {
 	name       string
 	bridge     bool // the shims first on PATH
+	floor      bool // the canned-answer ssh/sftp/scp (scripts/floor) first on PATH
 	pipelining bool // ANSIBLE_PIPELINING=True
 }
 
@@ -26,7 +27,17 @@ func allModes() []mode {
 		{name: "stock-pipelining", pipelining: true},
 		{name: "bridge-default", bridge: true},
 		{name: "bridge-pipelining", bridge: true, pipelining: true},
+		{name: "floor-default", floor: true},
+		{name: "floor-pipelining", floor: true, pipelining: true},
 	}
+}
+
+// floorName is the name of the floor mode with m's pipelining setting.
+func (m mode) floorName() string {
+	if m.pipelining {
+		return "floor-pipelining"
+	}
+	return "floor-default"
 }
 
 func modeNames() []string {
@@ -38,7 +49,7 @@ func modeNames() []string {
 }
 
 // parseModes turns -modes into modes in canonical order. Besides the mode
-// names it takes "stock", "bridge" and "all".
+// names it takes "stock", "bridge", "floor" and "all".
 func parseModes(s string) ([]mode, error) {
 	want := map[string]bool{}
 	for _, f := range strings.Split(s, ",") {
@@ -51,7 +62,7 @@ func parseModes(s string) ([]mode, error) {
 			}
 		}
 		if !matched {
-			return nil, fmt.Errorf("unknown mode %q in -modes (want %s, stock, bridge or all)", f, strings.Join(modeNames(), ", "))
+			return nil, fmt.Errorf("unknown mode %q in -modes (want %s, stock, bridge, floor or all)", f, strings.Join(modeNames(), ", "))
 		}
 	}
 	var out []mode
@@ -103,7 +114,7 @@ func labFromEnv() (labEnv, error) {
 		return lab, errors.New(`AB_LAB is not set: the benchmark needs the loopback lab.` + "\n" +
 			`  Start it with:  scripts/lab.sh up` + "\n" +
 			`  then run:       eval "$(scripts/lab.sh env)"` + "\n" +
-			`  and try again.`)
+			`  and try again`)
 	}
 	port := os.Getenv("AB_PORT")
 	if port == "" {
@@ -185,6 +196,24 @@ func (b *bridgeBin) stop(ctx context.Context) error {
 		return fmt.Errorf("ansible-bridge stop: %w: %s", err, bytes.TrimSpace(out))
 	}
 	return nil
+}
+
+// buildFloor builds scripts/floor from the module root into dir/floor and
+// links ssh, scp and sftp to it there; it returns that directory.
+func buildFloor(ctx context.Context, root, dir string) (string, error) {
+	floorDir := filepath.Join(dir, "floor")
+	bin := filepath.Join(floorDir, "ansible-floor")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./scripts/floor")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./scripts/floor: %w\n%s", err, bytes.TrimSpace(out))
+	}
+	for _, name := range []string{"ssh", "scp", "sftp"} {
+		if err := os.Symlink("ansible-floor", filepath.Join(floorDir, name)); err != nil {
+			return "", fmt.Errorf("floor: %w", err)
+		}
+	}
+	return floorDir, nil
 }
 
 // stopMasters asks every ssh ControlPersist master with a socket in dir to
