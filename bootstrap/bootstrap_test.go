@@ -3,7 +3,10 @@ package bootstrap
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/ansible-bridge/ansible-bridge/interp"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 )
 
 // testLogger sends logs to t.Log.
@@ -125,5 +129,99 @@ func TestCommandIsShellSafe(t *testing.T) {
 		if len(cmd) > 1024 {
 			t.Errorf("Command(%q) is %d bytes", py, len(cmd))
 		}
+	}
+}
+
+// smallPipeRunner is LocalRunner with a 4 KiB stdin pipe (F_SETPIPE_SZ)
+// whose writes are split into chunk-byte pieces, so the first stage sees
+// short reads everywhere.
+type smallPipeRunner struct{ chunk int }
+
+func (s smallPipeRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func() error, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if _, err := unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("F_SETPIPE_SZ: %w", err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", command)
+	cmd.Stdin = pr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	pr.Close()
+	return chunkWriter{pw, s.chunk}, stdout, stderr, cmd.Wait, nil
+}
+
+type chunkWriter struct {
+	w     io.WriteCloser
+	chunk int
+}
+
+func (c chunkWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(c.chunk, len(p))
+		m, err := c.w.Write(p[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
+}
+
+func (c chunkWriter) Close() error { return c.w.Close() }
+
+func TestStartSmallPipe(t *testing.T) {
+	if len(Payload()) <= 4096 {
+		t.Fatalf("payload is %d bytes: the test needs more than the pipe holds", len(Payload()))
+	}
+	for _, chunk := range []int{1, 7, 4096} {
+		t.Run(fmt.Sprint(chunk), func(t *testing.T) {
+			for _, py := range pythons(t) {
+				c := start(t, smallPipeRunner{chunk: chunk}, py)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				if err := c.Ping(ctx); err != nil {
+					t.Fatal(err)
+				}
+				// Bulk data after the bootstrap goes through the same small pipe.
+				big := strings.Repeat("x", 200<<10)
+				var out strings.Builder
+				code, err := c.Exec(ctx, interp.ExecRequest{Command: "wc -c", Stdin: strings.NewReader(big), Stdout: &out})
+				cancel()
+				if err != nil || code != 0 || strings.TrimSpace(out.String()) != fmt.Sprint(len(big)) {
+					t.Fatalf("%s: wc -c = %d, %v, %q", py, code, err, out.String())
+				}
+				if chunk == 1 {
+					break // one python is enough at 1 byte a write
+				}
+			}
+		})
+	}
+}
+
+// noisyRunner is LocalRunner behind a login shell that prints a banner
+// (and bytes that look like a frame) before running the command.
+type noisyRunner struct{ LocalRunner }
+
+func (n noisyRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func() error, error) {
+	return n.LocalRunner.Start(ctx, `echo "Welcome to the target"; printf '\000\000\000\005\003\000\000\000\000'; echo; `+command)
+}
+
+func TestStartSkipsLoginNoise(t *testing.T) {
+	c := start(t, noisyRunner{}, "/usr/bin/python3")
+	if err := c.Ping(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

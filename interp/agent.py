@@ -52,6 +52,10 @@ ZIP_MARKER = b'@@ANSIBLE_BRIDGE_ZIPDATA@@'
 FQN_RE = re.compile(rb"_module_fqn='([^']+)'")
 ENV_FILES = ('/etc/environment', '~/.pam_environment')
 RESOLV = '/etc/resolv.conf'
+# Zygotes per agent; the least recently used one is retired beyond this.
+MAX_ZYGOTES = 8
+MAX_FD = 65536
+WRAPPER_IMPORTS = ('base64', 'runpy', 'shutil', 'tempfile', 'zipfile', 'json', 'resource', 'traceback')
 
 
 def _mtime(path):
@@ -142,10 +146,15 @@ def mkdir_all(path, mode):
     os.chmod(path, mode)
 
 
+def encode_msg(obj, blob=b''):
+    """A length-prefixed message: uint32 size | uint32 JSON size | JSON | blob."""
+    js = json.dumps(obj).encode('utf-8')
+    return U32.pack(4 + len(js) + len(blob)) + U32.pack(len(js)) + js + blob
+
+
 def send_msg(sock, obj, blob=b'', fds=None):
     """Blocking length-prefixed message on a unix stream socket."""
-    js = json.dumps(obj).encode('utf-8')
-    data = U32.pack(4 + len(js) + len(blob)) + U32.pack(len(js)) + js + blob
+    data = encode_msg(obj, blob)
     if fds:
         n = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack('%di' % len(fds), *fds))])
         data = data[n:]
@@ -226,6 +235,25 @@ def _std_stream(fd, write, like):
     return io.TextIOWrapper(raw, encoding=enc, errors=errs, line_buffering=lb)
 
 
+def _exec_main(code, d):
+    """Run code as __main__; return the exit status python would give."""
+    try:
+        exec(code, d)
+        return 0
+    except SystemExit as e:
+        return _exit_code(e)
+    except BaseException:
+        et, ev, tb = sys.exc_info()
+        # Drop this function's frame: python's own traceback would not show it.
+        tb = tb.tb_next if tb is not None else None
+        try:
+            ev.__traceback__ = tb
+        except Exception:
+            pass
+        sys.excepthook(et, ev, tb)
+        return 1
+
+
 def run_task(msg, src, stdio_like, zippath):
     """In a fresh fork of a zygote: run src as Python would run a script.
 
@@ -276,16 +304,13 @@ def run_task(msg, src, stdio_like, zippath):
             fname = '<stdin>'
         try:
             code = compile(src, fname, 'exec', dont_inherit=True)
-            del src
-            exec(code, d)
-            rc = 0
-        except SystemExit as e:
-            rc = _exit_code(e)
         except BaseException:
-            et, ev, tb = sys.exc_info()
-            # Drop this function's frame, as python's own traceback would not show it.
-            sys.excepthook(et, ev, tb.tb_next if tb is not None else None)
-            rc = 1
+            # As python reports a script that does not compile: no traceback.
+            et, ev, _tb = sys.exc_info()
+            sys.excepthook(et, ev, None)
+            code = None
+        del src
+        rc = 1 if code is None else _exec_main(code, d)
         try:
             if 'threading' in sys.modules:
                 sys.modules['threading']._shutdown()
@@ -301,6 +326,17 @@ def run_task(msg, src, stdio_like, zippath):
             except BaseException:
                 if rc == 0:
                     rc = 120
+        # Tell the agent now, rather than after the exit and a round
+        # through the zygote: tearing down the address space takes a while.
+        sfd = msg.get('status_fd')
+        if sfd is not None:
+            try:
+                os.write(sfd, str(rc & 0xff).encode('ascii'))
+                os.close(sfd)
+                os.close(1)
+                os.close(2)
+            except OSError:
+                pass
     except BaseException:
         try:
             import traceback
@@ -317,7 +353,8 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         sys.path.insert(0, zippath)
         import importlib
-        for name in ('ansible.module_utils.basic', fqn):
+        # What every AnsiballZ wrapper imports, then the module's own imports.
+        for name in WRAPPER_IMPORTS + ('ansible.module_utils.basic', fqn):
             if not name:
                 continue
             try:
@@ -333,6 +370,12 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
                     delattr(sys.modules[parent], leaf)
                 except Exception:
                     pass
+        # Keep the garbage collector off the inherited objects, so that tasks
+        # do not copy-on-write the whole heap.
+        import gc
+        gc.collect()
+        if hasattr(gc, 'freeze'):
+            gc.freeze()
         wr, ww = os.pipe()
         _set_nonblock(wr)
         _set_nonblock(ww)
@@ -342,7 +385,54 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
         sel.register(sock, selectors.EVENT_READ)
         sel.register(wr, selectors.EVENT_READ)
         tasks = {}
-        b64b = b64
+
+        def spare_main(ctl):
+            """A task forked ahead of time: it waits for its message, so
+            the fork is off the request's path. Never returns."""
+            try:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                sel.close()
+                os.close(wr)
+                os.close(ww)
+                sock.close()
+                # Nothing but stdio and the control socket (a task's pipes
+                # held here would never reach EOF).
+                keep = ctl.fileno()
+                os.closerange(3, keep)
+                os.closerange(keep + 1, MAX_FD)
+                os.setsid()
+                null = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(null, 0)
+                os.close(null)
+                try:
+                    msg, tpl, fds = recv_msg(ctl)
+                except (EOFError, OSError):
+                    os._exit(0)
+                ctl.close()
+                os.dup2(fds[0], 1)
+                os.dup2(fds[1], 2)
+                for fd in fds[:2]:
+                    if fd > 2:
+                        os.close(fd)
+                if len(fds) > 2:
+                    os.set_inheritable(fds[2], False)
+                    msg['status_fd'] = fds[2]
+                src = tpl.replace(ZIP_MARKER, b64, 1)
+            except BaseException:
+                os._exit(127)
+            run_task(msg, src, stdio_like, zippath)
+
+        def fork_spare():
+            a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            pid = os.fork()
+            if pid == 0:
+                a.close()
+                spare_main(b)
+            b.close()
+            return pid, a
+
+        spare = fork_spare()
         while True:
             for key, _ in sel.select():
                 if key.fileobj is sock:
@@ -350,38 +440,34 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
                         msg, tpl, fds = recv_msg(sock)
                     except (EOFError, OSError):
                         os._exit(0)
-                    src = tpl.replace(ZIP_MARKER, b64b, 1)
-                    pid = os.fork()
-                    if pid == 0:
+                    for attempt in (0, 1):
+                        pid, ctl = spare
                         try:
-                            signal.set_wakeup_fd(-1)
-                            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                            sel.close()
-                            os.close(wr)
-                            os.close(ww)
-                            sock.close()
-                            os.setsid()
-                            null = os.open(os.devnull, os.O_RDONLY)
-                            os.dup2(null, 0)
-                            os.dup2(fds[0], 1)
-                            os.dup2(fds[1], 2)
-                            for fd in [null] + fds:
-                                if fd > 2:
-                                    os.close(fd)
-                        except BaseException:
-                            os._exit(127)
-                        run_task(msg, src, stdio_like, zippath)
-                    for fd in fds:
-                        os.close(fd)
-                    tasks[pid] = msg['id']
-                    send_msg(sock, {'id': msg['id'], 'pid': pid})
+                            send_msg(ctl, msg, tpl, fds)
+                            ok = True
+                        except OSError:
+                            ok = False  # the spare died: make another
+                        ctl.close()
+                        if ok:
+                            # Before the next fork, which must not hold the pipes.
+                            for fd in fds:
+                                os.close(fd)
+                        spare = fork_spare()
+                        if ok:
+                            break
+                    else:
+                        for fd in fds:
+                            os.close(fd)
+                    if ok:
+                        tasks[pid] = msg['id']
+                        send_msg(sock, {'id': msg['id'], 'pid': pid})
                 else:
                     try:
                         while os.read(wr, 4096):
                             pass
                     except OSError:
                         pass
-                    while tasks:
+                    while True:
                         try:
                             pid, st = os.waitpid(-1, os.WNOHANG)
                         except ChildProcessError:
@@ -416,6 +502,8 @@ class Proc(object):
         self.in_fd = None
         self.inbuf = bytearray()
         self.in_eof = False
+        self.stat_fd = None
+        self.statbuf = b''
         self.status = None
         self.error = None
         self.cancelled = False
@@ -431,7 +519,11 @@ class Zygote(object):
         self.resolv = _mtime(RESOLV)
         self.reader = MsgReader()
         self.procs = {}
+        self.closing = False
         self.dead = False
+        self.outq = []  # [data, fds or None once sent, proc, attempts]
+        self.events = selectors.EVENT_READ
+        self.last_used = self.born
 
 
 class ZipEntry(object):
@@ -568,7 +660,7 @@ class Agent(object):
         import pwd  # noqa: F401  (warm)
         self.hello()
         while True:
-            for key, _ in self.sel.select():
+            for key, mask in self.sel.select():
                 kind, p = key.data
                 try:
                     if kind == 'proto':
@@ -580,10 +672,15 @@ class Agent(object):
                         self.reap()
                     elif kind in ('pout', 'perr'):
                         self.read_pipe(key.fd, kind, p)
+                    elif kind == 'pstat':
+                        self.read_status(p)
                     elif kind == 'pin':
                         self.write_stdin(p)
                     elif kind == 'zyg':
-                        self.read_zygote(p)
+                        if mask & selectors.EVENT_WRITE:
+                            self.zflush(p)
+                        if mask & selectors.EVENT_READ:
+                            self.read_zygote(p)
                 except Exception as e:
                     # Never let one request take the agent down.
                     try:
@@ -593,10 +690,11 @@ class Agent(object):
 
     def shutdown(self):
         for z in list(self.zygotes.values()):
-            try:
-                z.sock.close()
-            except OSError:
-                pass
+            if z.sock is not None:
+                try:
+                    z.sock.close()
+                except OSError:
+                    pass
         shutil.rmtree(self.tmp, ignore_errors=True)
         os._exit(0)
 
@@ -764,6 +862,28 @@ class Agent(object):
             p.err_fd = None
         self.maybe_finish(p)
 
+    def read_status(self, p):
+        """A task's early exit status; EOF without one means it died."""
+        try:
+            data = os.read(p.stat_fd, 64)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b''
+        if data:
+            p.statbuf += data
+            return
+        self.unwatch(p.stat_fd)
+        p.stat_fd = None
+        if p.statbuf and p.status is None:
+            try:
+                p.status = (int(p.statbuf) & 0xff) << 8
+            except ValueError:
+                pass
+        if p.status is None and p.error is None and p.zygote is not None and p.zygote.dead:
+            p.error = {'error': 'task of %s died and its zygote is gone' % p.zygote.entry.fqn}
+        self.maybe_finish(p)
+
     def maybe_finish(self, p):
         if p.done or p.out_fd is not None or p.err_fd is not None:
             return
@@ -774,8 +894,12 @@ class Agent(object):
         if p.in_fd is not None:
             self.unwatch(p.in_fd)
             p.in_fd = None
+        if p.stat_fd is not None:
+            self.unwatch(p.stat_fd)
+            p.stat_fd = None
         if p.zygote is not None:
             p.zygote.procs.pop(p.id, None)
+            self.maybe_close(p.zygote)
         if p.error is not None:
             self.reply(p.id, p.error)
             return
@@ -824,7 +948,8 @@ class Agent(object):
             except ChildProcessError:
                 pid = z.pid
             if pid:
-                self.zygote_gone(z)
+                self.zygotes.pop(z.pid, None)
+                self.zygote_died(z)
 
     # ---- modules
 
@@ -870,37 +995,63 @@ class Agent(object):
             atomic_write(path, blob[off:off + n], mode)
             off += n
         z = entry.zygote
-        if z is not None and (z.dead or z.resolv != _mtime(RESOLV)):
+        if z is not None and (z.closing or z.resolv != _mtime(RESOLV)):
             self.retire(z)
             z = None
         if z is None:
             z = self.spawn_zygote(entry)
+        z.last_used = time.time()
         p = Proc(rid, 'module')
         p.zygote = z
         ro, wo = os.pipe()
         re_, we = os.pipe()
-        try:
-            msg = {'id': rid, 'env': req.get('env') or {}, 'cwd': self.cwd,
-                   'script': req.get('script') or None}
-            z.sock.setblocking(True)
-            try:
-                send_msg(z.sock, msg, tpl, [wo, we])
-            finally:
-                z.sock.setblocking(False)
-        except OSError as e:
-            for fd in (ro, wo, re_, we):
-                os.close(fd)
-            self.retire(z)
-            raise RuntimeError('zygote for %s: %s' % (entry.fqn, e))
-        os.close(wo)
-        os.close(we)
+        rs, ws = os.pipe()
+        msg = {'id': rid, 'env': req.get('env') or {}, 'cwd': self.cwd,
+               'script': req.get('script') or None}
         self.procs[rid] = p
         z.procs[rid] = p
-        p.out_fd, p.err_fd = ro, re_
+        p.out_fd, p.err_fd, p.stat_fd = ro, re_, rs
         self.watch(ro, 'pout', p)
         self.watch(re_, 'perr', p)
+        self.watch(rs, 'pstat', p)
+        # The zygote may be busy importing: queue, never block on it.
+        z.outq.append([encode_msg(msg, tpl), [wo, we, ws], p, 0])
+        self.zflush(z)
+
+    def zflush(self, z):
+        """Send queued task messages to z; the fds go with a message's
+        first bytes, and are closed here once sent."""
+        while z.outq and z.sock is not None:
+            item = z.outq[0]
+            data, fds = item[0], item[1]
+            try:
+                if fds:
+                    n = z.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                                 struct.pack('%di' % len(fds), *fds))])
+                    for fd in fds:
+                        os.close(fd)
+                    item[1] = None
+                else:
+                    n = z.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                self.zygote_died(z)
+                return
+            item[0] = data[n:]
+            if not item[0]:
+                z.outq.pop(0)
+        if z.sock is not None:
+            ev = selectors.EVENT_READ | (selectors.EVENT_WRITE if z.outq else 0)
+            if ev != z.events:
+                z.events = ev
+                self.sel.modify(z.sock, ev, ('zyg', z))
 
     def spawn_zygote(self, entry):
+        live = [z for z in self.zygotes.values() if not z.closing]
+        if len(live) >= MAX_ZYGOTES:
+            # Least recently used first, idle ones before busy ones.
+            self.retire(min(live, key=lambda z: (bool(z.procs), z.last_used)))
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:
@@ -908,7 +1059,7 @@ class Agent(object):
                 signal.set_wakeup_fd(-1)
                 keep = b.fileno()
                 os.closerange(3, keep)
-                os.closerange(keep + 1, 65536)
+                os.closerange(keep + 1, MAX_FD)
             except BaseException:
                 os._exit(1)
             zygote_main(b, entry.path, entry.fqn, entry.b64, self.stdio_like)
@@ -921,30 +1072,67 @@ class Agent(object):
         return z
 
     def retire(self, z):
+        """No new tasks go to z; it exits once its running tasks are done."""
         if z.entry.zygote is z:
             z.entry.zygote = None
-        if z.dead:
+        z.closing = True
+        self.maybe_close(z)
+
+    def maybe_close(self, z):
+        if not z.closing or z.procs or z.outq or z.sock is None:
             return
-        z.dead = True
         try:
             self.sel.unregister(z.sock)
         except (KeyError, ValueError):
             pass
-        # Closing the socket makes an idle zygote exit; tasks already forked
-        # keep running and are reaped by init. Their exit status is lost, so
-        # fail those requests once their output ends.
+        # The zygote exits when its socket ends; reap() collects it.
         z.sock.close()
-        for p in list(z.procs.values()):
-            if p.status is None and p.error is None:
-                p.error = {'error': 'zygote for %s went away' % z.entry.fqn}
-                self.kill(p)
-                self.maybe_finish(p)
+        z.sock = None
 
-    def zygote_gone(self, z):
-        self.zygotes.pop(z.pid, None)
+    def zygote_died(self, z):
+        """The zygote exited or its socket broke. Its tasks go on and report
+        through their status pipes; those that died without a word fail."""
+        if z.dead:
+            return
+        z.dead = True
         self.retire(z)
+        # Messages not started yet go to a new zygote; one cut short is lost
+        # (its pipes close, so its request fails below or in read_status).
+        pending = []
+        for item in z.outq:
+            if item[1] is not None and item[3] < 2:
+                item[3] += 1
+                pending.append(item)
+            elif item[1] is not None:
+                for fd in item[1]:
+                    os.close(fd)
+        z.outq = []
+        if z.sock is not None:
+            try:
+                self.sel.unregister(z.sock)
+            except (KeyError, ValueError):
+                pass
+            z.sock.close()
+            z.sock = None
+        if pending:
+            nz = z.entry.zygote or self.spawn_zygote(z.entry)
+            for item in pending:
+                p = item[2]
+                z.procs.pop(p.id, None)
+                p.zygote = nz
+                nz.procs[p.id] = p
+                nz.outq.append(item)
+            self.zflush(nz)
+        for p in list(z.procs.values()):
+            if p.status is None and p.error is None and p.stat_fd is None and not p.statbuf:
+                p.error = {'error': 'task of %s died and its zygote is gone' % z.entry.fqn}
+                self.maybe_finish(p)
+        z.procs.clear()
+        self.maybe_close(z)
 
     def read_zygote(self, z):
+        if z.sock is None:
+            return
         try:
             data = z.sock.recv(65536)
         except (BlockingIOError, InterruptedError):
@@ -952,7 +1140,7 @@ class Agent(object):
         except OSError:
             data = b''
         if not data:
-            self.retire(z)
+            self.zygote_died(z)
             return
         for m in z.reader.feed(data):
             p = z.procs.get(m.get('id'))

@@ -95,6 +95,7 @@ type Client struct {
 	zips map[[32]byte]*zipState
 
 	done       chan struct{} // closed when the reader ends
+	dead       chan struct{} // closed when err is set
 	stderrDone chan struct{}
 	stderrTail tail
 	closeOnce  sync.Once
@@ -143,6 +144,7 @@ func NewClient(ctx context.Context, conn Conn, log logrus.FieldLogger) (*Client,
 		pending:    map[uint32]*call{},
 		zips:       map[[32]byte]*zipState{},
 		done:       make(chan struct{}),
+		dead:       make(chan struct{}),
 		stderrDone: make(chan struct{}),
 	}
 	c.qcond = sync.NewCond(&c.qmu)
@@ -354,6 +356,7 @@ func (c *Client) fail(cause error) {
 			msg += ": " + t
 		}
 		c.err = fmt.Errorf("%w: %s", ErrAgentGone, msg)
+		close(c.dead)
 	}
 	pend := c.pending
 	c.pending = map[uint32]*call{}
@@ -515,7 +518,7 @@ func (c *Client) Stats() Stats {
 }
 
 // Done is closed when the agent is gone (exited, channel closed, Close).
-func (c *Client) Done() <-chan struct{} { return c.done }
+func (c *Client) Done() <-chan struct{} { return c.dead }
 
 // Err returns why the client is dead, or nil while it is alive.
 func (c *Client) Err() error {
@@ -548,6 +551,7 @@ func (c *Client) Close() error {
 		c.mu.Lock()
 		if c.err == nil {
 			c.err = fmt.Errorf("%w: client closed", ErrAgentGone)
+			close(c.dead)
 		}
 		c.mu.Unlock()
 		c.qmu.Lock()

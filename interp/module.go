@@ -122,15 +122,15 @@ type zipState struct {
 }
 
 type moduleReq struct {
-	Op     string     `json:"op"`
-	Hash   string     `json:"hash"`
-	Zip    int        `json:"zip"`
-	Tpl    int        `json:"tpl"`
-	Dict   bool       `json:"dict"`
-	Script string     `json:"script,omitempty"`
+	Op     string            `json:"op"`
+	Hash   string            `json:"hash"`
+	Zip    int               `json:"zip"`
+	Tpl    int               `json:"tpl"`
+	Dict   bool              `json:"dict"`
+	Script string            `json:"script,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
-	Dirs   [][2]any   `json:"dirs,omitempty"`
-	Files  [][3]any   `json:"files,omitempty"`
+	Dirs   [][2]any          `json:"dirs,omitempty"`
+	Files  [][3]any          `json:"files,omitempty"`
 }
 
 // RunModule runs an AnsiballZ module in a child of the zygote for its zip

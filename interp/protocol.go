@@ -23,7 +23,7 @@ const Protocol = 1
 
 // Frame types; keep in sync with agent.py.
 const (
-	frameHello    = 1 // unused: the hello is a response to id 0
+	// Type 1 is reserved; the hello is a response to request id 0.
 	frameReq      = 2
 	frameResp     = 3
 	frameStdin    = 4
@@ -37,8 +37,6 @@ const (
 	headerSize = 9 // uint32 length | uint8 type | uint32 id
 	maxFrame   = 1 << 30
 )
-
-var _ = frameHello
 
 type frame struct {
 	typ     byte

@@ -10,14 +10,19 @@ from ansible.module_utils import basic
 def main():
     args = json.loads(basic._ANSIBLE_ARGS)['ANSIBLE_MODULE_ARGS']
     out = {
+        'json_patched': json.dumps is None,
         'getcwd_patched': getattr(os.getcwd, '_patched', False),
         'basic_leak': getattr(basic, 'LEAK', None),
         'env_leak': os.environ.get('AB_LEAK'),
         'env': os.environ.get('AB_ENV'),
         'cwd': os.getcwd(),
+        'ppid': os.getppid(),
+        'argv': sys.argv[1:],
+        'python': '%d.%d' % sys.version_info[:2],
         'stdin': sys.stdin.read(),
         'args': args,
     }
+    text = json.dumps(out)
     if args.get('patch'):
         def fake():
             return '/patched'
@@ -33,7 +38,7 @@ def main():
         os.write(2, b'noise on stderr\n')
     if args.get('raise'):
         raise RuntimeError('boom')
-    sys.stdout.write(json.dumps(out) if json.dumps else 'json.dumps patched')
+    sys.stdout.write(text)
     sys.stdout.write('\n')
     sys.exit(args.get('rc', 0))
 

@@ -1,0 +1,107 @@
+// Package interp is the persistent remote interpreter: a Python agent
+// (agent.py, standard library only, Python 3.6+, embedded as AgentSource)
+// and its Go Client.
+//
+// # Starting
+//
+// Package bootstrap starts the agent over an exec channel and calls
+// NewClient, which waits for the agent's hello (AgentInfo). The agent
+// first dups its stdin and stdout to private descriptors for the protocol
+// and points fds 0 and 1 at /dev/null, so that nothing printed by the
+// agent, a zygote or a module can reach the channel. Anything a login
+// script prints before the agent starts is skipped: the hello follows a
+// magic string (Magic).
+//
+// # Protocol
+//
+// Frames in both directions: uint32 length | uint8 type | uint32 request
+// id | payload, the length counting type, id and payload (big-endian).
+// Requests and responses carry uint32 JSON length | JSON | raw bytes (file
+// data, zips). Request ids are chosen by the client and many requests are
+// in flight at once; command output streams back in stdout/stderr frames
+// before the response, stdin in stdin/EOF frames, and a cancel frame kills
+// the request's process group. The agent is a single-threaded selectors
+// loop, so it can fork at any time, and it never blocks on a child: the
+// output it has not yet sent is bounded (reading child pipes pauses above
+// 4 MiB). It exits, removing its private temp dir, when its stdin ends.
+//
+// # Operations
+//
+// Ping, Stat, Mkdir, Chmod, RemoveAll, PutFile (atomic: hidden temp file,
+// fsync, rename), GetFile, Exec (/bin/sh -c with streams, env, exit
+// status; no PTY yet) and RunModule. Remote errno values come back as
+// *fs.PathError wrapping syscall.Errno, so errors.Is(err, fs.ErrNotExist)
+// works.
+//
+// # Temp dir
+//
+// The agent makes one private directory (mode 0700, named
+// ansible-bridge-*) in the first of $TMPDIR, $TEMP, $TMP, /tmp, /var/tmp,
+// /usr/tmp and the login directory that is writable and not mounted
+// noexec (statvfs ST_NOEXEC), and removes it when it exits. Zips live
+// there.
+//
+// # Modules
+//
+// RunModule takes the AnsiballZ wrapper Ansible generated (ParseWrapper
+// takes it apart): the base64 zip in its ZIPDATA literal is sent once
+// per zip hash per agent; the rest, the template, is sent zlib-compressed
+// with the first template of that hash as preset dictionary, so a warm
+// task costs a few hundred bytes instead of ~130 KiB.
+//
+// On the target each zip hash has a zygote: a process forked from the
+// agent that puts the zip on sys.path and imports
+// ansible.module_utils.basic and the module (then drops the module from
+// sys.modules so that runpy runs it afresh; import errors are ignored,
+// the real run reports them), then freezes the garbage collector's view
+// of that heap (gc.freeze) so children do not copy it on write. The
+// zygote keeps one child forked ahead (a spare, already in its own
+// session with /dev/null as stdin) so that no fork is on a request's
+// path. A task is the spare: it receives stdout/stderr pipes and an
+// exit-status pipe from the agent (SCM_RIGHTS, through the zygote), gets
+// /dev/null as stdin, its own session, the environment with the
+// request's Env on top, the agent's cwd (the login directory), and runs
+// the reconstructed wrapper in the real __main__ module as python would
+// run it: sys.argv [ScriptPath] and __file__ ScriptPath for a file, sys.argv
+// [""] and __file__ "<stdin>" when piped. The exit status is python's:
+// SystemExit(None) 0, an int its low byte, anything else printed to
+// stderr and 1; an uncaught exception prints its traceback and gives 1.
+// atexit handlers run and the std streams are flushed; the task then
+// writes its status to the status pipe and closes its output, so the
+// answer does not wait for the process teardown, and calls os._exit.
+// A task killed by a signal is reported by the zygote's waitpid.
+// An agent keeps at most 8 zygotes; beyond that the least recently used
+// one is retired (it exits once its running tasks are done).
+// Since the wrapper's own `from ansible.module_utils import basic` is now
+// a cache hit, a warm task skips the imports, the bulk of a module's cost.
+// Each task is a fresh fork, so nothing one task changes (monkey-patched
+// stdlib, module_utils state, environment) reaches the next.
+//
+// # Freshness
+//
+// A zygote is retired and rebuilt when /etc/resolv.conf's mtime changed
+// since it was made (a fresh fork then re-reads the resolver
+// configuration, as a fresh python would). When /etc/environment or
+// ~/.pam_environment changed since the agent started, RunModule fails
+// with ErrRestart and the agent keeps serving other operations: the
+// caller should close the client and start a new agent, whose login
+// environment is then the current one.
+//
+// # Differences from a stock run
+//
+//   - The interpreter is the agent's: python startup options and
+//     PYTHON* variables in Env (PYTHONPATH, PYTHONIOENCODING,
+//     PYTHONHASHSEED...) do not take effect; LANG/LC_* do take effect
+//     for the locale module (setlocale is called again) but the std
+//     streams keep the agent's encoding.
+//   - Module files are imported from the zygote's copy of the zip, so
+//     tracebacks and __file__ of module_utils name that path.
+//   - Modules already imported by the zygote are not re-imported.
+//
+// # Errors
+//
+// When the agent dies or the channel closes, every request in flight and
+// every later one fails with ErrAgentGone (with the agent's last stderr
+// lines); Done is closed. No method waits forever: each is bounded by its
+// ctx, and the end of ctx cancels the request.
+package interp

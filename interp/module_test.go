@@ -1,0 +1,489 @@
+package interp_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/interp"
+)
+
+func TestParseWrapper(t *testing.T) {
+	ws := wrappers(t, job{"ping", map[string]any{}}, job{"ping", map[string]any{"data": "x"}})
+	a, err := interp.ParseWrapper(ws[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := interp.ParseWrapper(ws[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ModuleFQN != "ansible.modules.ping" || a.Hash != b.Hash || len(a.Zip) < 1000 || len(a.Template) > 20000 {
+		t.Fatalf("fqn %q, hashes equal %v, zip %d, template %d", a.ModuleFQN, a.Hash == b.Hash, len(a.Zip), len(a.Template))
+	}
+	if _, err := interp.ParseWrapper([]byte("print('hi')")); !errors.Is(err, interp.ErrNotAnsiballZ) {
+		t.Fatalf("plain script: %v", err)
+	}
+}
+
+// TestRunModuleMatchesPython runs real modules through the agent and with
+// a plain python, piped and from a file, and compares.
+func TestRunModuleMatchesPython(t *testing.T) {
+	py := ansiblePython(t)
+	cases := []struct {
+		name string
+		job  job
+	}{
+		{"ping", job{"ping", map[string]any{}}},
+		{"ping data", job{"ping", map[string]any{"data": "x"}}},
+		{"ping crash", job{"ping", map[string]any{"data": "crash"}}},
+		{"command", job{"command", map[string]any{"_raw_params": "echo hi"}}},
+		{"command pwd", job{"command", map[string]any{"_raw_params": "pwd"}}},
+		{"command env", job{"command", map[string]any{"_raw_params": "echo $AB_ENV", "_uses_shell": true}}},
+		{"command fails", job{"command", map[string]any{"_raw_params": "false"}}},
+		{"command missing", job{"command", map[string]any{"_raw_params": "/nonexistent/cmd"}}},
+		{"bad args", job{"ping", map[string]any{"nosuchoption": 1}}},
+	}
+	var jobs []job
+	for _, c := range cases {
+		jobs = append(jobs, c.job)
+	}
+	ws := wrappers(t, jobs...)
+	dir := t.TempDir()
+	c := startAgent(t, agentEnv{Dir: dir})
+	env := append(os.Environ(), "HOME="+dir)
+	for i, tc := range cases {
+		for _, mode := range []string{"piped", "file"} {
+			t.Run(tc.name+"/"+mode, func(t *testing.T) {
+				script := ""
+				if mode == "file" {
+					script = filepath.Join(dir, ".ansible", "tmp", fmt.Sprintf("ansible-tmp-%d", i), "AnsiballZ_"+tc.job.Module+".py")
+				}
+				want := stockRun(t, py, dir, append(env, "AB_ENV=from-env"), ws[i], script)
+				req := interp.ModuleRequest{Wrapper: ws[i], ScriptPath: script, Env: map[string]string{"AB_ENV": "from-env"}}
+				if script != "" {
+					req.Dirs = []interp.DirSpec{{Path: filepath.Dir(script), Mode: 0o700}}
+					req.Files = []interp.FileSpec{{Path: script, Data: ws[i], Mode: 0o600}}
+				}
+				got, err := c.RunModule(ctxT(t, 30*time.Second), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.ExitCode != want.ExitCode {
+					t.Errorf("exit %d, stock %d\nstdout %s\nstderr %s", got.ExitCode, want.ExitCode, got.Stdout, got.Stderr)
+				}
+				if g, w := normJSON(t, got.Stdout), normJSON(t, want.Stdout); !reflect.DeepEqual(g, w) {
+					t.Errorf("stdout\n got %s\nwant %s", got.Stdout, want.Stdout)
+				}
+				if (len(got.Stderr) == 0) != (len(want.Stderr) == 0) {
+					t.Errorf("stderr\n got %q\nwant %q", got.Stderr, want.Stderr)
+				}
+			})
+		}
+	}
+}
+
+// TestRunModuleIsolation: a task that monkey-patches the stdlib, a
+// module_utils module and the environment leaves the next task unaffected.
+func TestRunModuleIsolation(t *testing.T) {
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 30*time.Second)
+	run := func(args map[string]any) map[string]any {
+		t.Helper()
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, args)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode != 0 {
+			t.Fatalf("exit %d: %s %s", res.ExitCode, res.Stdout, res.Stderr)
+		}
+		return normJSON(t, res.Stdout)
+	}
+	first := run(map[string]any{"patch": true})
+	for _, k := range []string{"getcwd_patched", "basic_leak", "env_leak", "json_patched"} {
+		if v := first[k]; v != false && v != nil {
+			t.Fatalf("first task already sees %s=%v", k, v)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		next := run(map[string]any{"patch": true})
+		if next["getcwd_patched"] != false || next["basic_leak"] != nil || next["env_leak"] != nil || next["json_patched"] != false {
+			t.Fatalf("task %d sees the previous task's patches: %v", i+2, next)
+		}
+	}
+}
+
+// TestRunModuleNoise: a module printing (even frame-like bytes) on fds 1
+// and 2 does not corrupt the protocol.
+func TestRunModuleNoise(t *testing.T) {
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 30*time.Second)
+	res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, map[string]any{"noise": true})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(res.Stdout), "noise on stdout") || !strings.Contains(string(res.Stderr), "noise on stderr") {
+		t.Fatalf("stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	if err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunModuleExitCodes(t *testing.T) {
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 30*time.Second)
+	for _, tc := range []struct {
+		args   map[string]any
+		code   int
+		stderr string
+	}{
+		{map[string]any{}, 0, ""},
+		{map[string]any{"rc": 3}, 3, ""},
+		{map[string]any{"rc": 256 + 7}, 7, ""},
+		{map[string]any{"rc": "text exit"}, 1, "text exit"},
+		{map[string]any{"raise": true}, 1, "RuntimeError: boom"},
+	} {
+		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
+			res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, tc.args)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != tc.code || !strings.Contains(string(res.Stderr), tc.stderr) {
+				t.Fatalf("exit %d stderr %q; want %d and %q", res.ExitCode, res.Stderr, tc.code, tc.stderr)
+			}
+			if tc.args["raise"] == true && strings.Contains(string(res.Stderr), "agent") {
+				t.Errorf("traceback shows agent frames:\n%s", res.Stderr)
+			}
+		})
+	}
+}
+
+func TestRunModuleConcurrent(t *testing.T) {
+	const n = 10
+	var jobs []job
+	for i := 0; i < n; i++ {
+		jobs = append(jobs, job{"command", map[string]any{"_raw_params": fmt.Sprintf("echo task-%d", i)}})
+	}
+	ws := wrappers(t, jobs...)
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 60*time.Second)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: ws[i]})
+			switch {
+			case err != nil:
+				errs[i] = err
+			case res.ExitCode != 0 || !strings.Contains(string(res.Stdout), fmt.Sprintf(`"stdout": "task-%d"`, i)):
+				errs[i] = fmt.Errorf("task %d: exit %d stdout %s stderr %s", i, res.ExitCode, res.Stdout, res.Stderr)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if z := c.Stats().ZipsSent; z != 1 {
+		t.Errorf("zip sent %d times, want 1", z)
+	}
+}
+
+// TestRunModuleWarmBytes measures the wire cost and latency of a warm
+// task against a cold one and a stock python run.
+func TestRunModuleWarmBytes(t *testing.T) {
+	py := ansiblePython(t)
+	const n = 20
+	var jobs []job
+	for i := 0; i < n; i++ {
+		jobs = append(jobs, job{"command", map[string]any{"_raw_params": fmt.Sprintf("echo %d", i)}})
+	}
+	ws := wrappers(t, jobs...)
+	dir := t.TempDir()
+	c := startAgent(t, agentEnv{Dir: dir})
+	ctx := ctxT(t, 60*time.Second)
+	var cold time.Duration
+	var warm []time.Duration
+	var warmBytes []int64
+	for i, w := range ws {
+		before := c.Stats().BytesSent
+		start := time.Now()
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := time.Since(start)
+		if res.ExitCode != 0 {
+			t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		sent := c.Stats().BytesSent - before
+		if i == 0 {
+			cold = d
+			t.Logf("cold: %v, %d bytes sent (wrapper %d bytes)", d, sent, len(w))
+			continue
+		}
+		warm = append(warm, d)
+		warmBytes = append(warmBytes, sent)
+		if sent >= 4096 {
+			t.Errorf("warm task %d sent %d bytes, want < 4096", i, sent)
+		}
+	}
+	var sum time.Duration
+	for _, d := range warm {
+		sum += d
+	}
+	start := time.Now()
+	stockRun(t, py, dir, append(os.Environ(), "HOME="+dir), ws[0], "")
+	t.Logf("warm: mean %v over %d tasks, bytes %v; cold %v; stock python run %v",
+		sum/time.Duration(len(warm)), len(warm), warmBytes, cold, time.Since(start))
+}
+
+// TestAgentDeath: requests in flight fail promptly with ErrAgentGone when
+// the agent dies, and later ones at once.
+func TestAgentDeath(t *testing.T) {
+	ws := wrappers(t, job{"command", map[string]any{"_raw_params": "sleep 30"}})
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 60*time.Second)
+	errc := make(chan error, 2)
+	go func() {
+		_, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: ws[0]})
+		errc <- err
+	}()
+	go func() {
+		_, err := c.Exec(ctx, interp.ExecRequest{Command: "sleep 30"})
+		errc <- err
+	}()
+	// Both requests are in flight once the agent has answered a later ping.
+	if err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	tmp := c.Info().TmpDir
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) }) // a killed agent cannot clean up
+	if err := syscall.Kill(c.Info().PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		select {
+		case err := <-errc:
+			if !errors.Is(err, interp.ErrAgentGone) {
+				t.Fatalf("in-flight request: %v, want ErrAgentGone", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("in-flight request still pending 10s after the agent died")
+		}
+	}
+	t.Logf("in-flight requests failed %v after the kill", time.Since(start))
+	if err := c.Ping(ctx); !errors.Is(err, interp.ErrAgentGone) {
+		t.Fatalf("ping after death: %v", err)
+	}
+	select {
+	case <-c.Done():
+	default:
+		t.Fatal("Done not closed")
+	}
+}
+
+// TestRestartOnEnvironmentChange: once ~/.pam_environment changes, module
+// runs answer ErrRestart (other operations keep working).
+func TestRestartOnEnvironmentChange(t *testing.T) {
+	home := t.TempDir()
+	c := startAgent(t, agentEnv{Dir: home})
+	ctx := ctxT(t, 30*time.Second)
+	w := fakeWrapper(t, map[string]any{})
+	if _, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: w}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".pam_environment"), []byte("AB_ENV=new\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: w}); !errors.Is(err, interp.ErrRestart) {
+		t.Fatalf("after .pam_environment changed: %v, want ErrRestart", err)
+	}
+	if err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTempDirRemovedOnExit(t *testing.T) {
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, map[string]any{})}); err != nil {
+		t.Fatal(err)
+	}
+	tmp := c.Info().TmpDir
+	if fi, err := os.Stat(tmp); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("tmpdir %s: %v %v", tmp, fi, err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("tmpdir %s after Close: %v", tmp, err)
+	}
+}
+
+// pythons lists the Python 3 interpreters on this machine.
+func pythons(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, pat := range []string{"/usr/bin/python3", "/usr/bin/python3.[0-9]*", "/root/.pyenv/versions/*/bin/python3"} {
+		m, _ := filepath.Glob(pat)
+		for _, p := range m {
+			if fi, err := os.Stat(p); err == nil && !strings.HasSuffix(p, "-config") && fi.Mode()&0o111 != 0 {
+				out = append(out, p)
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Skip("no python3 on this machine")
+	}
+	return out
+}
+
+// TestRunModuleEveryPython runs a real module and the isolation check with
+// every Python here (the agent and the zygote must work on 3.6+).
+func TestRunModuleEveryPython(t *testing.T) {
+	ws := wrappers(t, job{"ping", map[string]any{"data": "every"}})
+	for _, py := range pythons(t) {
+		t.Run(py, func(t *testing.T) {
+			t.Parallel()
+			c := startAgent(t, agentEnv{Python: py})
+			ctx := ctxT(t, 60*time.Second)
+			res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: ws[0], Env: map[string]string{"LC_ALL": "C"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != 0 || normJSON(t, res.Stdout)["ping"] != "every" {
+				t.Fatalf("exit %d stdout %s stderr %s", res.ExitCode, res.Stdout, res.Stderr)
+			}
+			for i := 0; i < 2; i++ {
+				res, err = c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, map[string]any{"patch": true})})
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := normJSON(t, res.Stdout)
+				if res.ExitCode != 0 || m["getcwd_patched"] != false || m["json_patched"] != false {
+					t.Fatalf("run %d: exit %d stdout %s stderr %s", i, res.ExitCode, res.Stdout, res.Stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestZygoteRebuiltOnResolvConf: a changed /etc/resolv.conf retires the
+// zygote, so the next task forks from a fresh one.
+func TestZygoteRebuiltOnResolvConf(t *testing.T) {
+	const resolv = "/etc/resolv.conf"
+	fi, err := os.Stat(resolv)
+	if err != nil {
+		t.Skipf("no %s: %v", resolv, err)
+	}
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 30*time.Second)
+	ppid := func() any {
+		t.Helper()
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, map[string]any{})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return normJSON(t, res.Stdout)["ppid"]
+	}
+	a, b := ppid(), ppid()
+	if a != b {
+		t.Fatalf("zygote changed without cause: %v then %v", a, b)
+	}
+	mt := fi.ModTime()
+	if err := os.Chtimes(resolv, time.Now(), mt.Add(time.Second)); err != nil {
+		t.Skipf("cannot touch %s: %v", resolv, err)
+	}
+	t.Cleanup(func() { _ = os.Chtimes(resolv, time.Now(), mt) })
+	if c3 := ppid(); c3 == b {
+		t.Fatalf("zygote %v kept after %s changed", c3, resolv)
+	}
+}
+
+// TestZygoteKilled: a zygote that dies is replaced on the next run.
+func TestZygoteKilled(t *testing.T) {
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 30*time.Second)
+	ppid := func() int {
+		t.Helper()
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, map[string]any{})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode != 0 {
+			t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		return int(normJSON(t, res.Stdout)["ppid"].(float64))
+	}
+	z := ppid()
+	if err := syscall.Kill(z, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The agent notices the death before answering this ping or after; either
+	// way the next run must work.
+	if err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if z2 := ppid(); z2 == z {
+		t.Fatalf("still forked from the killed zygote %d", z)
+	}
+}
+
+// children lists the pids whose parent is pid.
+func children(t *testing.T, pid int) []int {
+	t.Helper()
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[1] == fmt.Sprint(pid) && f[0] != "Z" {
+			var p int
+			fmt.Sscan(e.Name(), &p)
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestZygoteLimit: beyond 8 zips the least recently used zygote goes.
+func TestZygoteLimit(t *testing.T) {
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 60*time.Second)
+	for i := 0; i < 12; i++ {
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapperVariant(t, map[string]any{}, fmt.Sprint(i))})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("variant %d: %v %+v", i, err, res)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := len(children(t, c.Info().PID))
+		if n <= 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d zygotes, want at most 8", n)
+		}
+		if err := c.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
