@@ -29,7 +29,10 @@ type agents struct {
 
 // agent returns the running interpreter for python, starting it over a
 // session of the target's connection when needed.
-func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string) (*interp.Client, error) {
+// env holds the variables ssh would send (SendEnv) for the invocation that
+// starts it, so the interpreter sees the login environment a stock step
+// would.
+func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string, env [][2]string) (*interp.Client, error) {
 	t.agents.mu.Lock()
 	if t.agents.slots == nil {
 		t.agents.slots = map[string]*agentSlot{}
@@ -55,7 +58,7 @@ func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string)
 			return slot.client, nil
 		}
 	}
-	c, err := bootstrap.Start(ctx, &sessionRunner{t: t, p: p}, python, t.log)
+	c, err := bootstrap.Start(ctx, &sessionRunner{t: t, p: p, env: env}, python, t.log)
 	if err != nil {
 		t.log.WithError(err).WithField("python", python).Info("no persistent interpreter; this target stays on passthrough for it")
 		slot.failed = err
@@ -105,8 +108,9 @@ func (t *target) retireAgents() {
 // sessionRunner starts remote commands on the target's connection for
 // bootstrap.
 type sessionRunner struct {
-	t *target
-	p sshclient.Prompter
+	t   *target
+	p   sshclient.Prompter
+	env [][2]string
 }
 
 func (r *sessionRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func() error, error) {
@@ -123,6 +127,9 @@ func (r *sessionRunner) Start(ctx context.Context, command string) (io.WriteClos
 		sess.Close()
 		c.release()
 		return nil, nil, nil, nil, fmt.Errorf("start interpreter session: %w", err)
+	}
+	for _, kv := range r.env {
+		_ = sess.Setenv(kv[0], kv[1])
 	}
 	stdin, err := sess.StdinPipe()
 	if err != nil {

@@ -133,7 +133,7 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 		}
 		wrapper = data
 	}
-	ag, err := t.agent(ctx, iv, strings.Join(c.python, " "))
+	ag, err := t.agent(ctx, iv, strings.Join(c.python, " "), sendEnv(settings.SendEnv, iv.hello.Env))
 	if err != nil {
 		if c.script != "" {
 			return 0, false

@@ -111,13 +111,13 @@ func (h *housekeeping) lookup(p string) (st *sharedTemp, name string) {
 	return nil, ""
 }
 
-// mentioned returns the held temp dirs whose path occurs in s.
+// mentioned returns the temp dirs whose path occurs in s ("" for all).
 func (h *housekeeping) mentioned(s string) []*sharedTemp {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []*sharedTemp
 	for dir, st := range h.temps {
-		if strings.Contains(s, dir) {
+		if s == "" || strings.Contains(s, dir) {
 			out = append(out, st)
 		}
 	}
@@ -247,10 +247,12 @@ func mkdirAllPrivate(sc *sftp.Client, dir string) error {
 	return sc.Chmod(dir, 0o700)
 }
 
-// materializeMentioned writes every held temp dir named in s to the
-// target, so that a command run there finds it.
+// materializeMentioned writes held temp dirs to the target before a
+// command runs there: every one of them, not only those named in s,
+// since a module piped on stdin (pipelining with become) names its temp
+// dir only in its arguments.
 func (t *target) materializeMentioned(ctx context.Context, iv *invocation, s string) error {
-	temps := t.house.mentioned(s)
+	temps := t.house.mentioned("")
 	var pending []*sharedTemp
 	for _, st := range temps {
 		if st.held() {

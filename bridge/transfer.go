@@ -441,7 +441,7 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 		if upload {
 			err = b.scpPut(b.local(src.Path), cmpOr(remote.Path, "."))
 		} else {
-			err = b.scpGet(b.remote(cmpOr(src.Path, ".")), b.local(inv.Target.Path))
+			err = b.scpGet(b.remote(cmpOr(src.Path, ".")), b.local(inv.Target.Path), cmpOr(src.Path, "."))
 		}
 		if err != nil {
 			iv.errorf("scp: %v", err)
@@ -484,10 +484,15 @@ func (b *batchRun) scpPut(src, dst string) error {
 	return nil
 }
 
-func (b *batchRun) scpGet(src, dst string) error {
+// scpGet downloads src; errors about it name it as given (display), in
+// OpenSSH's safe encoding, as scp does.
+func (b *batchRun) scpGet(src, dst, display string) error {
+	if err := b.t.materializeMentioned(context.Background(), b.iv, src); err != nil {
+		return err
+	}
 	st, err := b.sc.Stat(src)
 	if err != nil {
-		return fmt.Errorf("%s: %s", src, sftpErrText(err))
+		return fmt.Errorf("%s: %s", visSafe(display), sftpErrText(err))
 	}
 	if st.IsDir() {
 		if !b.recursive {
@@ -505,7 +510,8 @@ func (b *batchRun) scpGet(src, dst string) error {
 			return fmt.Errorf("%s: %s", src, sftpErrText(err))
 		}
 		for _, e := range ents {
-			if err := b.scpGet(path.Join(src, e.Name()), filepath.Join(ldst, e.Name())); err != nil {
+			p := path.Join(src, e.Name())
+			if err := b.scpGet(p, filepath.Join(ldst, e.Name()), p); err != nil {
 				return err
 			}
 		}
@@ -543,4 +549,23 @@ func holdUpload(t *target, sc *sftp.Client, dst string, r io.Reader, mode os.Fil
 		return false, nil, err
 	}
 	return false, io.MultiReader(bytes.NewReader(big.prefix), r), nil
+}
+
+// visSafe encodes s the way OpenSSH prints untrusted names
+// (strnvis VIS_SAFE|VIS_OCTAL): bytes outside printable ASCII, other than
+// tab, newline, backspace, bell and return, become \ooo; backslash doubles.
+func visSafe(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\\':
+			b.WriteString(`\\`)
+		case c >= 0x20 && c < 0x7f, c == '\t', c == '\n', c == '\b', c == '\a', c == '\r':
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "\\%03o", c)
+		}
+	}
+	return b.String()
 }
