@@ -33,12 +33,11 @@ type Server struct {
 	targets *registry
 	started time.Time
 
-	nextID    atomic.Uint64
-	active    atomic.Int64
-	activity  chan struct{}
-	stopOnce  sync.Once
-	stopCh    chan struct{}
-	fallbacks atomic.Int64
+	nextID   atomic.Uint64
+	active   atomic.Int64
+	activity chan struct{}
+	stopOnce sync.Once
+	stopCh   chan struct{}
 }
 
 // New returns a Server; Run starts it.

@@ -207,7 +207,7 @@ func (b *batchRun) run(c fakessh.BatchCommand) (quit bool, err error) {
 	}
 	need := func(n int) error {
 		if len(c.Args) < n {
-			return fmt.Errorf("You must specify %d path(s) after a %s command.", n, c.Name)
+			return msgf("You must specify %d path(s) after a %s command.", n, c.Name)
 		}
 		return nil
 	}
@@ -232,16 +232,16 @@ func (b *batchRun) run(c fakessh.BatchCommand) (quit bool, err error) {
 		dir := b.remote(cmpOr(arg(0), "~"))
 		st, err := b.sc.Stat(dir)
 		if err != nil {
-			return false, fmt.Errorf("Can't change directory: %s", sftpErrText(err))
+			return false, msgf("Can't change directory: %s", sftpErrText(err))
 		}
 		if !st.IsDir() {
-			return false, fmt.Errorf("Can't change directory: \"%s\" is not a directory", dir)
+			return false, msgf("Can't change directory: \"%s\" is not a directory", dir)
 		}
 		b.rcwd = dir
 	case "lcd", "lchdir":
 		dir := b.local(arg(0))
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return false, fmt.Errorf("Couldn't change local directory to \"%s\": No such file or directory", dir)
+			return false, msgf("Couldn't change local directory to \"%s\": No such file or directory", dir)
 		}
 		b.lcwd = dir
 	case "pwd":
@@ -260,7 +260,7 @@ func (b *batchRun) run(c fakessh.BatchCommand) (quit bool, err error) {
 			return false, err
 		}
 		if err := os.Mkdir(b.local(arg(0)), 0o777); err != nil {
-			return false, fmt.Errorf("Couldn't create local directory \"%s\": %s", b.local(arg(0)), sftpErrText(err))
+			return false, msgf("Couldn't create local directory \"%s\": %s", b.local(arg(0)), sftpErrText(err))
 		}
 	case "rmdir":
 		if err := need(1); err != nil {
@@ -275,14 +275,14 @@ func (b *batchRun) run(c fakessh.BatchCommand) (quit bool, err error) {
 		}
 		p := b.remote(arg(0))
 		if err := b.sc.Remove(p); err != nil {
-			return false, fmt.Errorf("Couldn't delete file: %s", sftpErrText(err))
+			return false, msgf("Couldn't delete file: %s", sftpErrText(err))
 		}
 	case "rename":
 		if err := need(2); err != nil {
 			return false, err
 		}
 		if err := b.sc.Rename(b.remote(arg(0)), b.remote(arg(1))); err != nil {
-			return false, fmt.Errorf("Couldn't rename file \"%s\" to \"%s\": %s", b.remote(arg(0)), b.remote(arg(1)), sftpErrText(err))
+			return false, msgf("Couldn't rename file \"%s\" to \"%s\": %s", b.remote(arg(0)), b.remote(arg(1)), sftpErrText(err))
 		}
 	case "ln", "symlink":
 		if err := need(2); err != nil {
@@ -295,7 +295,7 @@ func (b *batchRun) run(c fakessh.BatchCommand) (quit bool, err error) {
 			err = b.sc.Link(b.remote(arg(0)), b.remote(arg(1)))
 		}
 		if err != nil {
-			return false, fmt.Errorf("Couldn't link file \"%s\" to \"%s\": %s", arg(0), b.remote(arg(1)), sftpErrText(err))
+			return false, msgf("Couldn't link file \"%s\" to \"%s\": %s", arg(0), b.remote(arg(1)), sftpErrText(err))
 		}
 	case "chmod":
 		if err := need(2); err != nil {
@@ -303,11 +303,11 @@ func (b *batchRun) run(c fakessh.BatchCommand) (quit bool, err error) {
 		}
 		var mode uint32
 		if _, err := fmt.Sscanf(arg(0), "%o", &mode); err != nil || mode > 0o7777 {
-			return false, errors.New("You must supply a numeric argument to the chmod command.")
+			return false, userMsg("You must supply a numeric argument to the chmod command.")
 		}
 		p := b.remote(arg(1))
 		if err := b.sc.Chmod(p, os.FileMode(mode)); err != nil {
-			return false, fmt.Errorf("Couldn't setstat on \"%s\": %s", p, sftpErrText(err))
+			return false, msgf("Couldn't setstat on \"%s\": %s", p, sftpErrText(err))
 		}
 	case "ls", "dir":
 		return false, b.ls(b.remote(cmpOr(arg(0), ".")))
@@ -316,7 +316,7 @@ func (b *batchRun) run(c fakessh.BatchCommand) (quit bool, err error) {
 			_, _ = fmt.Fprintf(b.iv.stdout(), "SFTP protocol version 3\n")
 		}
 	default:
-		return false, errors.New("Invalid command.")
+		return false, userMsg("Invalid command.")
 	}
 	return false, nil
 }
@@ -329,7 +329,7 @@ func (b *batchRun) put(src, dst string, preserve bool) error {
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil || !st.Mode().IsRegular() {
-		return fmt.Errorf("Skipping non-regular file %s", src)
+		return msgf("Skipping non-regular file %s", src)
 	}
 	if dst == "" {
 		dst = path.Base(filepath.ToSlash(src))
@@ -365,7 +365,7 @@ func (b *batchRun) get(src, dst string, preserve bool) error {
 		return err
 	}
 	if _, err := b.sc.Stat(src); err != nil {
-		return fmt.Errorf("File \"%s\" not found.", src)
+		return msgf("File \"%s\" not found.", src)
 	}
 	if dst == "" {
 		dst = path.Base(src)
@@ -377,7 +377,7 @@ func (b *batchRun) get(src, dst string, preserve bool) error {
 	n, err := getAtomic(b.sc, src, dst, b.iv.hello.Umask, preserve)
 	b.t.bytesOut.Add(n)
 	if err != nil {
-		return fmt.Errorf("Couldn't write to \"%s\": %s", dst, sftpErrText(err))
+		return msgf("Couldn't write to \"%s\": %s", dst, sftpErrText(err))
 	}
 	return nil
 }
@@ -385,7 +385,7 @@ func (b *batchRun) get(src, dst string, preserve bool) error {
 func (b *batchRun) ls(p string) error {
 	st, err := b.sc.Stat(p)
 	if err != nil {
-		return fmt.Errorf("Can't ls: \"%s\" not found", p)
+		return msgf("Can't ls: \"%s\" not found", p)
 	}
 	var buf bytes.Buffer
 	if !st.IsDir() {
@@ -393,7 +393,7 @@ func (b *batchRun) ls(p string) error {
 	} else {
 		ents, err := b.sc.ReadDir(p)
 		if err != nil {
-			return fmt.Errorf("Couldn't read directory: %s", sftpErrText(err))
+			return msgf("Couldn't read directory: %s", sftpErrText(err))
 		}
 		for _, e := range ents {
 			if !strings.HasPrefix(e.Name(), ".") {
@@ -569,3 +569,11 @@ func visSafe(s string) string {
 	}
 	return b.String()
 }
+
+// userMsg is an error whose text is printed to the user verbatim, in the
+// words (and capitals) of the OpenSSH tool it stands in for.
+type userMsg string
+
+func (m userMsg) Error() string { return string(m) }
+
+func msgf(format string, args ...any) error { return userMsg(fmt.Sprintf(format, args...)) }

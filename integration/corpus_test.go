@@ -61,7 +61,7 @@ func wantServedByBridge(t *testing.T, r *runResult, fallbacks []string) {
 		t.Errorf("bridge run fell back to the real binaries %d times; first: %s", len(fallbacks), fallbacks[0])
 	}
 	if r.Masters > 0 {
-		t.Errorf("bridge run left %d ssh control masters: the real ssh ran", r.Masters)
+		t.Errorf("bridge run left %d entries in its ControlPath directory, where the real ssh puts its ControlPersist master", r.Masters)
 	}
 }
 

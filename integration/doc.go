@@ -51,6 +51,12 @@
 //     (relative path, type, mode, size, sha256, owner and group);
 //   - ansible-playbook's stderr (warnings), normalized the same way.
 //
+// A bridge run must also be served by the bridge: the test fails if a shim
+// fell back to the real binary (shim.log next to the socket; Ansible's
+// `ssh -o ControlPersist` probe excepted) or if a ControlPersist master
+// appeared in the run's ControlPath directory. Otherwise equal results would
+// prove nothing.
+//
 // Each playbook also has assertions of its own (expected stdout, which tasks
 // fail, which hosts are unreachable), applied to both runs, so that a
 // regression shared by stock and bridge still fails.
@@ -60,6 +66,10 @@
 // target, and two when the playbook has a `meta: reset_connection`.
 // TestFallback passes an option the bridge cannot honour (ForwardAgent=yes)
 // and checks that the shim falls back to the real ssh with identical results.
+//
+// The output directories are fixed paths (results name them), so a run
+// holds an flock on $AB_LAB/integration.lock: a second `go test` on the same
+// machine waits instead of clearing the first one's files.
 //
 // # Corpus
 //

@@ -42,6 +42,8 @@ func TestNormalize(t *testing.T) {
 			"ansible_user_id":    "abtest",
 		},
 		"results": []any{map[string]any{"start": "x", "item": "a"}},
+		"stat":    map[string]any{"mtime": 1.5, "mode": "0644", "version": "77"},
+		"python":  map[string]any{"version": map[string]any{"major": float64(3)}},
 	}
 	want := map[string]any{
 		"rc":     float64(0),
@@ -54,6 +56,8 @@ func TestNormalize(t *testing.T) {
 			"ansible_user_id":    "abtest",
 		},
 		"results": []any{map[string]any{"start": masked, "item": "a"}},
+		"stat":    map[string]any{"mtime": masked, "mode": "0644", "version": masked},
+		"python":  map[string]any{"version": map[string]any{"major": float64(3)}},
 	}
 	if got := normalize(in, ""); !reflect.DeepEqual(got, want) {
 		t.Errorf("normalize:\n got %s\nwant %s", short(got), short(want))
@@ -145,6 +149,22 @@ func TestDiffFiles(t *testing.T) {
 	for _, w := range []string{"x: bridge file 0644", "y: only in bridge run", "z: only in stock run"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("diffFiles output lacks %q:\n%s", w, got)
+		}
+	}
+}
+
+func TestIsProbe(t *testing.T) {
+	tests := []struct {
+		line string
+		want bool
+	}{
+		{`2026-11-21T12:23:24Z fallback prog=ssh real=/usr/bin/ssh reason="cannot parse arguments: command-line line 0: no argument after keyword \"controlpersist\"\r\n" argc=2`, true},
+		{`2026-11-21T12:23:24Z fallback prog=ssh real=/usr/bin/ssh reason="unsupported: -o ForwardAgent=yes" argc=24`, false},
+		{`2026-11-21T12:23:24Z fallback prog=sftp real=/usr/bin/sftp reason="unsupported: -o ControlPersist=60s" argc=2`, false},
+	}
+	for _, tt := range tests {
+		if got := isProbe(tt.line); got != tt.want {
+			t.Errorf("isProbe(%q) = %t, want %t", tt.line, got, tt.want)
 		}
 	}
 }

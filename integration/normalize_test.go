@@ -22,12 +22,17 @@ var volatileKeys = map[string]bool{
 	"results_file":   true, // ~/.ansible_async/<jid>
 	"attempts":       true, // until/retries: timing dependent for async_status
 	"started":        true, // async: 0/1 depending on timing of the first poll
-	"atime":          true, // stat
-	"mtime":          true,
-	"ctime":          true,
-	"inode":          true,
-	"dev":            true,
-	"version":        true, // stat: inode generation number
+}
+
+// volatileStat are keys of the stat module's "stat" result that differ for
+// every new file.
+var volatileStat = map[string]bool{
+	"atime":   true,
+	"mtime":   true,
+	"ctime":   true,
+	"inode":   true,
+	"dev":     true,
+	"version": true, // inode generation number
 }
 
 // volatileFacts are gathered facts whose values change from run to run on
@@ -115,6 +120,8 @@ func normalize(v any, parent string) any {
 		for k, val := range x {
 			switch {
 			case volatileKeys[k]:
+				out[k] = masked
+			case parent == "stat" && volatileStat[k]:
 				out[k] = masked
 			case parent == "ansible_facts" && volatileFacts[k]:
 				out[k] = masked

@@ -269,7 +269,7 @@ func (a *authState) prepare() {
 	}
 	for _, id := range append(preferred, files...) {
 		// ssh-dss is not in OpenSSH 9.2's default PubkeyAcceptedAlgorithms.
-		if id.pub != nil && id.pub.Type() == ssh.InsecureKeyAlgoDSA {
+		if id.pub != nil && id.pub.Type() == keyAlgoDSA {
 			continue
 		}
 		a.ids = append(a.ids, id)

@@ -264,7 +264,7 @@ func (r *resolver) evalMatch(args string, src source) (bool, error) {
 			continue
 		}
 		if i+1 >= len(words) || strings.HasPrefix(words[i+1], "#") {
-			return false, fmt.Errorf("Missing Match criteria for %s", attr)
+			return false, fmt.Errorf("Missing Match criteria for %s", attr) //lint:ignore ST1005 OpenSSH's words
 		}
 		i++
 		arg := words[i]

@@ -82,7 +82,6 @@ func levelOf(name string) int {
 
 func fatalLine(s string) msgLine { return msgLine{lvlFatal, s} }
 func errorLine(s string) msgLine { return msgLine{lvlError, s} }
-func infoLine(s string) msgLine  { return msgLine{lvlInfo, s} }
 
 // prefixed returns a ConnError whose message is inner's (already rendered
 // at the inner connection's level) followed by lines at logLevel; it is

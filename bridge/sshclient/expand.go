@@ -61,15 +61,6 @@ func splitArgs(s string) ([]string, error) {
 	return out, nil
 }
 
-// firstArg returns the first word of a config value ("" when none).
-func firstArg(v string) (string, error) {
-	args, err := splitArgs(v)
-	if err != nil || len(args) == 0 {
-		return "", err
-	}
-	return args[0], nil
-}
-
 // expandTilde replaces a leading "~" or "~user" like OpenSSH's
 // tilde_expand_filename.
 func expandTilde(p, home string) (string, error) {

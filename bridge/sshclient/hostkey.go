@@ -127,7 +127,7 @@ func keyTypeName(k ssh.PublicKey) string {
 	switch {
 	case t == ssh.KeyAlgoRSA || strings.HasPrefix(t, "rsa-sha2-"):
 		n = "RSA"
-	case t == ssh.InsecureKeyAlgoDSA:
+	case t == keyAlgoDSA:
 		n = "DSA"
 	case strings.HasPrefix(t, "ecdsa-sha2-"):
 		n = "ECDSA"
@@ -481,3 +481,7 @@ func (c *hostKeyChecker) continueUnsafe() {
 		c.rep.line(lvlError, "UpdateHostkeys is disabled because the host key is not trusted.")
 	}
 }
+
+// keyAlgoDSA names ssh-dss keys, which the bridge never offers or
+// accepts (x/crypto deprecates its constant).
+const keyAlgoDSA = "ssh-dss"
