@@ -23,6 +23,8 @@ type invocation struct {
 	id    uint64
 	conn  net.Conn
 	hello wire.HelloMsg
+	// cancel ends the invocation's context: the shim went away.
+	cancel context.CancelFunc
 	log   logrus.FieldLogger
 
 	wmu sync.Mutex
@@ -105,6 +107,9 @@ func (iv *invocation) Prompt(ctx context.Context, text string, echo bool) (strin
 		}
 		f, err := wire.Read(iv.conn)
 		if err != nil {
+			// The shim is gone (sshpass kills it on a second prompt):
+			// stop logging in rather than answer for it.
+			iv.cancel()
 			return "", fmt.Errorf("read prompt reply: %w", err)
 		}
 		switch f.Type {
@@ -113,6 +118,7 @@ func (iv *invocation) Prompt(ctx context.Context, text string, echo bool) (strin
 		case wire.PromptFail:
 			return "", fmt.Errorf("prompt failed: %s", f.Payload)
 		case wire.Signal:
+			iv.cancel()
 			return "", fmt.Errorf("interrupted by SIG%s", f.Payload)
 		case wire.WindowSize:
 		default:

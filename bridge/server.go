@@ -156,14 +156,14 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		log.WithError(err).Warn("bad hello from shim")
 		return
 	}
-	iv := &invocation{id: id, conn: c, log: log}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	iv := &invocation{id: id, conn: c, log: log, cancel: cancel}
 	if err := json.Unmarshal(f.Payload, &iv.hello); err != nil {
 		log.WithError(err).Warn("malformed hello")
 		return
 	}
 	iv.log = log.WithField("prog", iv.hello.Prog)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	code := s.dispatch(ctx, iv)
 	if code >= 0 {
 		iv.exit(code)

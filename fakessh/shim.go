@@ -123,7 +123,11 @@ func converse(conn net.Conn, prog string, argv []string) (code int, fallbackReas
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
 	defer signal.Stop(sigs)
-	go forwardSignals(sigs, send)
+	go forwardSignals(sigs, send, func() {
+		if restore != nil {
+			restore()
+		}
+	})
 	for {
 		f, err := wire.Read(conn)
 		if err != nil {
@@ -193,7 +197,10 @@ func pumpStdin(send func(wire.Type, []byte) error) {
 	}
 }
 
-func forwardSignals(sigs <-chan os.Signal, send func(wire.Type, []byte) error) {
+// forwardSignals passes window changes on, and on a terminating signal
+// tells the daemon and exits 255 at once, as ssh does: sshpass, for one,
+// stops a wrong-password login with SIGHUP and expects ssh to be gone.
+func forwardSignals(sigs <-chan os.Signal, send func(wire.Type, []byte) error, restore func()) {
 	for s := range sigs {
 		if s == syscall.SIGWINCH {
 			if cols, rows, err := term.GetSize(int(os.Stdin.Fd())); err == nil {
@@ -201,8 +208,9 @@ func forwardSignals(sigs <-chan os.Signal, send func(wire.Type, []byte) error) {
 			}
 			continue
 		}
-		name := strings.TrimPrefix(strings.ToUpper(unixSignalName(s)), "SIG")
-		_ = send(wire.Signal, []byte(name))
+		_ = send(wire.Signal, []byte(unixSignalName(s)))
+		restore()
+		os.Exit(255)
 	}
 }
 
