@@ -11,6 +11,7 @@
 
 import base64
 import errno
+import fcntl
 import hashlib
 import io
 import json
@@ -25,6 +26,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 import zlib
 
@@ -67,6 +69,32 @@ def _mtime(path):
 
 def _set_nonblock(fd):
     os.set_blocking(fd, False)
+
+
+def open_pty(pty):
+    """A new pseudo-terminal (master, slave) for the request's pty spec,
+    with its window size if given and the kernel's default modes (as sshd
+    leaves them when the client sends none: ONLCR, ECHO...)."""
+    master, slave = os.openpty()
+    try:
+        rows, cols = int(pty.get('rows') or 0), int(pty.get('cols') or 0)
+        if rows > 0 and cols > 0:
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack('HHHH', rows, cols, 0, 0))
+    except BaseException:
+        os.close(master)
+        os.close(slave)
+        raise
+    return master, slave
+
+
+def pty_env(pty, tty, env):
+    """What sshd puts in a pty session's environment, under env (the
+    VAR=value prefixes of the command line)."""
+    out = {'SSH_TTY': tty}
+    if pty.get('term'):
+        out['TERM'] = pty['term']
+    out.update(env or {})
+    return out
 
 
 def _errinfo(e):
@@ -232,6 +260,12 @@ def _std_stream(fd, write, like):
     enc = getattr(like, 'encoding', None) or 'utf-8'
     errs = getattr(like, 'errors', None) or 'strict'
     lb = bool(getattr(like, 'line_buffering', False))
+    if write and not lb:
+        # As python does for a terminal.
+        try:
+            lb = os.isatty(fd)
+        except OSError:
+            pass
     return io.TextIOWrapper(raw, encoding=enc, errors=errs, line_buffering=lb)
 
 
@@ -335,6 +369,8 @@ def run_task(msg, src, stdio_like, zippath):
                 os.close(sfd)
                 os.close(1)
                 os.close(2)
+                if msg.get('pty') is not None:
+                    os.close(0)  # the terminal too: its output ends here
             except OSError:
                 pass
     except BaseException:
@@ -410,14 +446,27 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
                 except (EOFError, OSError):
                     os._exit(0)
                 ctl.close()
-                os.dup2(fds[0], 1)
-                os.dup2(fds[1], 2)
-                for fd in fds[:2]:
-                    if fd > 2:
-                        os.close(fd)
-                if len(fds) > 2:
-                    os.set_inheritable(fds[2], False)
-                    msg['status_fd'] = fds[2]
+                pty = msg.get('pty')
+                if pty is not None:
+                    # The terminal's slave: the controlling terminal of
+                    # this session, and stdin, stdout and stderr.
+                    slave = fds.pop(0)
+                    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+                    for fd in (0, 1, 2):
+                        os.dup2(slave, fd)
+                    if slave > 2:
+                        os.close(slave)
+                    msg['env'] = pty_env(pty, os.ttyname(0), msg.get('env'))
+                else:
+                    out, err = fds.pop(0), fds.pop(0)
+                    os.dup2(out, 1)
+                    os.dup2(err, 2)
+                    for fd in (out, err):
+                        if fd > 2:
+                            os.close(fd)
+                if fds:
+                    os.set_inheritable(fds[0], False)
+                    msg['status_fd'] = fds[0]
                 src = tpl.replace(ZIP_MARKER, b64, 1)
             except BaseException:
                 os._exit(127)
@@ -800,6 +849,10 @@ class Agent(object):
         return env
 
     def op_exec(self, rid, req):
+        pty = req.get('pty')
+        if pty is not None:
+            self.exec_pty(rid, req, pty)
+            return
         p = Proc(rid, 'exec')
         p.popen = subprocess.Popen(
             ['/bin/sh', '-c', req['cmd']],
@@ -818,6 +871,33 @@ class Agent(object):
         if p.popen.stdin is not None:
             p.in_fd = os.dup(p.popen.stdin.fileno())
             p.popen.stdin.close()
+            _set_nonblock(p.in_fd)
+            self.fdmap[p.in_fd] = ('pin', p)
+
+    def exec_pty(self, rid, req, pty):
+        """exec on a new terminal: all output on the master, read as
+        stdout; stdin, if any, is written to it, and its end dropped
+        (as sshd does: the terminal stays open)."""
+        master, slave = open_pty(pty)
+        try:
+            env = self.env_for(pty_env(pty, os.ttyname(slave), req.get('env')))
+            p = Proc(rid, 'exec')
+            # Single-threaded, so preexec_fn is safe; it runs after setsid.
+            p.popen = subprocess.Popen(
+                ['/bin/sh', '-c', req['cmd']], stdin=slave, stdout=slave, stderr=slave,
+                env=env, cwd=self.cwd, close_fds=True, start_new_session=True,
+                preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+        p.pid = p.popen.pid
+        self.procs[rid] = p
+        p.out_fd = master
+        self.watch(master, 'pout', p)
+        if req.get('stdin'):
+            p.in_fd = os.dup(master)
             _set_nonblock(p.in_fd)
             self.fdmap[p.in_fd] = ('pin', p)
 
@@ -1003,19 +1083,32 @@ class Agent(object):
         z.last_used = time.time()
         p = Proc(rid, 'module')
         p.zygote = z
-        ro, wo = os.pipe()
-        re_, we = os.pipe()
-        rs, ws = os.pipe()
         msg = {'id': rid, 'env': req.get('env') or {}, 'cwd': self.cwd,
                'script': req.get('script') or None}
+        pty = req.get('pty')
+        if pty is not None:
+            # The task's stdout is the master; the slave goes to the task
+            # (and is closed here once sent: the master reads EIO, taken
+            # as EOF, once the last slave fd is closed).
+            ro, slave = open_pty(pty)
+            msg['pty'] = pty
+            tfds = [slave]
+        else:
+            ro, wo = os.pipe()
+            re_, we = os.pipe()
+            tfds = [wo, we]
+        rs, ws = os.pipe()
+        tfds.append(ws)
         self.procs[rid] = p
         z.procs[rid] = p
-        p.out_fd, p.err_fd, p.stat_fd = ro, re_, rs
+        p.out_fd, p.stat_fd = ro, rs
         self.watch(ro, 'pout', p)
-        self.watch(re_, 'perr', p)
+        if pty is None:
+            p.err_fd = re_
+            self.watch(re_, 'perr', p)
         self.watch(rs, 'pstat', p)
         # The zygote may be busy importing: queue, never block on it.
-        z.outq.append([encode_msg(msg, tpl), [wo, we, ws], p, 0])
+        z.outq.append([encode_msg(msg, tpl), tfds, p, 0])
         self.zflush(z)
 
     def zflush(self, z):

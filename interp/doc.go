@@ -29,7 +29,7 @@
 //
 // Ping, Stat, Mkdir, Chmod, RemoveAll, PutFile (atomic: hidden temp file,
 // fsync, rename), GetFile, Exec (/bin/sh -c with streams, env, exit
-// status; no PTY yet) and RunModule. Remote errno values come back as
+// status, optionally on a PTY) and RunModule. Remote errno values come back as
 // *fs.PathError wrapping syscall.Errno, so errors.Is(err, fs.ErrNotExist)
 // works.
 //
@@ -70,6 +70,22 @@
 // writes its status to the status pipe and closes its output, so the
 // answer does not wait for the process teardown, and calls os._exit.
 // A task killed by a signal is reported by the zygote's waitpid.
+//
+// # PTY
+//
+// With ModuleRequest.PTY (or ExecRequest.PTY) set, the process runs on a
+// new pseudo-terminal, as sshd runs a command for ssh -tt (Ansible's
+// default, pipelining off): the agent opens it (os.openpty, window size
+// if given, the kernel's default modes: ONLCR, ECHO) and for a module
+// passes the slave through the zygote to the spare (SCM_RIGHTS, each
+// closing its copy once sent), which makes it its controlling terminal
+// (TIOCSCTTY; it is a session leader) and its fds 0, 1 and 2; TERM (if
+// PTY.Term is set) and SSH_TTY=/dev/pts/N go into the environment under
+// the request's Env. Python's stdout is then line-buffered, as for a
+// terminal. The agent reads the master as stdout (EIO, once the last
+// slave fd is closed, is its end): stderr is merged and LF comes back as
+// CRLF; Result.Stderr stays empty. The task closes fd 0 too before its
+// status, so the answer still waits for all output and no longer.
 // An agent keeps at most 8 zygotes; beyond that the least recently used
 // one is retired (it exits once its running tasks are done).
 // Since the wrapper's own `from ansible.module_utils import basic` is now

@@ -20,6 +20,11 @@ type ExecRequest struct {
 	Stdin io.Reader
 	// Stdout and Stderr receive the command's output (nil: discarded).
 	Stdout, Stderr io.Writer
+	// PTY, if set, runs the command on a new pseudo-terminal (see PTY):
+	// all its output goes to Stdout; Stdin, if set, is written to the
+	// terminal (and echoed, as with ssh -tt), and its end is not passed
+	// on, so a command reading its stdin to the end does not end.
+	PTY *PTY
 }
 
 // Exec runs a command on the target and returns its exit status (128+n
@@ -31,7 +36,7 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("exec: %w", err)
 	}
-	if err := c.send(cl, map[string]any{"op": "exec", "cmd": req.Command, "env": req.Env, "stdin": req.Stdin != nil}); err != nil {
+	if err := c.send(cl, map[string]any{"op": "exec", "cmd": req.Command, "env": req.Env, "stdin": req.Stdin != nil, "pty": req.PTY.wire()}); err != nil {
 		return -1, fmt.Errorf("exec: %w", err)
 	}
 	pumpCtx, stopPump := context.WithCancel(ctx)

@@ -106,6 +106,37 @@ type ModuleRequest struct {
 	// Files are written atomically (hidden temp, fsync, rename) before
 	// the run.
 	Files []FileSpec
+	// PTY, if set, runs the module on a new pseudo-terminal as sshd
+	// does for ssh -tt (Ansible without pipelining); nil: pipes.
+	PTY *PTY
+}
+
+// PTY asks for a pseudo-terminal, as an ssh client does with -t: the
+// process gets the terminal's slave as stdin, stdout and stderr and as
+// its controlling terminal (it is a session leader), TERM=Term (not set if
+// Term is empty) and SSH_TTY=/dev/pts/N in its environment (under the
+// request's Env), and the kernel's default terminal modes (ONLCR: output
+// LF becomes CRLF; ECHO). Its output, stderr included, comes back as
+// stdout; stderr stays empty.
+type PTY struct {
+	// Term is the terminal type, the client's TERM.
+	Term string
+	// Rows and Cols are the window size; left at 0x0 unless both are > 0.
+	Rows, Cols int
+}
+
+// ptyJSON is a PTY on the wire.
+type ptyJSON struct {
+	Term string `json:"term"`
+	Rows int    `json:"rows"`
+	Cols int    `json:"cols"`
+}
+
+func (p *PTY) wire() *ptyJSON {
+	if p == nil {
+		return nil
+	}
+	return &ptyJSON{Term: p.Term, Rows: p.Rows, Cols: p.Cols}
 }
 
 // Result is the outcome of a process run by the agent.
@@ -131,6 +162,7 @@ type moduleReq struct {
 	Env    map[string]string `json:"env,omitempty"`
 	Dirs   [][2]any          `json:"dirs,omitempty"`
 	Files  [][3]any          `json:"files,omitempty"`
+	PTY    *ptyJSON          `json:"pty,omitempty"`
 }
 
 // RunModule runs an AnsiballZ module in a child of the zygote for its zip
@@ -158,7 +190,7 @@ func (c *Client) RunModule(ctx context.Context, req ModuleRequest) (*Result, err
 var errNoZip = errors.New("zip unknown to the agent")
 
 func (c *Client) runModule(ctx context.Context, w *Wrapper, req ModuleRequest) (*Result, error) {
-	mr := moduleReq{Op: "module", Hash: hex.EncodeToString(w.Hash[:]), Script: req.ScriptPath, Env: req.Env}
+	mr := moduleReq{Op: "module", Hash: hex.EncodeToString(w.Hash[:]), Script: req.ScriptPath, Env: req.Env, PTY: req.PTY.wire()}
 	var fileData [][]byte
 	for _, d := range req.Dirs {
 		mr.Dirs = append(mr.Dirs, [2]any{d.Path, unixMode(d.Mode)})

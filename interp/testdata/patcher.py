@@ -19,7 +19,8 @@ def main():
         'ppid': os.getppid(),
         'argv': sys.argv[1:],
         'python': '%d.%d' % sys.version_info[:2],
-        'stdin': sys.stdin.read(),
+        # On a terminal (a PTY run) there is no end to read to.
+        'stdin': None if sys.stdin.isatty() else sys.stdin.read(),
         'args': args,
     }
     text = json.dumps(out)
