@@ -56,7 +56,7 @@ func (s *Server) serveSSH(ctx context.Context, iv *invocation) int {
 			return code
 		}
 	}
-	if err := t.materializeMentioned(ctx, iv, command); err != nil {
+	if err := t.materializeHeld(ctx, iv); err != nil {
 		return materializeFailure(iv, err)
 	}
 	t.countRoute(routeExec)

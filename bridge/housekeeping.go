@@ -147,8 +147,22 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 			req.Env[kv[0]] = kv[1]
 		}
 	}
-	if st != nil {
-		req.Dirs, req.Files = st.onTargetSpec(path.Base(c.script), keepRemoteFiles(wrapper))
+	// Every held temp dir goes along, not only the wrapper's: a piped
+	// module (copy with pipelining) finds its source there through its
+	// arguments.
+	held := t.house.held()
+	for _, h := range held {
+		skip := ""
+		if h == st && !keepRemoteFiles(wrapper) {
+			skip = path.Base(c.script)
+		}
+		dirs, files := h.onTargetSpec(skip)
+		req.Dirs = append(req.Dirs, dirs...)
+		req.Files = append(req.Files, files...)
+	}
+	tty := wantTTY(inv, iv.hello.StdinTTY)
+	if tty {
+		req.PTY = &interp.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols}
 	}
 	t.countRoute(routeModule)
 	res, err := ag.RunModule(ctx, req)
@@ -157,20 +171,13 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 		iv.errorf("ansible-bridge: persistent interpreter failed: %v", err)
 		return 255, true
 	}
-	if st != nil {
-		st.markOnTarget()
+	for _, h := range held {
+		h.markOnTarget()
 	}
-	tty := wantTTY(inv, iv.hello.StdinTTY)
-	if tty {
-		// What a PTY makes of it: one stream, LF turned into CRLF.
-		out := append(append([]byte{}, res.Stdout...), res.Stderr...)
-		_, _ = iv.stdout().Write(bytes.ReplaceAll(out, []byte("\n"), []byte("\r\n")))
-		if !iv.quiet {
-			iv.errorf("Shared connection to %s closed.", settings.HostName)
-		}
-	} else {
-		_, _ = iv.stdout().Write(res.Stdout)
-		_, _ = iv.stderr().Write(res.Stderr)
+	_, _ = iv.stdout().Write(res.Stdout)
+	_, _ = iv.stderr().Write(res.Stderr)
+	if tty && !iv.quiet {
+		iv.errorf("Shared connection to %s closed.", settings.HostName)
 	}
 	return res.ExitCode, true
 }
@@ -179,7 +186,7 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 // stdin already read.
 func (s *Server) passthroughWith(ctx context.Context, iv *invocation, t *target, inv *fakessh.SSHInvocation, settings *sshclient.Settings, stdin []byte) int {
 	command := strings.Join(inv.Command, " ")
-	if err := t.materializeMentioned(ctx, iv, command); err != nil {
+	if err := t.materializeHeld(ctx, iv); err != nil {
 		return materializeFailure(iv, err)
 	}
 	t.countRoute(routeExec)

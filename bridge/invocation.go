@@ -25,7 +25,7 @@ type invocation struct {
 	hello wire.HelloMsg
 	// cancel ends the invocation's context: the shim went away.
 	cancel context.CancelFunc
-	log   logrus.FieldLogger
+	log    logrus.FieldLogger
 
 	wmu sync.Mutex
 

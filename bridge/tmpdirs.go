@@ -124,6 +124,17 @@ func (h *housekeeping) mentioned(s string) []*sharedTemp {
 	return out
 }
 
+// held returns the temp dirs still only in memory.
+func (h *housekeeping) held() []*sharedTemp {
+	var out []*sharedTemp
+	for _, st := range h.mentioned("") {
+		if st.held() {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
 // held reports whether the dir is still only in memory.
 func (st *sharedTemp) held() bool {
 	st.mu.Lock()
@@ -247,18 +258,12 @@ func mkdirAllPrivate(sc *sftp.Client, dir string) error {
 	return sc.Chmod(dir, 0o700)
 }
 
-// materializeMentioned writes held temp dirs to the target before a
-// command runs there: every one of them, not only those named in s,
+// materializeHeld writes held temp dirs to the target before a
+// command runs there: every one of them, not only those it names,
 // since a module piped on stdin (pipelining with become) names its temp
 // dir only in its arguments.
-func (t *target) materializeMentioned(ctx context.Context, iv *invocation, s string) error {
-	temps := t.house.mentioned("")
-	var pending []*sharedTemp
-	for _, st := range temps {
-		if st.held() {
-			pending = append(pending, st)
-		}
-	}
+func (t *target) materializeHeld(ctx context.Context, iv *invocation) error {
+	pending := t.house.held()
 	if len(pending) == 0 {
 		return nil
 	}
@@ -282,9 +287,9 @@ func (t *target) materializeMentioned(ctx context.Context, iv *invocation, s str
 }
 
 // onTargetSpec is what a module run must create before it starts: the
-// dir (modules may use it as their tmpdir) and the files other than the
-// wrapper itself, which runs from memory unless keepWrapper.
-func (st *sharedTemp) onTargetSpec(wrapper string, keepWrapper bool) ([]interp.DirSpec, []interp.FileSpec) {
+// dir (modules may use it as their tmpdir) and its files but skip (the
+// wrapper, which runs from memory).
+func (st *sharedTemp) onTargetSpec(skip string) ([]interp.DirSpec, []interp.FileSpec) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.onTarget {
@@ -298,7 +303,7 @@ func (st *sharedTemp) onTargetSpec(wrapper string, keepWrapper bool) ([]interp.D
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if n == wrapper && !keepWrapper {
+		if n == skip {
 			continue
 		}
 		f := st.files[n]

@@ -361,7 +361,7 @@ func (b *batchRun) put(src, dst string, preserve bool) error {
 }
 
 func (b *batchRun) get(src, dst string, preserve bool) error {
-	if err := b.t.materializeMentioned(context.Background(), b.iv, src); err != nil {
+	if err := b.t.materializeHeld(context.Background(), b.iv); err != nil {
 		return err
 	}
 	if _, err := b.sc.Stat(src); err != nil {
@@ -487,7 +487,7 @@ func (b *batchRun) scpPut(src, dst string) error {
 // scpGet downloads src; errors about it name it as given (display), in
 // OpenSSH's safe encoding, as scp does.
 func (b *batchRun) scpGet(src, dst, display string) error {
-	if err := b.t.materializeMentioned(context.Background(), b.iv, src); err != nil {
+	if err := b.t.materializeHeld(context.Background(), b.iv); err != nil {
 		return err
 	}
 	st, err := b.sc.Stat(src)
