@@ -124,6 +124,13 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 		}
 		wrapper = f.data
 	} else {
+		// Log in (and prompt for a password) while the shim can still
+		// answer: once stdin flows, prompts are over.
+		c, err := t.use(ctx, iv, func(*sshConn) error { return nil })
+		if err != nil {
+			return connFailure(iv, err), true
+		}
+		c.release()
 		if err := iv.accept(""); err != nil {
 			return 255, true
 		}
