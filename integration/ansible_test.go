@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -92,6 +93,11 @@ type runResult struct {
 
 var runSeq atomic.Int64
 
+// runTimeout bounds one ansible-playbook run. The slowest stock run of the
+// corpus takes well under a minute; a hung bridge must not eat the suite's
+// whole -timeout.
+const runTimeout = 4 * time.Minute
+
 // runPlaybook runs one playbook after resetting the output directories, and
 // collects its results and the files it left behind.
 func runPlaybook(t *testing.T, spec runSpec) *runResult {
@@ -132,11 +138,16 @@ func runPlaybook(t *testing.T, spec runSpec) *runResult {
 		env = bridgeEnv(env)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ansible-playbook", "-i", inv, filepath.Join(suite.corpus, spec.Playbook))
 	cmd.Dir = dir
 	cmd.Env = env
+	// On timeout, kill the whole process group: ansible's workers and the
+	// ssh (or shim) processes they started, not just ansible-playbook.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	// Files, not pipes: nothing can keep Wait waiting on an inherited pipe.
 	outF := createFile(t, stdout)
 	errF := createFile(t, stderr)
@@ -150,6 +161,10 @@ func runPlaybook(t *testing.T, spec runSpec) *runResult {
 	res := &runResult{Spec: spec, Dir: dir, Elapsed: elapsed, ExitCode: -1}
 	var exitErr *exec.ExitError
 	switch {
+	case ctx.Err() != nil:
+		stopMasters(t, cp)
+		t.Fatalf("%s run of %s (%s) did not finish within %v and was killed\nstdout:\n%s\nstderr:\n%s",
+			spec.Side, spec.Playbook, spec.Mode, runTimeout, readString(t, stdout), readString(t, stderr))
 	case err == nil:
 		res.ExitCode = 0
 	case errors.As(err, &exitErr):

@@ -24,8 +24,8 @@ var volatileKeys = map[string]bool{
 	"started":        true, // async: 0/1 depending on timing of the first poll
 }
 
-// volatileStat are keys of the stat module's "stat" result that differ for
-// every new file.
+// volatileStat are keys of the stat module's "stat" result (and of the file
+// module's before/after diff) that differ for every new file.
 var volatileStat = map[string]bool{
 	"atime":   true,
 	"mtime":   true,
@@ -121,7 +121,11 @@ func normalize(v any, parent string) any {
 			switch {
 			case volatileKeys[k]:
 				out[k] = masked
-			case parent == "stat" && volatileStat[k]:
+			case (parent == "stat" || parent == "before" || parent == "after") && volatileStat[k]:
+				// stat results, and the file module's diff of a touch
+				out[k] = masked
+			case (parent == "before" || parent == "after") && (k == "mtime" || k == "atime"):
+				// file's diff of a path made earlier in the same run
 				out[k] = masked
 			case parent == "ansible_facts" && volatileFacts[k]:
 				out[k] = masked
