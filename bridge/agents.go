@@ -89,6 +89,22 @@ func (t *target) anyAgent() *interp.Client {
 	return nil
 }
 
+// retireAgent closes the interpreter for python; the next use starts a
+// new one.
+func (t *target) retireAgent(python string) {
+	t.agents.mu.Lock()
+	slot := t.agents.slots[python]
+	delete(t.agents.slots, python)
+	t.agents.mu.Unlock()
+	if slot != nil {
+		slot.mu.Lock()
+		if slot.client != nil {
+			_ = slot.client.Close()
+		}
+		slot.mu.Unlock()
+	}
+}
+
 // retireAgents closes the target's interpreters (reset_connection) and
 // forgets failed starts, so that a later step tries again.
 func (t *target) retireAgents() {

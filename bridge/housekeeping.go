@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -173,6 +174,16 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 	}
 	t.countRoute(routeModule)
 	res, err := ag.RunModule(ctx, req)
+	if errors.Is(err, interp.ErrRestart) {
+		// /etc/environment or ~/.pam_environment changed: a fresh login
+		// would see it, so the task runs in a fresh interpreter.
+		iv.log.Info("login environment changed; restarting the interpreter")
+		python := strings.Join(c.python, " ")
+		t.retireAgent(python)
+		if ag, err = t.agent(ctx, iv, python, sendEnv(settings.SendEnv, iv.hello.Env)); err == nil {
+			res, err = ag.RunModule(ctx, req)
+		}
+	}
 	if err != nil {
 		iv.log.WithError(err).Warn("module run in the interpreter failed")
 		iv.errorf("ansible-bridge: persistent interpreter failed: %v", err)
