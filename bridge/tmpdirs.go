@@ -232,6 +232,7 @@ func (st *sharedTemp) materialize(sc *sftp.Client) error {
 		}
 	}
 	st.onTarget = true
+	st.files = map[string]*heldFile{}
 	return nil
 }
 
@@ -318,6 +319,7 @@ func (st *sharedTemp) markOnTarget() {
 	defer st.mu.Unlock()
 	if !st.onTarget {
 		st.onTarget, st.byAgent = true, true
+		st.files = map[string]*heldFile{} // on disk now; free the memory
 	}
 }
 
