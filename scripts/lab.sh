@@ -259,6 +259,13 @@ down() {
 		log "sshd not running"
 		return 0
 	fi
+	# Never pull sshd from under a running integration suite: it holds this
+	# lock for its whole run (see integration/main_test.go).
+	exec 9>>"$LAB/integration.lock"
+	if ! flock -n 9; then
+		log "waiting for the integration run holding $LAB/integration.lock"
+		flock 9
+	fi
 	kill "$pid"
 	for ((i = 0; i < 100; i++)); do
 		[[ -e /proc/$pid ]] || break
@@ -266,6 +273,7 @@ down() {
 	done
 	[[ ! -e /proc/$pid ]] || die "sshd (pid $pid) did not exit"
 	rm -f "$LAB/sshd.pid"
+	exec 9>&- # release the lock; nothing started later may inherit it
 	log "sshd stopped"
 }
 
