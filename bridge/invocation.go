@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os/user"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -229,5 +228,3 @@ func cmpOr(a, b string) string {
 	}
 	return b
 }
-
-func (iv *invocation) String() string { return strconv.FormatUint(iv.id, 10) }

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/pkg/sftp"
@@ -94,7 +93,6 @@ type target struct {
 type sshConn struct {
 	t      *target
 	client *ssh.Client
-	since  time.Time
 
 	mu       sync.Mutex
 	active   int
@@ -164,7 +162,7 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 		return nil, err
 	}
 	t.dials++
-	c := &sshConn{t: t, client: client, since: time.Now()}
+	c := &sshConn{t: t, client: client}
 	t.conns = append(t.conns, c)
 	t.log.WithField("connections", len(t.conns)).Info("connected")
 	go func() {
