@@ -261,6 +261,17 @@ func (c *sshConn) markDead() {
 	t.log.Info("connection closed")
 }
 
+// useSFTP is use for transfers: a busy connection and its SFTP client.
+func (t *target) useSFTP(ctx context.Context, p sshclient.Prompter) (*sshConn, *sftp.Client, error) {
+	var sc *sftp.Client
+	c, err := t.use(ctx, p, func(c *sshConn) error {
+		var err error
+		sc, err = c.sftpClient()
+		return err
+	})
+	return c, sc, err
+}
+
 // sftpClient returns the connection's SFTP client, opening the subsystem
 // channel on first use. It is shared by all transfers on this connection.
 func (c *sshConn) sftpClient() (*sftp.Client, error) {

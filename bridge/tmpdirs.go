@@ -268,12 +268,7 @@ func (t *target) materializeHeld(ctx context.Context, iv *invocation) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	var sc *sftp.Client
-	c, err := t.use(ctx, iv, func(c *sshConn) error {
-		var err error
-		sc, err = c.sftpClient()
-		return err
-	})
+	c, sc, err := t.useSFTP(ctx, iv)
 	if err != nil {
 		return err
 	}

@@ -26,12 +26,7 @@ func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.S
 	t := s.targets.get(settings)
 	t.countRoute(route)
 	iv.log = iv.log.WithField("target", t.label).WithField("route", route)
-	var sc *sftp.Client
-	c, err := t.use(ctx, iv, func(c *sshConn) error {
-		var err error
-		sc, err = c.sftpClient()
-		return err
-	})
+	c, sc, err := t.useSFTP(ctx, iv)
 	if err != nil {
 		return t, nil, "", nil, err
 	}
@@ -49,12 +44,7 @@ func transferFailure(iv *invocation, err error) int {
 
 // serveDD writes stdin to dst atomically and reports like dd does.
 func (s *Server) serveDD(ctx context.Context, iv *invocation, t *target, dst string) int {
-	var sc *sftp.Client
-	c, err := t.use(ctx, iv, func(c *sshConn) error {
-		var err error
-		sc, err = c.sftpClient()
-		return err
-	})
+	c, sc, err := t.useSFTP(ctx, iv)
 	if err != nil {
 		return connFailure(iv, err)
 	}
