@@ -19,7 +19,7 @@ STATICCHECK_VERSION ?= v0.8.2
 .PHONY: build unit test lint bench demo lab-up lab-down
 
 build:
-	$(GO) build -o bin/ansible-bridge .
+	CGO_ENABLED=0 $(GO) build -o bin/ansible-bridge .
 
 # AB_LAB is dropped so that a lab exported in the caller's shell is not used.
 unit:

@@ -233,6 +233,7 @@ func buildBridge() error {
 	defer cancel()
 	build := exec.CommandContext(ctx, goTool, "build", "-o", s.bin, ".")
 	build.Dir = ".." // the module root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile builds it
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
 	}

@@ -169,6 +169,7 @@ func buildBridge(ctx context.Context, root, dir string) (*bridgeBin, error) {
 	}
 	build := exec.CommandContext(ctx, "go", "build", "-o", b.bin, ".")
 	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile builds it
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build .: %w\n%s", err, bytes.TrimSpace(out))
 	}
