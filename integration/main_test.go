@@ -232,7 +232,7 @@ func buildBridge() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	build := exec.CommandContext(ctx, goTool, "build", "-o", s.bin, ".")
-	build.Dir = ".." // the module root
+	build.Dir = ".."                                  // the module root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile builds it
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
