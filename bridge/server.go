@@ -164,10 +164,12 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	iv.log = log.WithField("prog", iv.hello.Prog)
+	start := time.Now()
 	code := s.dispatch(ctx, iv)
 	if code >= 0 {
 		iv.exit(code)
 	}
+	iv.log.WithFields(logrus.Fields{"exit": code, "ms": float64(time.Since(start).Microseconds()) / 1000}).Debug("invocation done")
 }
 
 // dispatch runs the invocation and returns its exit status, or -1 when it

@@ -57,7 +57,10 @@ RESOLV = '/etc/resolv.conf'
 # Zygotes per agent; the least recently used one is retired beyond this.
 MAX_ZYGOTES = 8
 MAX_FD = 65536
-WRAPPER_IMPORTS = ('ast', 'base64', 'runpy', 'shutil', 'tempfile', 'zipfile', 'json', 'resource', 'traceback')
+# What AnsiballZ wrappers import, plus ast (the agent's own literal parsing)
+# and the codec zipfile decodes member names with.
+WRAPPER_IMPORTS = ('ast', 'base64', 'runpy', 'shutil', 'tempfile', 'zipfile', 'json', 'resource', 'traceback',
+                   'encodings.cp437')
 
 
 def _mtime(path):
@@ -387,11 +390,18 @@ def cache_module_code(fqn):
         spec = importlib.util.find_spec(fqn)
         loader = spec.loader
         code = loader.get_code(fqn)
-        orig = loader.get_code
+        filename = loader.get_filename(fqn)
+        orig_code, orig_filename = loader.get_code, loader.get_filename
 
+        # zipimport compiles the source for get_filename too (find_spec
+        # asks for it), so both are answered from the cache.
         def get_code(name):
-            return code if name == fqn else orig(name)
+            return code if name == fqn else orig_code(name)
+
+        def get_filename(name):
+            return filename if name == fqn else orig_filename(name)
         loader.get_code = get_code
+        loader.get_filename = get_filename
     except Exception:
         pass
 
