@@ -64,6 +64,8 @@ environment:
   ANSIBLE_BRIDGE_SOCKET   daemon socket (default $XDG_RUNTIME_DIR/ansible-bridge/bridge.sock
                           or /tmp/ansible-bridge-UID/bridge.sock)
   ANSIBLE_BRIDGE_IDLE     daemon idle exit (default 10m)
+  ANSIBLE_BRIDGE_MAX_INTERPRETERS
+                          persistent interpreters per target (default 20)
   ANSIBLE_BRIDGE_LOG      daemon log file (default daemon.log next to the socket)
   ANSIBLE_BRIDGE_DISABLE  1: the shims exec the real ssh/scp/sftp
 `
@@ -102,6 +104,7 @@ func cmdDaemon(args []string) int {
 	idle := fs.Duration("idle", envDuration("ANSIBLE_BRIDGE_IDLE", 10*time.Minute), "exit after this long with nothing in flight (0: never)")
 	detached := fs.Bool("detached", false, "started by a shim: log to a file only")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	maxInterp := fs.Int("max-interpreters", envInt("ANSIBLE_BRIDGE_MAX_INTERPRETERS", bridge.DefaultMaxInterpreters), "persistent interpreters per target at most")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -134,12 +137,19 @@ func cmdDaemon(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	srv := bridge.New(bridge.Config{Idle: *idle}, log.WithField("pid", os.Getpid()))
+	srv := bridge.New(bridge.Config{Idle: *idle, MaxInterpreters: *maxInterp}, log.WithField("pid", os.Getpid()))
 	if err := srv.Run(ctx, ln); err != nil {
 		log.WithError(err).Error("daemon failed")
 		return 1
 	}
 	return 0
+}
+
+func envInt(key string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(key)); err == nil && n > 0 {
+		return n
+	}
+	return def
 }
 
 func envDuration(key string, def time.Duration) time.Duration {

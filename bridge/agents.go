@@ -2,9 +2,11 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/bootstrap"
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
@@ -12,19 +14,95 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
+// DefaultMaxInterpreters is how many interpreters a target may have at
+// once unless ANSIBLE_BRIDGE_MAX_INTERPRETERS says otherwise.
+const DefaultMaxInterpreters = 20
+
+// errInterpreterLimit means every interpreter of the target is busy and
+// none may be added: the step runs through passthrough instead.
+var errInterpreterLimit = errors.New("interpreter limit reached and all interpreters busy")
+
 // agentSlot is one persistent interpreter of a target, per python
 // command line. A failed start is remembered, so that a target without
 // that python stays on passthrough (raw still works there).
 type agentSlot struct {
-	mu     sync.Mutex
-	client *interp.Client
-	failed error
+	mu       sync.Mutex
+	client   *interp.Client
+	failed   error
+	lastUsed time.Time // guarded by agents.mu
 }
 
 // agents are a target's interpreters.
 type agents struct {
 	mu    sync.Mutex
 	slots map[string]*agentSlot
+	max   int // at most this many running; 0 means DefaultMaxInterpreters
+}
+
+// makeRoom retires the least recently used idle interpreter when the
+// target has its maximum running, so that a new one may start. keep is
+// the slot about to start. It fails when all of them are busy.
+func (t *target) makeRoom(keep *agentSlot) error {
+	t.agents.mu.Lock()
+	limit := t.agents.max
+	if limit <= 0 {
+		limit = DefaultMaxInterpreters
+	}
+	running := 0
+	var lru *agentSlot
+	var lruKey string
+	for k, s := range t.agents.slots {
+		if s == keep {
+			continue
+		}
+		c := s.running()
+		if c == nil {
+			continue
+		}
+		running++
+		if c.Stats().InFlight == 0 && (lru == nil || s.lastUsed.Before(lru.lastUsed)) {
+			lru, lruKey = s, k
+		}
+	}
+	if running < limit {
+		t.agents.mu.Unlock()
+		return nil
+	}
+	if lru == nil {
+		t.agents.mu.Unlock()
+		return errInterpreterLimit
+	}
+	delete(t.agents.slots, lruKey)
+	t.agents.mu.Unlock()
+	t.log.WithField("python", lruKey).WithField("limit", limit).Info("interpreter limit reached; retiring the least recently used idle one")
+	lru.close()
+	return nil
+}
+
+// running returns the slot's live client, or nil.
+func (s *agentSlot) running() *interp.Client {
+	if !s.mu.TryLock() {
+		// Starting right now: counts as running, not idle.
+		return nil
+	}
+	defer s.mu.Unlock()
+	if s.client == nil {
+		return nil
+	}
+	select {
+	case <-s.client.Done():
+		return nil
+	default:
+		return s.client
+	}
+}
+
+func (s *agentSlot) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client != nil {
+		_ = s.client.Close()
+	}
 }
 
 // agent returns the running interpreter for python, starting it over a
@@ -42,6 +120,7 @@ func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string,
 		slot = &agentSlot{}
 		t.agents.slots[python] = slot
 	}
+	slot.lastUsed = time.Now()
 	t.agents.mu.Unlock()
 
 	slot.mu.Lock()
@@ -57,6 +136,9 @@ func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string,
 		default:
 			return slot.client, nil
 		}
+	}
+	if err := t.makeRoom(slot); err != nil {
+		return nil, err
 	}
 	c, err := bootstrap.Start(ctx, &sessionRunner{t: t, p: p, env: env}, python, t.log)
 	if err != nil {
@@ -97,11 +179,7 @@ func (t *target) retireAgent(python string) {
 	delete(t.agents.slots, python)
 	t.agents.mu.Unlock()
 	if slot != nil {
-		slot.mu.Lock()
-		if slot.client != nil {
-			_ = slot.client.Close()
-		}
-		slot.mu.Unlock()
+		slot.close()
 	}
 }
 
@@ -113,11 +191,7 @@ func (t *target) retireAgents() {
 	t.agents.slots = nil
 	t.agents.mu.Unlock()
 	for _, s := range slots {
-		s.mu.Lock()
-		if s.client != nil {
-			_ = s.client.Close()
-		}
-		s.mu.Unlock()
+		s.close()
 	}
 }
 

@@ -23,6 +23,10 @@ type Config struct {
 	Idle time.Duration
 	// Dial opens target connections; nil means sshclient.Dial.
 	Dial DialFunc
+	// MaxInterpreters caps a target's running interpreters; the least
+	// recently used idle one is retired to make room. 0 means
+	// DefaultMaxInterpreters.
+	MaxInterpreters int
 }
 
 // Server is the bridge daemon: it serves shim invocations arriving on a
@@ -49,7 +53,7 @@ func New(cfg Config, log logrus.FieldLogger) *Server {
 	return &Server{
 		cfg:      cfg,
 		log:      log,
-		targets:  newRegistry(log, dial),
+		targets:  newRegistry(log, dial, cfg.MaxInterpreters),
 		started:  time.Now(),
 		activity: make(chan struct{}, 1),
 		stopCh:   make(chan struct{}),

@@ -22,15 +22,16 @@ type DialFunc func(ctx context.Context, s *sshclient.Settings, p sshclient.Promp
 // registry holds one target per distinct set of effective connection
 // settings (sshclient.Settings.Key).
 type registry struct {
-	log  logrus.FieldLogger
-	dial DialFunc
+	log       logrus.FieldLogger
+	dial      DialFunc
+	maxAgents int
 
 	mu      sync.Mutex
 	targets map[string]*target
 }
 
-func newRegistry(log logrus.FieldLogger, dial DialFunc) *registry {
-	return &registry{log: log, dial: dial, targets: map[string]*target{}}
+func newRegistry(log logrus.FieldLogger, dial DialFunc, maxAgents int) *registry {
+	return &registry{log: log, dial: dial, maxAgents: maxAgents, targets: map[string]*target{}}
 }
 
 func (r *registry) get(s *sshclient.Settings) *target {
@@ -41,6 +42,7 @@ func (r *registry) get(s *sshclient.Settings) *target {
 	if t == nil {
 		label := fmt.Sprintf("%s@%s:%d", s.User, s.HostName, s.Port)
 		t = &target{label: label, settings: s, reg: r, log: r.log.WithField("target", label), routes: map[string]int{}}
+		t.agents.max = r.maxAgents
 		r.targets[key] = t
 	}
 	return t

@@ -69,6 +69,7 @@ type Stats struct {
 	Requests      int64         // requests sent
 	ZipsSent      int64         // AnsiballZ zips sent (once per hash)
 	LastRTT       time.Duration // round trip of the last Ping
+	InFlight      int           // requests awaiting their answer
 }
 
 // Client talks to one agent. It is safe for concurrent use; requests are
@@ -508,7 +509,11 @@ func (c *Client) Info() AgentInfo { return c.info }
 
 // Stats returns traffic counters.
 func (c *Client) Stats() Stats {
+	c.mu.Lock()
+	inFlight := len(c.pending)
+	c.mu.Unlock()
 	return Stats{
+		InFlight:      inFlight,
 		BytesSent:     c.sent.Load(),
 		BytesReceived: c.recvd.Load(),
 		Requests:      c.reqs.Load(),
