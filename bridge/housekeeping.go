@@ -86,14 +86,14 @@ func (s *Server) serveHousekeeping(ctx context.Context, iv *invocation, t *targe
 			return 0, true
 		}
 		if ag := t.anyAgent(); ag != nil && st.writtenByAgent() {
-			// rm -f -r reports nothing and always succeeds: no need to wait.
-			t.countRoute(routeCached)
-			go func() {
-				if err := ag.RemoveAll(context.Background(), st.dir); err != nil {
-					t.log.WithError(err).WithField("tmp", st.dir).Warn("removing temp dir")
-				}
-			}()
-			return 0, true
+			// rm -f -r reports nothing and always succeeds: no need to
+			// wait, nor for an answer at all. The agent runs it before
+			// any later request, which keeps stock's order.
+			if err := ag.RemoveAllNoWait(st.dir); err == nil {
+				t.unsynced.Store(ag)
+				t.countRoute(routeCached)
+				return 0, true
+			}
 		}
 		return 0, false
 	case cmdRunPython:

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/interp"
 	"github.com/pkg/sftp"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/crypto/ssh"
@@ -89,6 +90,9 @@ type target struct {
 
 	house  housekeeping
 	agents agents
+	// unsynced is the interpreter sent a removal without an answer
+	// (RemoveAllNoWait) since the last syncRemovals.
+	unsynced atomic.Pointer[interp.Client]
 }
 
 // sshConn is one TCP connection to a target.

@@ -264,6 +264,7 @@ func mkdirAllPrivate(sc *sftp.Client, dir string) error {
 // since a module piped on stdin (pipelining with become) names its temp
 // dir only in its arguments.
 func (t *target) materializeHeld(ctx context.Context, iv *invocation) error {
+	t.syncRemovals(ctx)
 	pending := t.house.held()
 	if len(pending) == 0 {
 		return nil
@@ -280,6 +281,21 @@ func (t *target) materializeHeld(ctx context.Context, iv *invocation) error {
 		}
 	}
 	return nil
+}
+
+// syncRemovals waits until the interpreter has run the removals sent
+// without an answer, so that a command reaching the target another way
+// (a session of its own, SFTP) sees the temp dirs gone, as after stock's
+// rm. The agent serves requests in order: the ping's answer comes after
+// them.
+func (t *target) syncRemovals(ctx context.Context) {
+	ag := t.unsynced.Swap(nil)
+	if ag == nil {
+		return
+	}
+	if err := ag.Ping(ctx); err != nil {
+		t.log.WithError(err).Debug("waiting for deferred removals")
+	}
 }
 
 // onTargetSpec is what a module run must create before it starts: the

@@ -379,6 +379,21 @@ class WrapperCompiler(object):
         return compile(tpl.replace(ZIP_MARKER, self.b64, 1), fname, 'exec', dont_inherit=True)
 
 
+def res_init():
+    """Have libc re-read /etc/resolv.conf (glibc >= 2.26 also notices by
+    itself; other libcs may not)."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None)
+        for name in ('__res_init', 'res_init'):
+            f = getattr(libc, name, None)
+            if f is not None:
+                f()
+                return
+    except Exception:
+        pass
+
+
 def cache_module_code(fqn):
     """Let runpy find fqn's code compiled: the wrapper runs the module with
     runpy.run_module, whose loader would otherwise read and compile its
@@ -412,6 +427,8 @@ def run_task(msg, tpl, wc, stdio_like, zippath):
     Never returns."""
     rc = 1
     try:
+        if msg.get('res_init'):
+            res_init()
         os.environ.update(msg.get('env') or {})
         try:
             import locale
@@ -609,6 +626,8 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
                         msg, tpl, fds = recv_msg(sock)
                     except (EOFError, OSError):
                         os._exit(0)
+                    if msg.get('res_init'):
+                        res_init()  # for the forks to come
                     for attempt in (0, 1):
                         pid, ctl = spare
                         try:
@@ -896,7 +915,11 @@ class Agent(object):
             try:
                 self.request(rid, req, blob)
             except Exception as e:
-                self.reply(rid, _errinfo(e))
+                if req.get('noreply'):
+                    sys.stderr.write('ansible-bridge agent: %s %s: %s\n' % (req.get('op'), req.get('path'), e))
+                    sys.stderr.flush()
+                else:
+                    self.reply(rid, _errinfo(e))
         elif typ in (T_STDIN, T_STDIN_EOF):
             p = self.procs.get(rid)
             if p is None or p.in_fd is None:
@@ -936,7 +959,8 @@ class Agent(object):
                 except OSError as e:
                     if e.errno != errno.ENOENT:
                         raise
-            self.reply(rid, {})
+            if not req.get('noreply'):
+                self.reply(rid, {})
         elif op == 'put':
             atomic_write(req['path'], blob, req['mode'])
             self.reply(rid, {})
@@ -1197,7 +1221,7 @@ class Agent(object):
             atomic_write(path, blob[off:off + n], mode)
             off += n
         z = entry.zygote
-        if z is not None and (z.closing or z.resolv != _mtime(RESOLV)):
+        if z is not None and z.closing:
             self.retire(z)
             z = None
         if z is None:
@@ -1207,6 +1231,12 @@ class Agent(object):
         p.zygote = z
         msg = {'id': rid, 'env': req.get('env') or {}, 'cwd': self.cwd,
                'script': req.get('script') or None}
+        resolv = _mtime(RESOLV)
+        if resolv != z.resolv:
+            # The zygote and its waiting fork reload the resolver
+            # configuration, as a fresh python would read it.
+            msg['res_init'] = True
+            z.resolv = resolv
         pty = req.get('pty')
         if pty is not None:
             # The task's stdout is the master; the slave goes to the task

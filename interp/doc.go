@@ -95,9 +95,9 @@
 //
 // # Freshness
 //
-// A zygote is retired and rebuilt when /etc/resolv.conf's mtime changed
-// since it was made (a fresh fork then re-reads the resolver
-// configuration, as a fresh python would). When /etc/environment or
+// When /etc/resolv.conf's mtime changed since a zygote last looked, the
+// zygote and the task's fork call res_init(3), so that lookups use the
+// current resolver configuration as a fresh python would. When /etc/environment or
 // ~/.pam_environment changed since the agent started, RunModule fails
 // with ErrRestart and the agent keeps serving other operations: the
 // caller should close the client and start a new agent, whose login

@@ -151,6 +151,30 @@ func (c *Client) RemoveAll(ctx context.Context, p string) error {
 	return err
 }
 
+// RemoveAllNoWait is RemoveAll without an answer: the request is queued
+// behind those sent before it and ahead of those sent after, so a later
+// request sees path gone, but no reply crosses the wire (and no round
+// trip is spent). A failure is logged by the agent on its stderr.
+func (c *Client) RemoveAllNoWait(p string) error {
+	payload, err := encodeReq(map[string]any{"op": "rmtree", "path": p, "noreply": true})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.err != nil {
+		defer c.mu.Unlock()
+		return c.err
+	}
+	c.nextID++
+	if c.nextID == 0 {
+		c.nextID = 1
+	}
+	id := c.nextID
+	c.mu.Unlock()
+	c.reqs.Add(1)
+	return c.enqueue(frameReq, id, payload)
+}
+
 // PutFile writes data to path atomically: a hidden temp file in the same
 // directory, chmod, fsync, rename.
 func (c *Client) PutFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {

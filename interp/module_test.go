@@ -381,9 +381,10 @@ func TestRunModuleEveryPython(t *testing.T) {
 	}
 }
 
-// TestZygoteRebuiltOnResolvConf: a changed /etc/resolv.conf retires the
-// zygote, so the next task forks from a fresh one.
-func TestZygoteRebuiltOnResolvConf(t *testing.T) {
+// TestResInitOnResolvConf: a changed /etc/resolv.conf keeps the zygote
+// (the task and the zygote call res_init instead of a costly rebuild),
+// and the task runs.
+func TestResInitOnResolvConf(t *testing.T) {
 	const resolv = "/etc/resolv.conf"
 	fi, err := os.Stat(resolv)
 	if err != nil {
@@ -408,8 +409,8 @@ func TestZygoteRebuiltOnResolvConf(t *testing.T) {
 		t.Skipf("cannot touch %s: %v", resolv, err)
 	}
 	t.Cleanup(func() { _ = os.Chtimes(resolv, time.Now(), mt) })
-	if c3 := ppid(); c3 == b {
-		t.Fatalf("zygote %v kept after %s changed", c3, resolv)
+	if c3 := ppid(); c3 != b {
+		t.Fatalf("zygote rebuilt (%v, was %v) after %s changed", c3, b, resolv)
 	}
 }
 

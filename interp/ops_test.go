@@ -203,3 +203,33 @@ func TestExecCancel(t *testing.T) {
 	}
 	t.Fatalf("sleep %s survived the cancel", pid)
 }
+
+// TestRemoveAllNoWait: the removal gets no answer, yet a request sent
+// after it finds the path gone, and a failure costs nothing but a log line.
+func TestRemoveAllNoWait(t *testing.T) {
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 30*time.Second)
+	dir := filepath.Join(t.TempDir(), "ansible-tmp-1")
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	before := c.Stats()
+	if err := c.RemoveAllNoWait(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemoveAllNoWait("/proc/1/status"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Stat(ctx, dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("stat after RemoveAllNoWait: %v, want not exist", err)
+	}
+	if got := c.Stats().InFlight; got != 0 {
+		t.Fatalf("%d requests still in flight", got)
+	}
+	if err := c.Ping(ctx); err != nil {
+		t.Fatalf("agent unwell after a failed removal: %v", err)
+	}
+	if after := c.Stats(); after.Requests != before.Requests+4 {
+		t.Fatalf("requests %d → %d", before.Requests, after.Requests)
+	}
+}

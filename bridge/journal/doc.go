@@ -1,0 +1,57 @@
+// Package journal keeps a bounded record of the daemon's most recent
+// invocations, for the debug view (package fusefs) and for status.
+//
+// # Recording
+//
+// A Journal is a ring of the last N invocations (DefaultSize unless New
+// is given another size). Begin starts an Entry and gives it the next
+// sequence number, counting from 1; the daemon then feeds it as the
+// invocation proceeds:
+//
+//	e := j.Begin(target, "exec", argv)
+//	e.SetRoute("module")          // once the command is classified
+//	e.AppendStdin(chunk)          // or SetStdin(all), or e.Stdin() as an io.Writer
+//	e.MarkRemoteStart()           // the remote side starts working
+//	e.AppendStdout(chunk)         // e.Stdout() and e.Stderr() are io.Writers too
+//	e.Finish(exit)
+//
+// Entry methods are safe for concurrent use, never fail and never block
+// on I/O. A nil *Journal records nothing and its Begin returns a nil
+// *Entry, whose methods do nothing: the daemon needs no branches when
+// the journal is off.
+//
+// Each of stdin, stdout and stderr keeps its first CaptureLimit bytes; a
+// Capture also tells how many bytes passed in all and whether some were
+// dropped.
+//
+// # Modules
+//
+// When stdin is an AnsiballZ wrapper (Ansible with pipelining, or a
+// piped transfer of one), the entry picks the module name and its
+// arguments out of the stream as it passes, so the wrapper need not fit
+// in the capture. For `python AnsiballZ_x.py` runs the daemon hands the
+// file's content to SetModuleSource. DecodeAnsiballZ does the same for a
+// complete wrapper: it reads _module_fqn and the ANSIBALLZ_PARAMS
+// literal of Ansible's ANSIBALLZ_TEMPLATE (module_common.py), and
+// returns the ANSIBLE_MODULE_ARGS object pretty-printed.
+//
+// # Redaction
+//
+// AddSecret registers a secret, such as a password typed at a become
+// prompt. Everything a Journal returns (argv, target, route, captures,
+// module arguments) has each occurrence of a secret replaced by Mask.
+// Redaction happens when a view is made, over whole buffers, so a secret
+// split across Append calls is still found, and secrets registered late
+// apply to entries recorded earlier. Secrets are also matched in the
+// escaped forms in which they appear inside an AnsiballZ wrapper (JSON
+// string escapes, then a Python string literal) and in module arguments
+// (JSON). Where a capture was cut short, a tail that could be the start
+// of a secret is masked too. Raw bytes stay in memory only; the journal
+// never logs.
+//
+// # Views
+//
+// Snapshot, Get and List return values made under the lock, so they do
+// not change as the entry goes on. The views of finished entries are
+// cached and shared between callers: treat their slices as read-only.
+package journal
