@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/term"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -57,6 +60,8 @@ commands:
   shims DIR                             create ssh, scp and sftp in DIR
   env [DIR]                             print the shell line that puts the shims on PATH
   status [--json]                       targets, connections, invocations per route, bytes
+  top [--interval DUR] [--once]         live view of targets, interpreters, invocations in flight
+  mount DIR                             mount the debug file system (temp dirs, journal, status)
   stop                                  stop the daemon
   version                               print the version
 
@@ -67,6 +72,7 @@ environment:
   ANSIBLE_BRIDGE_MAX_INTERPRETERS
                           persistent interpreters per target (default 20)
   ANSIBLE_BRIDGE_LOG      daemon log file (default daemon.log next to the socket)
+  ANSIBLE_BRIDGE_MOUNT    a dir the daemon mounts the debug file system on
   ANSIBLE_BRIDGE_DISABLE  1: the shims exec the real ssh/scp/sftp
 `
 
@@ -87,6 +93,10 @@ func runCLI(args []string) int {
 		return cmdCtl("status", rest)
 	case "stop":
 		return cmdCtl("stop", rest)
+	case "mount":
+		return cmdMount(rest)
+	case "top":
+		return cmdTop(rest)
 	case "version", "--version":
 		fmt.Println("ansible-bridge", version)
 		return 0
@@ -104,6 +114,7 @@ func cmdDaemon(args []string) int {
 	idle := fs.Duration("idle", envDuration("ANSIBLE_BRIDGE_IDLE", 10*time.Minute), "exit after this long with nothing in flight (0: never)")
 	detached := fs.Bool("detached", false, "started by a shim: log to a file only")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	mount := fs.String("mount", os.Getenv("ANSIBLE_BRIDGE_MOUNT"), "mount the debug file system on this `dir` while running")
 	maxInterp := fs.Int("max-interpreters", envInt("ANSIBLE_BRIDGE_MAX_INTERPRETERS", bridge.DefaultMaxInterpreters), "persistent interpreters per target at most")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -137,7 +148,7 @@ func cmdDaemon(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	srv := bridge.New(bridge.Config{Idle: *idle, MaxInterpreters: *maxInterp}, log.WithField("pid", os.Getpid()))
+	srv := bridge.New(bridge.Config{Idle: *idle, MaxInterpreters: *maxInterp, Mount: *mount}, log.WithField("pid", os.Getpid()))
 	if err := srv.Run(ctx, ln); err != nil {
 		log.WithError(err).Error("daemon failed")
 		return 1
@@ -255,7 +266,16 @@ func cmdCtl(name string, args []string) int {
 		fmt.Printf("usage: ansible-bridge %s%s\n", name, map[string]string{"status": " [--json]"}[name])
 		return 0
 	}
-	c, err := net.DialTimeout("unix", wire.SocketPath(), 2*time.Second)
+	var c net.Conn
+	var err error
+	if name == "mount" {
+		// The daemon holds the mount: start it if need be.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err = fakessh.DialDaemon(ctx, wire.SocketPath())
+		cancel()
+	} else {
+		c, err = net.DialTimeout("unix", wire.SocketPath(), 2*time.Second)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: no daemon at %s\n", wire.SocketPath())
 		if name == "stop" {
@@ -264,7 +284,8 @@ func cmdCtl(name string, args []string) int {
 		return 1
 	}
 	defer c.Close()
-	hello, _ := json.Marshal(wire.HelloMsg{Prog: "ctl", Argv: append([]string{name}, args...)})
+	cwd, _ := os.Getwd()
+	hello, _ := json.Marshal(wire.HelloMsg{Prog: "ctl", Argv: append([]string{name}, args...), Cwd: cwd})
 	if err := wire.Write(c, wire.Hello, hello); err != nil {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %v\n", err)
 		return 1
@@ -289,6 +310,99 @@ func cmdCtl(name string, args []string) int {
 				waitGone(wire.SocketPath())
 			}
 			return code
+		}
+	}
+}
+
+// cmdMount asks the daemon (started if need be) to mount its debug file
+// system on DIR.
+func cmdMount(args []string) int {
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(os.Stderr, "usage: ansible-bridge mount DIR\n\nmounts the daemon's debug file system (temp dirs, journal, status) on DIR\nuntil the daemon stops")
+		return 2
+	}
+	return cmdCtl("mount", args)
+}
+
+// cmdTop shows the daemon's status, refreshed, until q or ^C.
+func cmdTop(args []string) int {
+	fs := flag.NewFlagSet("top", flag.ContinueOnError)
+	interval := fs.Duration("interval", time.Second, "refresh every `dur`")
+	once := fs.Bool("once", false, "print one screen and exit")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	quit := make(chan struct{})
+	if !*once && term.IsTerminal(int(os.Stdin.Fd())) {
+		if old, err := term.MakeRaw(int(os.Stdin.Fd())); err == nil {
+			defer term.Restore(int(os.Stdin.Fd()), old)
+			go func() {
+				b := make([]byte, 1)
+				for {
+					if n, err := os.Stdin.Read(b); err != nil || (n == 1 && (b[0] == 'q' || b[0] == 3)) {
+						close(quit)
+						return
+					}
+				}
+			}()
+		}
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	width := 1 << 20 // not a terminal: no cut
+	for {
+		if w, _, err := term.GetSize(int(os.Stdout.Fd())); err == nil && w > 20 {
+			width = w
+		}
+		var screen bytes.Buffer
+		out, err := ctlOutput("status", "--json")
+		var st bridge.Status
+		if err == nil {
+			err = json.Unmarshal(out, &st)
+		}
+		if err != nil {
+			fmt.Fprintf(&screen, "ansible-bridge top: %v\n", err)
+		} else {
+			bridge.RenderTop(&screen, st, width, time.Now())
+		}
+		if *once {
+			os.Stdout.Write(screen.Bytes())
+			return 0
+		}
+		// Home, clear; raw mode needs CR LF.
+		os.Stdout.WriteString("\x1b[H\x1b[2J" + strings.ReplaceAll(screen.String(), "\n", "\r\n"))
+		select {
+		case <-quit:
+			return 0
+		case <-sigs:
+			return 0
+		case <-time.After(*interval):
+		}
+	}
+}
+
+// ctlOutput runs a control request and returns its stdout.
+func ctlOutput(name string, args ...string) ([]byte, error) {
+	c, err := net.DialTimeout("unix", wire.SocketPath(), 2*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("no daemon at %s", wire.SocketPath())
+	}
+	defer c.Close()
+	hello, _ := json.Marshal(wire.HelloMsg{Prog: "ctl", Argv: append([]string{name}, args...)})
+	if err := wire.Write(c, wire.Hello, hello); err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	for {
+		f, err := wire.Read(c)
+		if err != nil {
+			return nil, err
+		}
+		switch f.Type {
+		case wire.Stdout:
+			out.Write(f.Payload)
+		case wire.Exit:
+			return out.Bytes(), nil
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ type agentSlot struct {
 	client   *interp.Client
 	failed   error
 	lastUsed time.Time // guarded by agents.mu
+	started  time.Time
 }
 
 // agents are a target's interpreters.
@@ -77,6 +79,27 @@ func (t *target) makeRoom(keep *agentSlot) error {
 	t.log.WithField("python", lruKey).WithField("limit", limit).Info("interpreter limit reached; retiring the least recently used idle one")
 	lru.close()
 	return nil
+}
+
+// interpreterStatus describes the target's running interpreters.
+func (t *target) interpreterStatus() []InterpreterStatus {
+	t.agents.mu.Lock()
+	defer t.agents.mu.Unlock()
+	var out []InterpreterStatus
+	for python, s := range t.agents.slots {
+		c := s.running()
+		if c == nil {
+			continue
+		}
+		info, stats := c.Info(), c.Stats()
+		out = append(out, InterpreterStatus{
+			Python: python, User: info.User, PID: info.PID,
+			AgeSecs:  time.Since(s.started).Seconds(),
+			Requests: stats.Requests, InFlight: stats.InFlight,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Python < out[j].Python })
+	return out
 }
 
 // running returns the slot's live client, or nil.
@@ -148,7 +171,7 @@ func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string,
 	}
 	info := c.Info()
 	t.log.WithField("python", python).WithField("pid", info.PID).Info("interpreter started")
-	slot.client = c
+	slot.client, slot.started = c, time.Now()
 	return c, nil
 }
 

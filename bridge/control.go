@@ -20,7 +20,7 @@ import (
 func (s *Server) serveControl(iv *invocation, inv *fakessh.SSHInvocation, settings *sshclient.Settings) int {
 	t := s.targets.lookup(settings)
 	if t != nil {
-		t.countRoute(routeControl)
+		t.countRoute(iv, routeControl)
 		iv.log = iv.log.WithField("target", t.label)
 	}
 	running := t != nil && t.hasLive()
@@ -53,21 +53,44 @@ func (s *Server) serveControl(iv *invocation, inv *fakessh.SSHInvocation, settin
 
 // Status is the daemon's state as reported by `ansible-bridge status`.
 type Status struct {
-	PID         int            `json:"pid"`
-	Uptime      string         `json:"uptime"`
-	Invocations uint64         `json:"invocations"`
-	Active      int64          `json:"active"`
-	Targets     []TargetStatus `json:"targets"`
+	PID         int                `json:"pid"`
+	Uptime      string             `json:"uptime"`
+	Invocations uint64             `json:"invocations"`
+	Active      int64              `json:"active"`
+	Targets     []TargetStatus     `json:"targets"`
+	InFlight    []InvocationStatus `json:"in_flight"`
 }
 
 // TargetStatus describes one target.
 type TargetStatus struct {
-	Target      string         `json:"target"`
-	Connections int            `json:"connections"`
-	Dials       int            `json:"dials"`
-	Routes      map[string]int `json:"routes"`
-	BytesIn     int64          `json:"bytes_in"`
-	BytesOut    int64          `json:"bytes_out"`
+	Target       string              `json:"target"`
+	Connections  int                 `json:"connections"`
+	Dials        int                 `json:"dials"`
+	Routes       map[string]int      `json:"routes"` // invocations per route
+	BytesIn      int64               `json:"bytes_in"`
+	BytesOut     int64               `json:"bytes_out"`
+	RTTMillis    float64             `json:"rtt_ms"` // last keepalive round trip
+	Interpreters []InterpreterStatus `json:"interpreters"`
+}
+
+// InterpreterStatus describes one persistent interpreter.
+type InterpreterStatus struct {
+	Python   string  `json:"python"`
+	User     string  `json:"user"`
+	PID      int     `json:"pid"`
+	AgeSecs  float64 `json:"age_s"`
+	Requests int64   `json:"requests"`
+	InFlight int     `json:"in_flight"`
+}
+
+// InvocationStatus describes an invocation being served.
+type InvocationStatus struct {
+	ID        uint64  `json:"id"`
+	Prog      string  `json:"prog"`
+	Target    string  `json:"target,omitempty"`
+	Route     string  `json:"route,omitempty"`
+	Command   string  `json:"command"`
+	ElapsedMS float64 `json:"elapsed_ms"`
 }
 
 // Status returns a snapshot of the daemon's state.
@@ -91,13 +114,44 @@ func (s *Server) Status() Status {
 		}
 		t.mu.Unlock()
 		ts.BytesIn, ts.BytesOut = t.bytesIn.Load(), t.bytesOut.Load()
+		ts.RTTMillis = float64(t.rtt.Load()) / 1e6
+		ts.Interpreters = t.interpreterStatus()
 		st.Targets = append(st.Targets, ts)
 	}
+	sort.Slice(st.Targets, func(i, j int) bool { return st.Targets[i].Target < st.Targets[j].Target })
+	s.inflight.Range(func(_, v any) bool {
+		iv := v.(*invocation)
+		if iv.hello.Prog == "ctl" {
+			return true
+		}
+		target, route := iv.where()
+		st.InFlight = append(st.InFlight, InvocationStatus{
+			ID: iv.id, Prog: iv.hello.Prog, Target: target, Route: route,
+			Command:   summarize(iv.hello.Argv, 120),
+			ElapsedMS: float64(time.Since(iv.started).Microseconds()) / 1000,
+		})
+		return true
+	})
+	sort.Slice(st.InFlight, func(i, j int) bool { return st.InFlight[i].ID < st.InFlight[j].ID })
 	return st
 }
 
+// summarize shortens an argv for display: its last argument (the remote
+// command, for ssh) or the whole line, cut to max runes.
+func summarize(argv []string, max int) string {
+	s := strings.Join(argv, " ")
+	if len(argv) > 0 {
+		s = argv[len(argv)-1]
+	}
+	r := []rune(strings.Join(strings.Fields(s), " "))
+	if len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return string(r)
+}
+
 // serveCtl runs ansible-bridge's own subcommands: status [--json], stop.
-func (s *Server) serveCtl(_ context.Context, iv *invocation) int {
+func (s *Server) serveCtl(ctx context.Context, iv *invocation) int {
 	args := iv.hello.Argv
 	if len(args) == 0 {
 		iv.errorf("ansible-bridge: empty control request")
@@ -112,6 +166,18 @@ func (s *Server) serveCtl(_ context.Context, iv *invocation) int {
 			return 0
 		}
 		writeStatus(iv, st)
+		return 0
+	case "mount":
+		if len(args) != 2 {
+			iv.errorf("usage: ansible-bridge mount DIR")
+			return 2
+		}
+		dir := absDir(iv.hello.Cwd, args[1])
+		if err := s.Mount(ctx, dir); err != nil {
+			iv.errorf("ansible-bridge: mount %s: %v", dir, err)
+			return 1
+		}
+		_, _ = fmt.Fprintf(iv.stdout(), "mounted on %s (until the daemon stops)\n", dir)
 		return 0
 	case "stop":
 		_, _ = fmt.Fprintf(iv.stdout(), "stopping daemon pid %d\n", os.Getpid())

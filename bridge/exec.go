@@ -15,11 +15,12 @@ import (
 
 // Route names, as counted in status.
 const (
-	routeExec    = "exec"
-	routeControl = "control"
-	routeDD      = "dd"
-	routeSFTP    = "sftp"
-	routeSCP     = "scp"
+	routeExec     = "exec"
+	routeControl  = "control"
+	routeDD       = "dd"
+	routeSFTP     = "sftp"
+	routeSCP      = "scp"
+	routeFallback = "fallback" // handed to the real binary
 )
 
 func (s *Server) serveSSH(ctx context.Context, iv *invocation) int {
@@ -48,7 +49,7 @@ func (s *Server) serveSSH(ctx context.Context, iv *invocation) int {
 	iv.log = iv.log.WithField("target", t.label)
 	command := strings.Join(inv.Command, " ")
 	if dst, ok := ddTarget(command); ok && !inv.Subsystem && inv.TTY < 2 {
-		t.countRoute(routeDD)
+		t.countRoute(iv, routeDD)
 		return s.serveDD(ctx, iv, t, dst)
 	}
 	if !inv.Subsystem && iv.getenv(FastPathEnv) != "0" {
@@ -59,7 +60,7 @@ func (s *Server) serveSSH(ctx context.Context, iv *invocation) int {
 	if err := t.materializeHeld(ctx, iv); err != nil {
 		return materializeFailure(iv, err)
 	}
-	t.countRoute(routeExec)
+	t.countRoute(iv, routeExec)
 	return s.serveExec(ctx, iv, t, inv, settings, command, execOpts{})
 }
 

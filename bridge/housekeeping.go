@@ -35,12 +35,12 @@ func (s *Server) serveHousekeeping(ctx context.Context, iv *invocation, t *targe
 	switch c.kind {
 	case cmdEchoHome:
 		if out, ok := t.house.home(command); ok {
-			t.countRoute(routeCached)
+			t.countRoute(iv, routeCached)
 			_, _ = iv.stdout().Write([]byte(out))
 			return 0, true
 		}
 		var out, errb bytes.Buffer
-		t.countRoute(routeExec)
+		t.countRoute(iv, routeExec)
 		code := s.serveExec(ctx, iv, t, inv, settings, command, execOpts{stdout: &out, stderr: &errb})
 		if code == 0 && errb.Len() == 0 {
 			t.house.setHome(command, out.String())
@@ -48,12 +48,12 @@ func (s *Server) serveHousekeeping(ctx context.Context, iv *invocation, t *targe
 		return code, true
 	case cmdMkTemp:
 		if t.house.baseKnown(c.base) {
-			t.countRoute(routeCached)
+			t.countRoute(iv, routeCached)
 			t.house.addTemp(c.base, c.dir, false)
 			_, _ = fmt.Fprintf(iv.stdout(), "%s=%s\n", c.name, c.dir)
 			return 0, true
 		}
-		t.countRoute(routeExec)
+		t.countRoute(iv, routeExec)
 		code := s.serveExec(ctx, iv, t, inv, settings, command, execOpts{})
 		if code == 0 {
 			t.house.addTemp(c.base, c.dir, true)
@@ -73,7 +73,7 @@ func (s *Server) serveHousekeeping(ctx context.Context, iv *invocation, t *targe
 				return 0, false
 			}
 		}
-		t.countRoute(routeCached)
+		t.countRoute(iv, routeCached)
 		return 0, true
 	case cmdRmTemp:
 		st, name := t.house.lookup(c.paths[0])
@@ -82,7 +82,7 @@ func (s *Server) serveHousekeeping(ctx context.Context, iv *invocation, t *targe
 		}
 		t.house.dropTemp(st.dir)
 		if st.held() {
-			t.countRoute(routeCached)
+			t.countRoute(iv, routeCached)
 			return 0, true
 		}
 		if ag := t.anyAgent(); ag != nil && st.writtenByAgent() {
@@ -91,7 +91,7 @@ func (s *Server) serveHousekeeping(ctx context.Context, iv *invocation, t *targe
 			// any later request, which keeps stock's order.
 			if err := ag.RemoveAllNoWait(st.dir); err == nil {
 				t.unsynced.Store(ag)
-				t.countRoute(routeCached)
+				t.countRoute(iv, routeCached)
 				return 0, true
 			}
 		}
@@ -124,6 +124,7 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 			return 0, false
 		}
 		wrapper = f.data
+		iv.entry.SetModuleSource(wrapper)
 	} else {
 		// Log in (and prompt for a password) while the shim can still
 		// answer: once stdin flows, prompts are over.
@@ -172,7 +173,7 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 	if tty {
 		req.PTY = &interp.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols}
 	}
-	t.countRoute(routeModule)
+	t.countRoute(iv, routeModule)
 	res, err := ag.RunModule(ctx, req)
 	if errors.Is(err, interp.ErrRestart) {
 		// /etc/environment or ~/.pam_environment changed: a fresh login
@@ -207,7 +208,7 @@ func (s *Server) passthroughWith(ctx context.Context, iv *invocation, t *target,
 	if err := t.materializeHeld(ctx, iv); err != nil {
 		return materializeFailure(iv, err)
 	}
-	t.countRoute(routeExec)
+	t.countRoute(iv, routeExec)
 	return s.serveExec(ctx, iv, t, inv, settings, command, execOpts{stdinPrefix: stdin})
 }
 

@@ -10,9 +10,11 @@ import (
 	"os/user"
 	"strings"
 	"sync"
+	"time"
 	"sync/atomic"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/bridge/journal"
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 	"github.com/sirupsen/logrus"
 )
@@ -36,6 +38,24 @@ type invocation struct {
 
 	bytesIn, bytesOut atomic.Int64
 	quiet             bool // -q or LogLevel quiet/fatal/error
+	started           time.Time
+
+	mu     sync.Mutex
+	route  string  // set by countRoute
+	target *target // set by countRoute
+
+	entry   *journal.Entry // nil-safe: nil records nothing
+	secrets interface{ AddSecret(string) }
+}
+
+// where returns the invocation's target label and route, once known.
+func (iv *invocation) where() (target, route string) {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	if iv.target != nil {
+		target = iv.target.label
+	}
+	return target, iv.route
 }
 
 func (iv *invocation) send(t wire.Type, p []byte) error {
@@ -62,6 +82,11 @@ func (w frameWriter) Write(p []byte) (int, error) {
 		off += n
 	}
 	w.iv.bytesOut.Add(int64(len(p)))
+	if w.t == wire.Stdout {
+		w.iv.entry.AppendStdout(p)
+	} else {
+		w.iv.entry.AppendStderr(p)
+	}
 	return len(p), nil
 }
 
@@ -84,6 +109,8 @@ func (iv *invocation) exit(code int) {
 }
 
 func (iv *invocation) fallback(reason string) {
+	iv.entry.SetRoute(routeFallback)
+	iv.entry.AppendStderr([]byte("ansible-bridge: handed to the real " + iv.hello.Prog + ": " + reason + "\n"))
 	_ = iv.send(wire.Fallback, []byte(reason))
 }
 
@@ -113,6 +140,9 @@ func (iv *invocation) Prompt(ctx context.Context, text string, echo bool) (strin
 		}
 		switch f.Type {
 		case wire.PromptReply:
+			if !echo && iv.secrets != nil {
+				iv.secrets.AddSecret(string(f.Payload)) // a password
+			}
 			return string(f.Payload), nil
 		case wire.PromptFail:
 			return "", fmt.Errorf("prompt failed: %s", f.Payload)
@@ -159,6 +189,7 @@ func (iv *invocation) readShim(w *io.PipeWriter) {
 		case wire.Stdin:
 			if stdinOpen {
 				iv.bytesIn.Add(int64(len(f.Payload)))
+				iv.entry.AppendStdin(f.Payload)
 				if _, err := w.Write(f.Payload); err != nil {
 					stdinOpen = false // the session stopped reading
 				}

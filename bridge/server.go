@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ansible-bridge/ansible-bridge/bridge/journal"
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 	"github.com/sirupsen/logrus"
@@ -23,6 +24,12 @@ type Config struct {
 	Idle time.Duration
 	// Dial opens target connections; nil means sshclient.Dial.
 	Dial DialFunc
+	// JournalSize is how many invocations the journal keeps (0:
+	// journal.DefaultSize).
+	JournalSize int
+	// Mount, if set, is where the debug file system is mounted while the
+	// daemon runs (see package fusefs).
+	Mount string
 	// MaxInterpreters caps a target's running interpreters; the least
 	// recently used idle one is retired to make room. 0 means
 	// DefaultMaxInterpreters.
@@ -39,6 +46,9 @@ type Server struct {
 
 	nextID   atomic.Uint64
 	active   atomic.Int64
+	inflight sync.Map // id → *invocation being served
+	journal  *journal.Journal
+	mounts   mounts
 	activity chan struct{}
 	stopOnce sync.Once
 	stopCh   chan struct{}
@@ -55,6 +65,7 @@ func New(cfg Config, log logrus.FieldLogger) *Server {
 		log:      log,
 		targets:  newRegistry(log, dial, cfg.MaxInterpreters),
 		started:  time.Now(),
+		journal:  journal.New(cfg.JournalSize),
 		activity: make(chan struct{}, 1),
 		stopCh:   make(chan struct{}),
 	}
@@ -75,6 +86,12 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}()
 	go s.idleWatch(ctx, cancel)
 	s.log.WithField("socket", ln.Addr().String()).Info("daemon listening")
+	if s.cfg.Mount != "" {
+		// The daemon serves without its debug view rather than not at all.
+		if merr := s.Mount(ctx, s.cfg.Mount); merr != nil {
+			s.log.WithError(merr).Warn("debug file system not mounted")
+		}
+	}
 	var err error
 	for {
 		c, aerr := ln.Accept()
@@ -90,6 +107,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 			s.serveConn(ctx, c)
 		}()
 	}
+	s.unmountAll()
 	s.targets.closeAll()
 	cancel()
 	wg.Wait()
@@ -162,18 +180,23 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	iv := &invocation{id: id, conn: c, log: log, cancel: cancel}
+	iv := &invocation{id: id, conn: c, log: log, cancel: cancel, started: time.Now(), secrets: s.journal}
+	s.inflight.Store(id, iv)
+	defer s.inflight.Delete(id)
 	if err := json.Unmarshal(f.Payload, &iv.hello); err != nil {
 		log.WithError(err).Warn("malformed hello")
 		return
 	}
 	iv.log = log.WithField("prog", iv.hello.Prog)
-	start := time.Now()
+	if iv.hello.Prog != "ctl" {
+		iv.entry = s.journal.Begin("", "", append([]string{iv.hello.Prog}, iv.hello.Argv...))
+	}
 	code := s.dispatch(ctx, iv)
 	if code >= 0 {
 		iv.exit(code)
 	}
-	iv.log.WithFields(logrus.Fields{"exit": code, "ms": float64(time.Since(start).Microseconds()) / 1000}).Debug("invocation done")
+	iv.entry.Finish(code)
+	iv.log.WithFields(logrus.Fields{"exit": code, "ms": float64(time.Since(iv.started).Microseconds()) / 1000}).Debug("invocation done")
 }
 
 // dispatch runs the invocation and returns its exit status, or -1 when it

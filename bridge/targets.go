@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 	"sync/atomic"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
@@ -93,6 +94,7 @@ type target struct {
 	// unsynced is the interpreter sent a removal without an answer
 	// (RemoveAllNoWait) since the last syncRemovals.
 	unsynced atomic.Pointer[interp.Client]
+	rtt      atomic.Int64 // last keepalive round trip, ns
 }
 
 // sshConn is one TCP connection to a target.
@@ -108,10 +110,19 @@ type sshConn struct {
 	home     string // the SFTP server's starting directory
 }
 
-func (t *target) countRoute(route string) {
+// countRoute counts an invocation's route and notes it (and the target)
+// on the invocation for status and the journal. The last call wins: a
+// module run that falls back to passthrough is counted as both.
+func (t *target) countRoute(iv *invocation, route string) {
 	t.mu.Lock()
 	t.routes[route]++
 	t.mu.Unlock()
+	iv.mu.Lock()
+	iv.route, iv.target = route, t
+	iv.mu.Unlock()
+	iv.entry.SetTarget(t.label)
+	iv.entry.SetRoute(route)
+	iv.entry.MarkRemoteStart()
 }
 
 // use finds a live connection on which open succeeds, dialing when there
@@ -175,7 +186,8 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 		_ = client.Wait()
 		c.markDead()
 	}()
-	go sshclient.KeepAlive(context.Background(), client, t.settings.ServerAliveInterval, t.settings.ServerAliveCountMax, c.kill)
+	go sshclient.KeepAlive(context.Background(), client, t.settings.ServerAliveInterval, t.settings.ServerAliveCountMax, c.kill,
+		func(d time.Duration) { t.rtt.Store(int64(d)) })
 	return c, nil
 }
 

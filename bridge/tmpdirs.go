@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/interp"
 	"github.com/pkg/sftp"
@@ -25,6 +26,7 @@ const maxHeldFile = 16 << 20
 // something needs it on disk.
 type sharedTemp struct {
 	dir, base string
+	created   time.Time
 
 	mu       sync.Mutex
 	onTarget bool
@@ -33,8 +35,11 @@ type sharedTemp struct {
 }
 
 type heldFile struct {
-	data []byte
-	mode fs.FileMode
+	data     []byte
+	mode     fs.FileMode
+	size     int64
+	mtime    time.Time
+	onTarget bool // data was written to the target and dropped here
 }
 
 // housekeeping is a target's state for the fast paths: cached answers
@@ -86,7 +91,7 @@ func (h *housekeeping) addTemp(base, dir string, onTarget bool) *sharedTemp {
 	if onTarget {
 		h.bases[base] = true
 	}
-	st := &sharedTemp{dir: dir, base: base, onTarget: onTarget, files: map[string]*heldFile{}}
+	st := &sharedTemp{dir: dir, base: base, onTarget: onTarget, files: map[string]*heldFile{}, created: time.Now()}
 	h.temps[dir] = st
 	return st
 }
@@ -162,7 +167,7 @@ func (st *sharedTemp) hold(name string, r io.Reader, mode fs.FileMode) (bool, in
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.files[name] = &heldFile{data: buf.Bytes(), mode: mode}
+	st.files[name] = &heldFile{data: buf.Bytes(), mode: mode, size: n, mtime: time.Now()}
 	return true, n, nil
 }
 
@@ -232,7 +237,7 @@ func (st *sharedTemp) materialize(sc *sftp.Client) error {
 		}
 	}
 	st.onTarget = true
-	st.files = map[string]*heldFile{}
+	st.dropData()
 	return nil
 }
 
@@ -330,7 +335,15 @@ func (st *sharedTemp) markOnTarget() {
 	defer st.mu.Unlock()
 	if !st.onTarget {
 		st.onTarget, st.byAgent = true, true
-		st.files = map[string]*heldFile{} // on disk now; free the memory
+		st.dropData()
+	}
+}
+
+// dropData frees the files' contents once they are on the target,
+// keeping what the debug mount lists. st.mu is held.
+func (st *sharedTemp) dropData() {
+	for _, f := range st.files {
+		f.data, f.onTarget = nil, true
 	}
 }
 

@@ -768,7 +768,7 @@ func TestKeepAlive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	dead := make(chan struct{})
-	KeepAlive(ctx, c, 20*time.Millisecond, 2, func() { close(dead) })
+	KeepAlive(ctx, c, 20*time.Millisecond, 2, func() { close(dead) }, nil)
 	select {
 	case <-dead:
 		t.Fatal("onDead called for a live server")
@@ -799,7 +799,7 @@ func TestKeepAlive(t *testing.T) {
 	defer c2.Close()
 	start := time.Now()
 	called := false
-	KeepAlive(context.Background(), c2, 20*time.Millisecond, 2, func() { called = true })
+	KeepAlive(context.Background(), c2, 20*time.Millisecond, 2, func() { called = true }, nil)
 	if !called {
 		t.Fatal("onDead not called")
 	}

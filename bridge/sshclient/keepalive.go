@@ -21,7 +21,10 @@ const DefaultKeepAliveInterval = 15 * time.Second
 // called once and KeepAlive returns. It also returns when ctx is done or
 // the connection closes. countMax <= 0 means OpenSSH's default, 3.
 // onDead should close c: requests still waiting for a reply end then.
-func KeepAlive(ctx context.Context, c *ssh.Client, interval time.Duration, countMax int, onDead func()) {
+// onRTT, if set, gets each probe's round-trip time; the first probe goes
+// after a second, so that it is known early, yet not measured behind
+// the requests that follow a login.
+func KeepAlive(ctx context.Context, c *ssh.Client, interval time.Duration, countMax int, onDead func(), onRTT func(time.Duration)) {
 	if interval <= 0 {
 		interval = DefaultKeepAliveInterval
 	}
@@ -34,6 +37,17 @@ func KeepAlive(ctx context.Context, c *ssh.Client, interval time.Duration, count
 		close(closed)
 	}()
 	var missed atomic.Int32
+	probe := func() {
+		start := time.Now()
+		if _, _, err := c.SendRequest("keepalive@openssh.com", true, nil); err == nil {
+			missed.Store(0)
+			if onRTT != nil {
+				onRTT(time.Since(start))
+			}
+		}
+	}
+	first := time.AfterFunc(time.Second, probe)
+	defer first.Stop()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -50,11 +64,7 @@ func KeepAlive(ctx context.Context, c *ssh.Client, interval time.Duration, count
 			}
 			return
 		}
-		go func() {
-			if _, _, err := c.SendRequest("keepalive@openssh.com", true, nil); err == nil {
-				missed.Store(0)
-			}
-		}()
+		go probe()
 	}
 }
 

@@ -1,0 +1,161 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/journal"
+	"github.com/ansible-bridge/ansible-bridge/fusefs"
+)
+
+// mountSource shows the daemon's state in the debug file system.
+type mountSource struct{ s *Server }
+
+var _ fusefs.Source = mountSource{}
+
+func (m mountSource) Status() ([]byte, error) {
+	b, err := json.MarshalIndent(m.s.Status(), "", "  ")
+	return append(b, '\n'), err
+}
+
+func (m mountSource) Journal() *journal.Journal { return m.s.journal }
+
+func (m mountSource) Targets() []fusefs.Target {
+	var out []fusefs.Target
+	for _, t := range m.s.targets.all() {
+		out = append(out, fusefs.Target{Name: t.label})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (m mountSource) target(label string) *target {
+	for _, t := range m.s.targets.all() {
+		if t.label == label {
+			return t
+		}
+	}
+	return nil
+}
+
+// remoteListTimeout bounds the listing of a temp dir that is on the
+// target: a lookup in the mount must not hang on a stuck connection.
+const remoteListTimeout = 5 * time.Second
+
+func (m mountSource) TempDirs(label string) []fusefs.TempDir {
+	t := m.target(label)
+	if t == nil {
+		return nil
+	}
+	var out []fusefs.TempDir
+	for _, st := range t.house.mentioned("") {
+		out = append(out, m.tempDir(t, st))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (m mountSource) tempDir(t *target, st *sharedTemp) fusefs.TempDir {
+	st.mu.Lock()
+	td := fusefs.TempDir{Name: path.Base(st.dir), Path: st.dir, OnTarget: st.onTarget, Mtime: st.created}
+	for name, f := range st.files {
+		td.Files = append(td.Files, fusefs.TempFile{
+			Name: name, Size: f.size, Mode: f.mode, Mtime: f.mtime, Held: !f.onTarget, Data: f.data,
+		})
+	}
+	onTarget := st.onTarget
+	st.mu.Unlock()
+	if onTarget {
+		// Files the bridge did not see go there (a first temp dir, a
+		// module's own) are listed from the target.
+		ctx, cancel := context.WithTimeout(context.Background(), remoteListTimeout)
+		defer cancel()
+		if c, sc, err := t.useSFTP(ctx, nopPrompter{}); err == nil {
+			entries, err := sc.ReadDir(st.dir)
+			c.release()
+			if err == nil {
+				td.Files = td.Files[:0]
+				for _, e := range entries {
+					td.Files = append(td.Files, fusefs.TempFile{Name: e.Name(), Size: e.Size(), Mode: e.Mode(), Mtime: e.ModTime()})
+				}
+			}
+		}
+	}
+	sort.Slice(td.Files, func(i, j int) bool { return td.Files[i].Name < td.Files[j].Name })
+	return td
+}
+
+func (m mountSource) ReadRemote(ctx context.Context, label, p string) ([]byte, error) {
+	t := m.target(label)
+	if t == nil {
+		return nil, fmt.Errorf("target %s: %w", label, fs.ErrNotExist)
+	}
+	c, sc, err := t.useSFTP(ctx, nopPrompter{})
+	if err != nil {
+		return nil, err
+	}
+	defer c.release()
+	f, err := sc.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", p, err)
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxHeldFile))
+}
+
+// nopPrompter refuses to prompt: the mount reads over connections that
+// are up, and never logs in on its own.
+type nopPrompter struct{}
+
+func (nopPrompter) Prompt(context.Context, string, bool) (string, error) {
+	return "", fmt.Errorf("no terminal to prompt on")
+}
+
+func (nopPrompter) Notify(string) {}
+
+// mounts tracks the daemon's debug mounts, unmounted when it stops.
+type mounts struct {
+	mu   sync.Mutex
+	list []*fusefs.Mounted
+}
+
+// Mount exposes the daemon's state under dir (see package fusefs) until
+// the daemon stops. It fails with a one-line reason where FUSE is missing.
+func (s *Server) Mount(ctx context.Context, dir string) error {
+	m, err := fusefs.Mount(ctx, dir, mountSource{s}, s.log.WithField("mount", dir))
+	if err != nil {
+		return err
+	}
+	s.mounts.mu.Lock()
+	s.mounts.list = append(s.mounts.list, m)
+	s.mounts.mu.Unlock()
+	s.log.WithField("mount", m.Dir()).Info("debug file system mounted")
+	return nil
+}
+
+func (s *Server) unmountAll() {
+	s.mounts.mu.Lock()
+	list := s.mounts.list
+	s.mounts.list = nil
+	s.mounts.mu.Unlock()
+	for _, m := range list {
+		if err := m.Unmount(); err != nil {
+			s.log.WithError(err).WithField("mount", m.Dir()).Warn("unmount")
+		}
+	}
+}
+
+// absDir makes a mount point absolute against the requester's cwd.
+func absDir(cwd, dir string) string {
+	if path.IsAbs(dir) || cwd == "" {
+		return dir
+	}
+	return path.Join(cwd, dir)
+}
