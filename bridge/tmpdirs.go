@@ -195,12 +195,26 @@ func (st *sharedTemp) chmodUX(name string) bool {
 	return true
 }
 
-// file returns a held file.
+// file returns a file whose content the bridge has: held, or a copy of
+// one written to the target (keepCopy).
 func (st *sharedTemp) file(name string) (*heldFile, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	f, ok := st.files[name]
-	return f, ok && !st.onTarget
+	return f, ok && f.data != nil
+}
+
+func (st *sharedTemp) isOnTarget() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.onTarget
+}
+
+// keepCopy remembers the content of a file written to the target.
+func (st *sharedTemp) keepCopy(name string, data []byte, mode fs.FileMode) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.files[name] = &heldFile{data: data, mode: mode, size: int64(len(data)), mtime: time.Now(), onTarget: true}
 }
 
 // materialize writes the dir and its files to the target in order, the

@@ -526,6 +526,11 @@ func holdUpload(t *target, sc *sftp.Client, dst string, r io.Reader, mode os.Fil
 	if st == nil || name == "" {
 		return false, r, nil
 	}
+	if st.isOnTarget() && strings.HasPrefix(name, "AnsiballZ_") {
+		// Goes to the target, and a copy stays: the module then runs
+		// in the interpreter from memory (and the journal shows it).
+		return false, &captureReader{r: r, done: func(b []byte) { st.keepCopy(name, b, mode) }}, nil
+	}
 	ok, n, err := st.hold(name, r, mode)
 	if ok && err == nil {
 		t.bytesIn.Add(n)
@@ -539,6 +544,28 @@ func holdUpload(t *target, sc *sftp.Client, dst string, r io.Reader, mode os.Fil
 		return false, nil, err
 	}
 	return false, io.MultiReader(bytes.NewReader(big.prefix), r), nil
+}
+
+// captureReader passes r through and hands done everything read, once r
+// has been read to its end (and only if that is at most maxHeldFile).
+type captureReader struct {
+	r    io.Reader
+	buf  bytes.Buffer
+	over bool
+	done func([]byte)
+}
+
+func (c *captureReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if !c.over {
+		c.buf.Write(p[:n])
+		c.over = c.buf.Len() > maxHeldFile
+	}
+	if err == io.EOF && !c.over && c.done != nil {
+		c.done(c.buf.Bytes())
+		c.done = nil
+	}
+	return n, err
 }
 
 // visSafe encodes s the way OpenSSH prints untrusted names

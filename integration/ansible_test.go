@@ -57,6 +57,8 @@ type runSpec struct {
 	Side     side
 	// HostVars are merged into the generated inventory's hosts.
 	HostVars map[string]map[string]any
+	// Env is added to ansible-playbook's environment last (it wins).
+	Env []string
 }
 
 // taskEvent is one task result as recorded by the abjson callback.
@@ -137,6 +139,7 @@ func runPlaybook(t *testing.T, spec runSpec) *runResult {
 	if suite.socket != "" {
 		env = bridgeEnv(env)
 	}
+	env = append(env, spec.Env...)
 
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
@@ -257,6 +260,9 @@ func readString(t *testing.T, path string) string {
 //	wrongkey  abtest with a key the target refuses
 //	tpass     abpw, password login (sshpass)
 //	wrongpass abpw at "localhost", a wrong password
+//	tn        abnopy, chrooted without python, /usr/bin/python3 named anyway;
+//	          its host key is known (see setupNoPython)
+//	tnd       tn without ansible_python_interpreter (discovery)
 func writeInventory(t *testing.T, dir string, override map[string]map[string]any) string {
 	t.Helper()
 	l := suite.lab
@@ -289,6 +295,9 @@ func writeInventory(t *testing.T, dir string, override map[string]map[string]any
 		hosts[h]["ansible_password"] = pw
 	}
 	hosts["wrongpass"]["ansible_host"] = "localhost"
+	hosts["tn"] = base(l.NoPyUser, l.Key)
+	hosts["tnd"] = base(l.NoPyUser, l.Key)
+	delete(hosts["tnd"], "ansible_python_interpreter")
 	for h, vars := range override {
 		if hosts[h] == nil {
 			hosts[h] = map[string]any{}
