@@ -95,6 +95,7 @@ func (e *fallbackError) Error() string { return "fallback: " + e.reason }
 // resolve computes the effective settings of inv. Configuration the
 // bridge cannot honour gives a *fallbackError.
 func resolve(iv *invocation, inv *fakessh.SSHInvocation) (*sshclient.Settings, error) {
+	iv.raiseVerbosity(inv.Verbose)
 	settings, err := sshclient.Resolve(inv, iv.clientEnv())
 	if err != nil {
 		return nil, err

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"time"
 	"sync/atomic"
+	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/interp"
@@ -120,6 +120,7 @@ func (t *target) countRoute(iv *invocation, route string) {
 	iv.mu.Lock()
 	iv.route, iv.target = route, t
 	iv.mu.Unlock()
+	iv.log = iv.log.WithField("route", route)
 	iv.entry.SetTarget(t.label)
 	iv.entry.SetRoute(route)
 	iv.entry.MarkRemoteStart()

@@ -22,8 +22,12 @@
 //	su      = EXE " " FLAGS " " [USER] " -c " Q(SHELL " -c " Q(SUCCESS))
 //	doas    = EXE " " FLAGS[" -n"] " " ["-u " USER] " " SHELL " -c " Q(SUCCESS)
 //
-// Empty parts leave their spaces, so "sudo -H -S -n  -u root /bin/sh -c ..."
-// has two spaces. EXE is become_exe; its base name must be sudo, su or doas.
+// Empty parts leave their spaces; the default sudo wrapper has two spaces
+// before -u:
+//
+//	/bin/sh -c 'sudo -H -S -n  -u root /bin/sh -c '"'"'echo BECOME-SUCCESS-ID ; CMD'"'"' && sleep 0'
+//
+// EXE is become_exe; its base name must be sudo, su or doas.
 // SHELL and EXEC are the play's shell executable (/bin/sh by default), or the
 // raw action's executable. " && sleep 0" is there unless the action chose
 // the executable (raw). The sudo plugin adds -p only when it has a become
@@ -78,8 +82,8 @@
 // The prompts the tools print: sudo prints exactly its -p PROMPT, on stderr
 // with -S (on the terminal otherwise, which -tt merges into stdout); su's
 // PAM prompt is "Password: " in the C locale (SuPromptRegexp, from
-// SuPromptLocalizations, is what Ansible accepts); doas prints
-// "doas (USER@HOST) password: " (DoasPromptRegexp). What the tools print on
+// SuPromptLocalizations, is what Ansible accepts); OpenBSD doas and OpenDoas
+// print "doas (USER@HOST) password: ", which DoasPromptRegexp accepts. What the tools print on
 // failure: sudo -S "Sorry, try again." after a wrong password (and prompts
 // again), sudo -n "sudo: a password is required", su "su: Authentication
 // failure". Wrapper.Password says whether the tool may prompt at all and

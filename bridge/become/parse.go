@@ -178,12 +178,13 @@ func Parse(cmd string) (*Wrapper, error) {
 	return parseBecome(cmd)
 }
 
-// Identity is a string that is equal for two wrappers exactly when they run
-// the same tool (Method, Exe) as the same user with the same options that
-// shape the resulting process: group, environment, home, login or shell.
-// It leaves out what only concerns the password exchange (-S, -n, the
-// prompt), the inner shell and the command. An agent started through one
-// wrapper can serve commands of any wrapper with the same Identity.
+// Identity names the process a wrapper's tool starts: Method, Exe, User and
+// the options that shape the process (Group, SetHome, Login, RunShell,
+// PreserveEnv, PreserveEnvVars as a set, PreserveGroups, UserShell). It
+// leaves out what only concerns the password exchange (-S, -n, the prompt),
+// the order and spelling of options, the inner shell and the command. An
+// agent started through one wrapper can serve the commands of any wrapper
+// with the same Identity.
 func (w *Wrapper) Identity() string {
 	parts := []string{string(w.Method), w.Exe, "user=" + w.User}
 	add := func(on bool, s string) {
@@ -438,7 +439,7 @@ var (
 // operand for each operand (a word not starting with "-", or "-" alone).
 // It returns ErrUnsupported for unknown options, missing values and "--".
 func getopt(tool string, args []string, short map[byte]option, long map[string]option,
-	opt func(o option, long, val string, hasVal bool) error, operand func(string) error) error {
+	opt func(o option, val string, hasVal bool) error, operand func(string) error) error {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -460,7 +461,7 @@ func getopt(tool string, args []string, short map[byte]option, long map[string]o
 				i++
 				val, hasVal = args[i], true
 			}
-			if err := opt(o, name, val, hasVal); err != nil {
+			if err := opt(o, val, hasVal); err != nil {
 				return err
 			}
 		case strings.HasPrefix(a, "-") && a != "-":
@@ -470,7 +471,7 @@ func getopt(tool string, args []string, short map[byte]option, long map[string]o
 					return unsupported("%s: option -%c", tool, a[j])
 				}
 				if o.arg == noArg {
-					if err := opt(o, "", "", false); err != nil {
+					if err := opt(o, "", false); err != nil {
 						return err
 					}
 					continue
@@ -483,7 +484,7 @@ func getopt(tool string, args []string, short map[byte]option, long map[string]o
 					i++
 					val = args[i]
 				}
-				if err := opt(o, "", val, true); err != nil {
+				if err := opt(o, val, true); err != nil {
 					return err
 				}
 				break
@@ -498,7 +499,7 @@ func getopt(tool string, args []string, short map[byte]option, long map[string]o
 }
 
 func sudoOptions(w *Wrapper, args []string) error {
-	err := getopt("sudo", args, sudoShort, sudoLong, func(o option, long, val string, hasVal bool) error {
+	err := getopt("sudo", args, sudoShort, sudoLong, func(o option, val string, hasVal bool) error {
 		switch o.short {
 		case 'u':
 			if val == "" {
@@ -561,7 +562,7 @@ func sudoOptions(w *Wrapper, args []string) error {
 }
 
 func doasOptions(w *Wrapper, args []string) error {
-	return getopt("doas", args, doasShort, nil, func(o option, _, val string, _ bool) error {
+	return getopt("doas", args, doasShort, nil, func(o option, val string, _ bool) error {
 		if o.short == 'u' {
 			if val == "" {
 				return unsupported("doas: empty user")
@@ -579,7 +580,7 @@ func doasOptions(w *Wrapper, args []string) error {
 
 func suOptions(w *Wrapper, args []string) error {
 	var operands []string
-	err := getopt("su", args, suShort, suLong, func(o option, _, val string, _ bool) error {
+	err := getopt("su", args, suShort, suLong, func(o option, val string, _ bool) error {
 		switch o.short {
 		case 'l':
 			w.Login = true

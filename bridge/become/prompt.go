@@ -100,8 +100,9 @@ var SuPromptLocalizations = []string{
 var SuPromptRegexp = regexp.MustCompile(suPromptPattern(SuPromptLocalizations))
 
 // DoasPromptRegexp is community.general.doas's check_password_prompt
-// (collection 6.x; re.match, so anchored at the start of the line). OpenBSD
-// doas and OpenDoas print "doas (USER@HOST) password: ".
+// (community.general 6.6; re.match, so anchored at the start of the line):
+// "doas (" or "Password:". OpenBSD doas and OpenDoas prompt with
+// "doas (USER@HOST) password: ".
 var DoasPromptRegexp = regexp.MustCompile(`^(?:doas \(|Password:)`)
 
 // suPromptPattern builds SuPromptRegexp from a localisation list.
