@@ -97,6 +97,10 @@ func (m mountSource) ReadRemote(ctx context.Context, label, p string) ([]byte, e
 	if t == nil {
 		return nil, fmt.Errorf("target %s: %w", label, fs.ErrNotExist)
 	}
+	if ag := t.anyAgent(); ag != nil {
+		// Through the interpreter: no SFTP session to open.
+		return ag.GetFile(ctx, p)
+	}
 	c, sc, err := t.useSFTP(ctx, nopPrompter{})
 	if err != nil {
 		return nil, err
