@@ -25,8 +25,13 @@ const DefaultTimeout = 30 * time.Second
 
 // stage1 reads a 4-byte big-endian length and that many bytes of zlib
 // data from fd 0 (unbuffered, looping until the exact count), and runs the
-// result as the agent. Python 3.6+ syntax only.
+// result as the agent. Python 3.6+ syntax only. On a terminal (a become
+// agent started under a PTY) it first makes the terminal raw, sends
+// stderr to /dev/null (it would mix with the frames) and prints
+// RawMarker: the payload may go once that has been read.
 const stage1 = `import os,zlib
+if os.isatty(0):
+ import tty;tty.setraw(0);os.dup2(os.open(os.devnull,os.O_WRONLY),2);os.write(1,b"` + RawMarker + `\n")
 def r(n):
  b=b""
  while len(b)<n:
@@ -40,15 +45,25 @@ exec(compile(zlib.decompress(r(int.from_bytes(r(4),"big"))),"<ansible-bridge-age
 // Stage1 is the first-stage Python source (for tests and docs).
 func Stage1() string { return stage1 }
 
+// RawMarker is what the first stage prints once it has made its terminal
+// raw (see Inline).
+const RawMarker = "ANSIBLE-BRIDGE-RAW"
+
 // Command returns the remote command line that starts the agent with
 // python, which is what Ansible names: a path, or several words such as
 // "/usr/bin/env FOO=bar python3", kept as given. The first stage travels
 // base64-encoded, so the line holds no character a login shell (sh, bash,
 // csh) would expand.
 func Command(python string) string {
+	return `/bin/sh -c '` + quoteInner(Inline(python)) + `'`
+}
+
+// Inline is the shell command that runs the first stage with python, for
+// use inside another command (a become wrapper). On a terminal, the
+// first stage prints RawMarker and a newline before it reads the payload.
+func Inline(python string) string {
 	enc := base64.StdEncoding.EncodeToString([]byte(stage1))
-	inner := python + ` -c 'import base64;exec(base64.b64decode("` + enc + `"))'`
-	return `/bin/sh -c '` + quoteInner(inner) + `'`
+	return python + ` -c 'import base64;exec(base64.b64decode("` + enc + `"))'`
 }
 
 // quoteInner escapes single quotes for a single-quoted sh word.
@@ -100,6 +115,23 @@ func Start(ctx context.Context, r Runner, python string, log logrus.FieldLogger)
 	if err != nil {
 		return nil, fmt.Errorf("%w: start %s: %w", ErrFailed, python, err)
 	}
+	c, err := Attach(ctx, interp.Conn{Stdin: stdin, Stdout: stdout, Stderr: stderr, Wait: wait}, log)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", python, err)
+	}
+	return c, nil
+}
+
+// Attach sends the payload to a first stage already running on conn
+// (started with Inline inside some other command, its raw marker read if
+// on a terminal) and waits for the agent's hello.
+func Attach(ctx context.Context, conn interp.Conn, log logrus.FieldLogger) (*interp.Client, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	stdin := conn.Stdin
 	// Write in the background: a remote that never reads (no python) must
 	// not block us; the hello wait below is what is bounded.
 	werr := make(chan error, 1)
@@ -107,13 +139,13 @@ func Start(ctx context.Context, r Runner, python string, log logrus.FieldLogger)
 		_, err := stdin.Write(Payload())
 		werr <- err
 	}()
-	c, err := interp.NewClient(ctx, interp.Conn{Stdin: stdin, Stdout: stdout, Stderr: stderr, Wait: wait}, log)
+	c, err := interp.NewClient(ctx, conn, log)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrFailed, python, err)
+		return nil, fmt.Errorf("%w: %w", ErrFailed, err)
 	}
 	if err := <-werr; err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("%w: %s: write agent: %w", ErrFailed, python, err)
+		return nil, fmt.Errorf("%w: write agent: %w", ErrFailed, err)
 	}
 	return c, nil
 }

@@ -2,10 +2,14 @@ package bridge
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +36,30 @@ type agentSlot struct {
 	failed   error
 	lastUsed time.Time // guarded by agents.mu
 	started  time.Time
+	password *passwordHash // a become interpreter's password, if it took one
+}
+
+// passwordHash keeps a password only as a salted hash, to check that a
+// later step's password is the same.
+type passwordHash struct {
+	salt [16]byte
+	sum  [32]byte
+}
+
+func newPasswordHash(pw string) *passwordHash {
+	h := &passwordHash{}
+	_, _ = rand.Read(h.salt[:])
+	h.sum = h.hash(pw)
+	return h
+}
+
+func (h *passwordHash) hash(pw string) [32]byte {
+	return sha256.Sum256(append(h.salt[:], pw...))
+}
+
+func (h *passwordHash) matches(pw string) bool {
+	sum := h.hash(pw)
+	return subtle.ConstantTimeCompare(sum[:], h.sum[:]) == 1
 }
 
 // agents are a target's interpreters.
@@ -93,7 +121,7 @@ func (t *target) interpreterStatus() []InterpreterStatus {
 		}
 		info, stats := c.Info(), c.Stats()
 		out = append(out, InterpreterStatus{
-			Python: python, User: info.User, PID: info.PID,
+			Python: strings.ReplaceAll(strings.TrimPrefix(python, becomeKeyPrefix), "\x00", " "), User: info.User, PID: info.PID,
 			AgeSecs:  time.Since(s.started).Seconds(),
 			Requests: stats.Requests, InFlight: stats.InFlight,
 		})
@@ -175,11 +203,57 @@ func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string,
 	return c, nil
 }
 
-// anyAgent returns a running interpreter of the target, or nil.
+// runningAgent returns the running interpreter for key, or nil, and the
+// password it was started with (nil if none).
+func (t *target) runningAgent(key string) (*interp.Client, *passwordHash) {
+	t.agents.mu.Lock()
+	s := t.agents.slots[key]
+	if s != nil {
+		s.lastUsed = time.Now()
+	}
+	t.agents.mu.Unlock()
+	if s == nil {
+		return nil, nil
+	}
+	return s.running(), s.password
+}
+
+// agentRoom makes room for a new interpreter under key (see makeRoom).
+func (t *target) agentRoom(key string) error {
+	t.agents.mu.Lock()
+	keep := t.agents.slots[key]
+	t.agents.mu.Unlock()
+	return t.makeRoom(keep)
+}
+
+// setAgent records an interpreter started by the caller under key, and
+// the password that started it ("" for none).
+func (t *target) setAgent(key string, c *interp.Client, password string) {
+	slot := &agentSlot{client: c, lastUsed: time.Now(), started: time.Now()}
+	if password != "" {
+		slot.password = newPasswordHash(password)
+	}
+	t.agents.mu.Lock()
+	if t.agents.slots == nil {
+		t.agents.slots = map[string]*agentSlot{}
+	}
+	old := t.agents.slots[key]
+	t.agents.slots[key] = slot
+	t.agents.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+}
+
+// anyAgent returns a running interpreter of the target's login user, or
+// nil.
 func (t *target) anyAgent() *interp.Client {
 	t.agents.mu.Lock()
 	defer t.agents.mu.Unlock()
-	for _, s := range t.agents.slots {
+	for key, s := range t.agents.slots {
+		if strings.HasPrefix(key, becomeKeyPrefix) {
+			continue
+		}
 		s.mu.Lock()
 		c := s.client
 		s.mu.Unlock()

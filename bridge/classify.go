@@ -19,6 +19,7 @@ const (
 	cmdChmodUX           // chmod u+x PATH... && sleep 0
 	cmdRmTemp            // rm -f -r DIR/ > /dev/null 2>&1 && sleep 0
 	cmdRunPython         // [VAR=value...] PYTHON [SCRIPT] && sleep 0
+	cmdSetFacl           // setfacl -m u:USER:r-x PATH... && sleep 0 (unprivileged become)
 )
 
 // ansibleCmd is a recognised command line.
@@ -89,7 +90,31 @@ func classify(command string) ansibleCmd {
 		}
 		return ansibleCmd{kind: cmdChmodUX, paths: bw[2:]}
 	}
+	if len(bw) >= 4 && bw[0] == "setfacl" && bw[1] == "-m" && facl.MatchString(bw[2]) {
+		for _, p := range bw[3:] {
+			if !safePath.MatchString(p) {
+				return ansibleCmd{}
+			}
+		}
+		if body != strings.Join(bw, " ") {
+			return ansibleCmd{}
+		}
+		return ansibleCmd{kind: cmdSetFacl, paths: bw[3:]}
+	}
 	return classifyPython(bw)
+}
+
+// facl is the ACL entry Ansible's _fixup_perms2 grants a become user.
+var facl = regexp.MustCompile(`^u:[A-Za-z0-9_][A-Za-z0-9_.-]*:r-[xX]$`)
+
+// classifyInner recognises a module run in the command a become wrapper
+// runs (no outer shell, no "&& sleep 0").
+func classifyInner(inner string) ansibleCmd {
+	words, err := shellquote.Split(inner)
+	if err != nil || len(words) == 0 || strings.Join(words, " ") != inner {
+		return ansibleCmd{}
+	}
+	return classifyPython(words)
 }
 
 // classifyPython recognises `[VAR=value...] PYTHON [SCRIPT.py]`, where

@@ -52,10 +52,21 @@ func (s *Server) serveSSH(ctx context.Context, iv *invocation) int {
 		t.countRoute(iv, routeDD)
 		return s.serveDD(ctx, iv, t, dst)
 	}
+	becomeStep := strings.Contains(command, "BECOME-SUCCESS-")
 	if !inv.Subsystem && iv.getenv(FastPathEnv) != "0" {
 		if code, done := s.serveHousekeeping(ctx, iv, t, inv, settings, command); done {
 			return code
 		}
+		if becomeStep {
+			if code, done := s.serveBecome(ctx, iv, t, inv, settings, command); done {
+				return code
+			}
+		}
+	}
+	if becomeStep {
+		// Its stdin may carry a become password the bridge cannot tell
+		// from the rest: the journal keeps none of it.
+		iv.noStdinCapture = true
 	}
 	if err := t.materializeHeld(ctx, iv); err != nil {
 		return materializeFailure(iv, err)

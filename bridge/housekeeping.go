@@ -98,6 +98,21 @@ func (s *Server) serveHousekeeping(ctx context.Context, iv *invocation, t *targe
 		return 0, false
 	case cmdRunPython:
 		return s.serveModule(ctx, iv, t, inv, settings, c)
+	case cmdSetFacl:
+		// An unprivileged become user is to read a temp dir and its
+		// wrapper: its interpreter gets the wrapper from the bridge, so
+		// nothing needs exposing. Any other file goes the stock way.
+		for _, p := range c.paths {
+			st, name := t.house.lookup(p)
+			if st == nil {
+				return 0, false
+			}
+			if name != "" && (!strings.HasPrefix(name, "AnsiballZ_") || t.heldWrapper(p) == nil) {
+				return 0, false
+			}
+		}
+		t.countRoute(iv, routeCached)
+		return 0, true
 	}
 	return 0, false
 }
@@ -112,18 +127,10 @@ const maxPipedModule = 64 << 20
 // passed through.
 func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv *fakessh.SSHInvocation, settings *sshclient.Settings, c ansibleCmd) (int, bool) {
 	var wrapper []byte
-	var st *sharedTemp
 	if c.script != "" {
-		var name string
-		st, name = t.house.lookup(c.script)
-		if st == nil || name == "" {
+		if wrapper = t.heldWrapper(c.script); wrapper == nil {
 			return 0, false
 		}
-		f, ok := st.file(name)
-		if !ok || !isAnsiballZ(f.data) {
-			return 0, false
-		}
-		wrapper = f.data
 		iv.entry.SetModuleSource(wrapper)
 	} else {
 		// Log in (and prompt for a password) while the shim can still
@@ -142,13 +149,49 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 		}
 		wrapper = data
 	}
-	ag, err := t.agent(ctx, iv, strings.Join(c.python, " "), sendEnv(settings.SendEnv, iv.hello.Env))
+	python := strings.Join(c.python, " ")
+	ag, err := t.agent(ctx, iv, python, sendEnv(settings.SendEnv, iv.hello.Env))
 	if err != nil {
 		if c.script != "" {
 			return 0, false
 		}
 		return s.passthroughWith(ctx, iv, t, inv, settings, wrapper), true
 	}
+	req, held := moduleRequest(iv, inv, t, c, wrapper)
+	t.countRoute(iv, routeModule)
+	res, err := ag.RunModule(ctx, req)
+	if errors.Is(err, interp.ErrRestart) {
+		// /etc/environment or ~/.pam_environment changed: a fresh login
+		// would see it, so the task runs in a fresh interpreter.
+		iv.log.Info("login environment changed; restarting the interpreter")
+		t.retireAgent(python)
+		if ag, err = t.agent(ctx, iv, python, sendEnv(settings.SendEnv, iv.hello.Env)); err == nil {
+			res, err = ag.RunModule(ctx, req)
+		}
+	}
+	return s.moduleResult(iv, settings, req, held, res, err), true
+}
+
+// heldWrapper returns the AnsiballZ wrapper at script if the bridge has
+// its content, else nil.
+func (t *target) heldWrapper(script string) []byte {
+	st, name := t.house.lookup(script)
+	if st == nil || name == "" {
+		return nil
+	}
+	f, ok := st.file(name)
+	if !ok || !isAnsiballZ(f.data) {
+		return nil
+	}
+	return f.data
+}
+
+// moduleRequest is the interpreter request for a module run: the wrapper,
+// the VAR=value prefixes, a PTY as -tt asks, and every held temp dir
+// (not only the wrapper's: a piped module, such as copy with pipelining,
+// finds its source there through its arguments).
+// It also returns the held dirs the request writes to the target.
+func moduleRequest(iv *invocation, inv *fakessh.SSHInvocation, t *target, c ansibleCmd, wrapper []byte) (interp.ModuleRequest, []*sharedTemp) {
 	req := interp.ModuleRequest{Wrapper: wrapper, ScriptPath: c.script}
 	if len(c.env) > 0 {
 		req.Env = map[string]string{}
@@ -156,9 +199,10 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 			req.Env[kv[0]] = kv[1]
 		}
 	}
-	// Every held temp dir goes along, not only the wrapper's: a piped
-	// module (copy with pipelining) finds its source there through its
-	// arguments.
+	var st *sharedTemp
+	if c.script != "" {
+		st, _ = t.house.lookup(c.script)
+	}
 	held := t.house.held()
 	for _, h := range held {
 		skip := ""
@@ -169,36 +213,31 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 		req.Dirs = append(req.Dirs, dirs...)
 		req.Files = append(req.Files, files...)
 	}
-	tty := wantTTY(inv, iv.hello.StdinTTY)
-	if tty {
+	if wantTTY(inv, iv.hello.StdinTTY) {
 		req.PTY = &interp.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols}
 	}
-	t.countRoute(iv, routeModule)
-	res, err := ag.RunModule(ctx, req)
-	if errors.Is(err, interp.ErrRestart) {
-		// /etc/environment or ~/.pam_environment changed: a fresh login
-		// would see it, so the task runs in a fresh interpreter.
-		iv.log.Info("login environment changed; restarting the interpreter")
-		python := strings.Join(c.python, " ")
-		t.retireAgent(python)
-		if ag, err = t.agent(ctx, iv, python, sendEnv(settings.SendEnv, iv.hello.Env)); err == nil {
-			res, err = ag.RunModule(ctx, req)
-		}
-	}
+	return req, held
+}
+
+// moduleResult passes a module run's result to the shim, as ssh would
+// have, and returns the exit status.
+func (s *Server) moduleResult(iv *invocation, settings *sshclient.Settings, req interp.ModuleRequest, held []*sharedTemp, res *interp.Result, err error) int {
 	if err != nil {
 		iv.log.WithError(err).Warn("module run in the interpreter failed")
 		iv.errorf("ansible-bridge: persistent interpreter failed: %v", err)
-		return 255, true
+		return 255
 	}
-	for _, h := range held {
-		h.markOnTarget()
+	if len(req.Dirs) > 0 {
+		for _, h := range held {
+			h.markOnTarget()
+		}
 	}
 	_, _ = iv.stdout().Write(res.Stdout)
 	_, _ = iv.stderr().Write(res.Stderr)
-	if tty && !iv.quiet {
+	if req.PTY != nil && !iv.quiet {
 		iv.errorf("Shared connection to %s closed.", settings.HostName)
 	}
-	return res.ExitCode, true
+	return res.ExitCode
 }
 
 // passthroughWith runs the command on the target as usual, replaying the

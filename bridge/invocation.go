@@ -44,8 +44,10 @@ type invocation struct {
 	route  string  // set by countRoute
 	target *target // set by countRoute
 
-	entry   *journal.Entry // nil-safe: nil records nothing
-	secrets interface{ AddSecret(string) }
+	entry *journal.Entry // nil-safe: nil records nothing
+	// noStdinCapture keeps stdin out of the journal; set before accept.
+	noStdinCapture bool
+	secrets        interface{ AddSecret(string) }
 }
 
 // raiseVerbosity makes ssh's -v (Ansible passes -vvv at its own -vvvv)
@@ -208,7 +210,9 @@ func (iv *invocation) readShim(w *io.PipeWriter) {
 		case wire.Stdin:
 			if stdinOpen {
 				iv.bytesIn.Add(int64(len(f.Payload)))
-				iv.entry.AppendStdin(f.Payload)
+				if !iv.noStdinCapture {
+					iv.entry.AppendStdin(f.Payload)
+				}
 				if _, err := w.Write(f.Payload); err != nil {
 					stdinOpen = false // the session stopped reading
 				}

@@ -138,7 +138,7 @@ def find_tmp_root():
     raise RuntimeError('no writable, exec-mountable temp dir in %r' % (cands,))
 
 
-def atomic_write(path, data, mode):
+def atomic_write(path, data, mode, owner=None):
     d, base = os.path.split(path)
     fd, tmp = tempfile.mkstemp(prefix='.' + base + '.', dir=d or '.')
     try:
@@ -146,6 +146,8 @@ def atomic_write(path, data, mode):
         while view:
             n = os.write(fd, view)
             view = view[n:]
+        if owner:
+            os.fchown(fd, owner[0], owner[1])
         os.fchmod(fd, mode)
         os.fsync(fd)
         os.close(fd)
@@ -161,19 +163,22 @@ def atomic_write(path, data, mode):
         raise
 
 
-def mkdir_all(path, mode):
-    """mkdir -p; directories created get exactly mode (no umask)."""
+def mkdir_all(path, mode, owner=None):
+    """mkdir -p; directories created get exactly mode (no umask), and
+    owner (uid, gid) if given."""
     if os.path.isdir(path):
         return
     parent = os.path.dirname(path.rstrip('/'))
     if parent and parent != path and not os.path.isdir(parent):
-        mkdir_all(parent, mode)
+        mkdir_all(parent, mode, owner)
     try:
         os.mkdir(path, 0o700)
     except OSError as e:
         if e.errno != errno.EEXIST or not os.path.isdir(path):
             raise
         return
+    if owner:
+        os.chown(path, owner[0], owner[1])
     os.chmod(path, mode)
 
 
@@ -1212,13 +1217,14 @@ class Agent(object):
         if entry.fqn is None:
             m = FQN_RE.search(tpl)
             entry.fqn = m.group(1).decode('ascii', 'replace') if m else ''
-        if [_mtime(p) for p in ENV_FILES] != self.env_mtimes:
+        if not req.get('noenv') and [_mtime(p) for p in ENV_FILES] != self.env_mtimes:
             self.reply(rid, {'error': 'login environment changed; agent must restart', 'code': 'restart'})
             return
+        owner = req.get('owner')
         for path, mode in req.get('dirs') or []:
-            mkdir_all(path, mode)
+            mkdir_all(path, mode, owner)
         for path, mode, n in req.get('files') or []:
-            atomic_write(path, blob[off:off + n], mode)
+            atomic_write(path, blob[off:off + n], mode, owner)
             off += n
         z = entry.zygote
         if z is not None and z.closing:

@@ -109,6 +109,12 @@ type ModuleRequest struct {
 	// PTY, if set, runs the module on a new pseudo-terminal as sshd
 	// does for ssh -tt (Ansible without pipelining); nil: pipes.
 	PTY *PTY
+	// Owner, if set, is the uid and gid Dirs and Files are given (an
+	// agent running as root writes the login user's temp dirs).
+	Owner *[2]int
+	// IgnoreEnvChange runs the module even if the login environment
+	// changed (see ErrRestart).
+	IgnoreEnvChange bool
 }
 
 // PTY asks for a pseudo-terminal, as an ssh client does with -t: the
@@ -163,6 +169,8 @@ type moduleReq struct {
 	Dirs   [][2]any          `json:"dirs,omitempty"`
 	Files  [][3]any          `json:"files,omitempty"`
 	PTY    *ptyJSON          `json:"pty,omitempty"`
+	Owner  *[2]int           `json:"owner,omitempty"`
+	NoEnv  bool              `json:"noenv,omitempty"`
 }
 
 // RunModule runs an AnsiballZ module in a child of the zygote for its zip
@@ -190,7 +198,7 @@ func (c *Client) RunModule(ctx context.Context, req ModuleRequest) (*Result, err
 var errNoZip = errors.New("zip unknown to the agent")
 
 func (c *Client) runModule(ctx context.Context, w *Wrapper, req ModuleRequest) (*Result, error) {
-	mr := moduleReq{Op: "module", Hash: hex.EncodeToString(w.Hash[:]), Script: req.ScriptPath, Env: req.Env, PTY: req.PTY.wire()}
+	mr := moduleReq{Op: "module", Hash: hex.EncodeToString(w.Hash[:]), Script: req.ScriptPath, Env: req.Env, PTY: req.PTY.wire(), Owner: req.Owner, NoEnv: req.IgnoreEnvChange}
 	var fileData [][]byte
 	for _, d := range req.Dirs {
 		mr.Dirs = append(mr.Dirs, [2]any{d.Path, unixMode(d.Mode)})

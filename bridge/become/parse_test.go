@@ -884,3 +884,40 @@ func ExampleParse() {
 	// true sudo sudo user=root set-home
 	// true unsupported become wrapper: become tool "pbrun"
 }
+
+// TestWithInner: replacing Inner by itself gives the command back, and
+// by another command gives a wrapper that parses to that command with
+// everything else the same.
+func TestWithInner(t *testing.T) {
+	n := 0
+	for _, fx := range readFixtures(t) {
+		cmd := fx.Cmd
+		w, err := Parse(cmd)
+		if err != nil {
+			continue
+		}
+		same, err := w.WithInner(cmd, w.Inner)
+		if err != nil || same != cmd {
+			t.Errorf("WithInner(Inner) of %q: %q, %v", cmd, same, err)
+			continue
+		}
+		const other = `/usr/bin/python3 -c 'import base64;exec(base64.b64decode("aW1wb3J0IG9z"))'`
+		got, err := w.WithInner(cmd, other)
+		if err != nil {
+			t.Errorf("WithInner of %q: %v", cmd, err)
+			continue
+		}
+		w2, err := Parse(got)
+		if err != nil {
+			t.Errorf("rewritten %q does not parse: %v", got, err)
+			continue
+		}
+		if w2.Inner != other || w2.Identity() != w.Identity() || w2.Success != w.Success || w2.Prompt != w.Prompt || w2.Outer != w.Outer {
+			t.Errorf("rewritten %q parses to %+v, want %+v with Inner %q", got, w2, w, other)
+		}
+		n++
+	}
+	if n < 100 {
+		t.Fatalf("only %d wrappers rewritten", n)
+	}
+}
