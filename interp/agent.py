@@ -856,6 +856,8 @@ class Agent(object):
         self.hello()
         while True:
             for key, mask in self.sel.select():
+                if self.sel.get_map().get(key.fd) is not key:
+                    continue  # unwatched by an event earlier in this batch
                 kind, p = key.data
                 try:
                     if kind == 'proto':
@@ -1095,6 +1097,8 @@ class Agent(object):
 
     def read_status(self, p):
         """A task's early exit status; EOF without one means it died."""
+        if p.stat_fd is None:
+            return  # finished by an event earlier in the same batch
         try:
             data = os.read(p.stat_fd, 64)
         except (BlockingIOError, InterruptedError):

@@ -182,7 +182,7 @@ func chartRow(body *strings.Builder, r result, sec chartSection, y float64, xOf 
 		fx := xOf(floor.Seconds())
 		fmt.Fprintf(body, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#000" stroke-width="2"/>`+"\n", fx, y-2, fx, y+barH+2)
 		if r.mode.bridge {
-			tx := xOf(floorTarget * floor.Seconds())
+			tx := xOf(targetOf(r.playbook) * floor.Seconds())
 			fmt.Fprintf(body, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#d62728" stroke-width="2" stroke-dasharray="3,2"/>`+"\n",
 				tx, y-2, tx, y+barH+2)
 			end = math.Max(end, tx)

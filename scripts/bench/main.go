@@ -98,7 +98,7 @@ func main() {
 	flag.DurationVar(&cfg.latRun, "latency-run", 0, "after the main table, run a second one with this one-way `delay` (0: none)")
 	flag.IntVar(&cfg.latN, "latency-n", 20, "tasks per playbook in the -latency-run table")
 	modes := flag.String("modes", "all", "comma-separated `modes`: "+strings.Join(modeNames(), ", ")+"; or stock, bridge, floor, all")
-	playbooks := flag.String("playbooks", "loop,tasks", "comma-separated `playbooks`: loop, tasks")
+	playbooks := flag.String("playbooks", "loop,tasks,become", "comma-separated `playbooks`: loop, tasks, become")
 	flag.StringVar(&cfg.out, "out", "", "also write the markdown table to this `file` (and the chart next to it, as .svg)")
 	flag.StringVar(&cfg.svg, "svg", "", "write the SVG chart to this `file` (default: -out with .svg)")
 	flag.DurationVar(&cfg.timeout, "timeout", 15*time.Minute, "kill a single ansible-playbook run after this long")

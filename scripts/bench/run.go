@@ -26,6 +26,7 @@ type result struct {
 	stats    relay.Stats
 	err      error  // nil: verified ok
 	log      string // ansible-playbook output
+	sudo     int    // the target's sudo runs during the run (become playbook)
 }
 
 // table is one set of runs: every selected (playbook, mode) at one n and
@@ -78,6 +79,11 @@ func bench(ctx context.Context, cfg config) (failed bool, err error) {
 		}
 	}
 
+	if slices.Contains(cfg.playbooks, "become") {
+		if err := installSudoWrapper(cfg.lab); err != nil {
+			return false, fmt.Errorf("sudo wrapper: %w", err)
+		}
+	}
 	tables := []*table{{cfg: cfg}}
 	if cfg.latRun > 0 {
 		lc := cfg
@@ -245,10 +251,12 @@ func runOne(ctx context.Context, cfg config, dir, book, pb string, m mode, tl to
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
 
+	sudoBefore := sudoRuns(cfg.lab)
 	start := time.Now()
 	runErr := cmd.Run()
 	res.wall = time.Since(start)
 	res.ran = true
+	res.sudo = sudoRuns(cfg.lab) - sudoBefore
 
 	// Tear down what the run left, then close the relay, which waits for
 	// its connections, so the counters are final.

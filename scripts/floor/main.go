@@ -30,6 +30,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/ansible-bridge/ansible-bridge/bridge/become"
 	"io"
 	"os"
 	"path/filepath"
@@ -198,7 +199,7 @@ func (e env) ssh(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if tty {
 		out = crlfWriter{stdout}
 	}
-	rc := e.remote(strings.Join(p.operand[1:], " "), user, stdin, out, stderr)
+	rc := e.remote(strings.Join(p.operand[1:], " "), user, tty, stdin, out, stderr)
 	if tty {
 		fmt.Fprintf(stderr, "Shared connection to %s closed.\r\n", host)
 	}
@@ -214,12 +215,46 @@ var (
 )
 
 // remote answers a remote command line.
-func (e env) remote(cmd, user string, stdin io.Reader, stdout, stderr io.Writer) int {
+func (e env) remote(cmd, user string, tty bool, stdin io.Reader, stdout, stderr io.Writer) int {
+	if strings.Contains(cmd, "BECOME-SUCCESS-") {
+		return e.become(cmd, user, tty, stdin, stdout, stderr)
+	}
 	inner, ok := shInner(cmd)
 	if !ok {
 		fmt.Fprintf(stderr, "floor: no canned answer for remote command %q\n", cmd)
 		return 127
 	}
+	return e.answer(inner, user, stdin, stdout, stderr)
+}
+
+// become answers a become wrapper as a tool that needs no password (or
+// takes any) would: its prompt and a line read, if Ansible has a
+// password; the success marker; then the inner command's answer.
+func (e env) become(cmd, user string, tty bool, stdin io.Reader, stdout, stderr io.Writer) int {
+	w, err := become.Parse(cmd)
+	if err != nil {
+		fmt.Fprintf(stderr, "floor: no canned answer for become command %q: %v\n", cmd, err)
+		return 127
+	}
+	if w.Password == become.PasswordAnswered {
+		prompt := stderr // sudo -S
+		if tty {
+			prompt = stdout
+		}
+		fmt.Fprint(prompt, w.Prompt)
+		b := make([]byte, 1)
+		for {
+			if n, err := stdin.Read(b); err != nil || (n == 1 && b[0] == '\n') {
+				break
+			}
+		}
+	}
+	fmt.Fprintln(stdout, w.Success)
+	return e.answer(w.Inner+" && sleep 0", user, stdin, stdout, stderr)
+}
+
+// answer answers the command a remote /bin/sh -c runs.
+func (e env) answer(inner, user string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if m := homeRE.FindStringSubmatch(inner); m != nil {
 		u := m[1]
 		if u == "" {
@@ -249,7 +284,7 @@ func (e env) remote(cmd, user string, stdin io.Reader, stdout, stderr io.Writer)
 		}
 		return e.module(module, stdout)
 	}
-	fmt.Fprintf(stderr, "floor: no canned answer for remote command %q\n", cmd)
+	fmt.Fprintf(stderr, "floor: no canned answer for remote command %q\n", inner)
 	return 127
 }
 
