@@ -25,6 +25,7 @@ type labConfig struct {
 	User     string // AB_USER: NOPASSWD sudo
 	PWUser   string // AB_PWUSER: sudo needs AB_PASSWORD
 	Password string // AB_PASSWORD
+	NoPyUser string // AB_NOPYUSER: chrooted by sshd into a tree without python
 }
 
 // suiteState is set up once by TestMain and shared by every test.
@@ -138,6 +139,7 @@ func prerequisites() string {
 		User:     env("AB_USER", "abtest"),
 		PWUser:   env("AB_PWUSER", "abpw"),
 		Password: os.Getenv("AB_PASSWORD"),
+		NoPyUser: env("AB_NOPYUSER", "abnopy"),
 	}
 	if suite.lab.Password == "" {
 		return "AB_PASSWORD is not set: eval \"$(scripts/lab.sh env)\""
@@ -231,7 +233,7 @@ func buildBridge() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, goTool, "build", "-o", s.bin, ".")
+	build := exec.CommandContext(ctx, goTool, "build", "-ldflags=-s -w", "-o", s.bin, ".")
 	build.Dir = ".."                                  // the module root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile builds it
 	if out, err := build.CombinedOutput(); err != nil {

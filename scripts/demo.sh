@@ -31,7 +31,7 @@ cleanup() {
 trap cleanup EXIT
 
 echo "building ansible-bridge"
-CGO_ENABLED=0 go build -o "$BIN" .
+CGO_ENABLED=0 go build -ldflags="-s -w" -o "$BIN" .
 "$BIN" shims "$DEMO/shims" >/dev/null
 
 cat >"$DEMO/inventory.ini" <<EOF

@@ -4,14 +4,17 @@
 #     scripts/lab.sh up      # create users and keys, start sshd, verify
 #     scripts/lab.sh env     # print shell exports for the tests
 #     scripts/lab.sh status  # is the lab's sshd running?
-#     scripts/lab.sh down    # stop the lab's sshd
+#     scripts/lab.sh down    # stop the lab's sshd, remove the no-Python chroot
 #
 #     eval "$(scripts/lab.sh env)" && go test ./integration/
 #
 # Must run as root (it creates users and a sudoers.d file). Settings:
 #
-#     AB_LAB   state directory            (default /tmp/ab-lab)
-#     AB_PORT  sshd port on 127.0.0.1     (default 2222)
+#     AB_LAB        state directory            (default /tmp/ab-lab)
+#     AB_PORT       sshd port on 127.0.0.1     (default 2222)
+#     AB_NOPY_ROOT  chroot of user abnopy      (default /srv/ab-lab-nopy-$AB_PORT;
+#                   sshd wants every component root-owned and not group- or
+#                   world-writable, so it cannot live under /tmp)
 #
 # What `up` sets up (idempotently):
 #
@@ -20,6 +23,12 @@
 #     are atypical.
 #   - user abpw, shell /bin/sh, password $AB_PASSWORD; its sudo REQUIRES
 #     that password (timestamp_timeout=0, so every sudo asks again).
+#   - user abnopy, shell /bin/sh, key login only, no sudo: a target without
+#     Python. sshd chroots it (Match User + ChrootDirectory) into
+#     $AB_NOPY_ROOT, which holds dash as /bin/sh, the few tools Ansible's
+#     shell commands use (mkdir, chmod, rm, sleep, cat, dd, uname, env,
+#     hostname, id, ls), sftp-server, the libraries they need, /dev/null,
+#     /etc/passwd and /etc/group, and a home directory. No python.
 #   - /etc/sudoers.d/ab-lab with the two rules and !requiretty.
 #   - $AB_LAB/id_ed25519: the lab key, authorized for both users;
 #     $AB_LAB/wrong_ed25519: a key authorized for no one (auth failures).
@@ -31,13 +40,23 @@
 #
 # `up` ends by checking the lab with the real ssh: key login and sudo -n for
 # abtest, a refused sudo -n and an accepted sudo password for abpw, password
-# login for abpw, and a refused login with the wrong key.
+# login for abpw, a refused login with the wrong key, and a key login for
+# abnopy that finds a shell but no python.
+#
+# `down` stops sshd and removes $AB_NOPY_ROOT; the users stay.
 set -euo pipefail
 
 LAB=${AB_LAB:-/tmp/ab-lab}
 PORT=${AB_PORT:-2222}
 USER_NOPW=abtest
 USER_PW=abpw
+USER_NOPY=abnopy
+NOPY_ROOT=${AB_NOPY_ROOT:-/srv/ab-lab-nopy-$PORT}
+# What abnopy's chroot holds besides /bin/sh: what Ansible's shell
+# commands run (temp dirs, transfers, discovery, cleanup) and what the
+# tests call, then sftp-server for the sftp and scp transfer methods.
+NOPY_TOOLS=(mkdir chmod rm sleep cat dd uname env hostname id ls)
+SFTP_SERVER=/usr/lib/openssh/sftp-server
 PASSWORD=abpw-Secret-123
 SUDOERS=/etc/sudoers.d/ab-lab
 SSHD=/usr/sbin/sshd
@@ -145,7 +164,7 @@ Port $PORT
 ListenAddress 127.0.0.1
 HostKey $LAB/ssh_host_ed25519_key
 PidFile $LAB/sshd.pid
-AllowUsers $USER_NOPW $USER_PW
+AllowUsers $USER_NOPW $USER_PW $USER_NOPY
 PermitRootLogin no
 PubkeyAuthentication yes
 AuthorizedKeysFile .ssh/authorized_keys
@@ -161,7 +180,65 @@ PrintMotd no
 X11Forwarding no
 Subsystem sftp /usr/lib/openssh/sftp-server
 LogLevel VERBOSE
+# A target without Python: abnopy lives in a chroot that has none.
+Match User $USER_NOPY
+	ChrootDirectory $NOPY_ROOT
 EOF
+}
+
+# chroot_copy copies programs and the shared libraries they load (ldd's
+# list, the dynamic loader included) into the chroot at their own paths.
+chroot_copy() { # file...
+	local f lib
+	for f in "$@"; do
+		install -D -m 0755 "$f" "$NOPY_ROOT$f"
+		for lib in $(ldd "$f" | awk '$3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
+			install -D -m 0755 "$lib" "$NOPY_ROOT$lib"
+		done
+	done
+}
+
+# make_nopy_root builds (or refreshes) abnopy's chroot. Every directory
+# sshd walks to it is root-owned and 0755; only the home belongs to abnopy.
+make_nopy_root() {
+	local d tool path
+	case $NOPY_ROOT in
+	/tmp/* | /var/tmp/* | /dev/shm/*) die "AB_NOPY_ROOT=$NOPY_ROOT: sshd refuses a chroot under a world-writable directory" ;;
+	/*) ;;
+	*) die "AB_NOPY_ROOT=$NOPY_ROOT is not absolute" ;;
+	esac
+	install -d -m 0755 -o root -g root "$NOPY_ROOT"
+	# Debian's merged /usr, so that /bin/sh and /lib64/ld-linux-*.so.2 are
+	# where the programs look for them.
+	for d in bin lib lib64 sbin; do
+		install -d -m 0755 -o root -g root "$NOPY_ROOT/usr/$d"
+		[[ -L $NOPY_ROOT/$d ]] || ln -s "usr/$d" "$NOPY_ROOT/$d"
+	done
+	install -d -m 0755 -o root -g root "$NOPY_ROOT/etc" "$NOPY_ROOT/dev" "$NOPY_ROOT/home"
+	install -d -m 1777 -o root -g root "$NOPY_ROOT/tmp"
+	chroot_copy "$(readlink -f /bin/sh)"
+	ln -sfn "$(basename "$(readlink -f /bin/sh)")" "$NOPY_ROOT/usr/bin/sh"
+	for tool in "${NOPY_TOOLS[@]}"; do
+		path=$(command -v "$tool") || die "$tool not found"
+		chroot_copy "$(readlink -f "$path")"
+		[[ $(readlink -f "$path") == /usr/bin/$tool ]] ||
+			ln -sfn "$(readlink -f "$path")" "$NOPY_ROOT/usr/bin/$tool"
+	done
+	[[ -x $SFTP_SERVER ]] || die "$SFTP_SERVER missing: run scripts/setup.sh"
+	chroot_copy "$SFTP_SERVER"
+	if [[ ! -c $NOPY_ROOT/dev/null ]]; then
+		rm -f "$NOPY_ROOT/dev/null"
+		mknod -m 0666 "$NOPY_ROOT/dev/null" c 1 3
+	fi
+	getent passwd root "$USER_NOPY" >"$NOPY_ROOT/etc/passwd"
+	getent group root "$USER_NOPY" >"$NOPY_ROOT/etc/group"
+	chmod 0644 "$NOPY_ROOT/etc/passwd" "$NOPY_ROOT/etc/group"
+	local home
+	home=$(getent passwd "$USER_NOPY" | cut -d: -f6)
+	install -d -m 0755 -o "$USER_NOPY" -g "$USER_NOPY" "$NOPY_ROOT$home"
+	if find "$NOPY_ROOT" -name 'python*' | grep -q .; then
+		die "$NOPY_ROOT holds a python"
+	fi
 }
 
 up() {
@@ -183,9 +260,12 @@ up() {
 
 	make_user "$USER_NOPW"
 	make_user "$USER_PW"
+	make_user "$USER_NOPY"
 	# abtest logs in by key only: '*' is "no password" without the "locked"
 	# '!' that some PAM/sshd combinations refuse even for keys.
 	usermod -p '*' "$USER_NOPW"
+	usermod -p '*' "$USER_NOPY"
+	make_nopy_root
 	echo "$USER_PW:$PASSWORD" | chpasswd
 	write_sudoers
 
@@ -202,7 +282,11 @@ up() {
 		rm -f "$LAB/sshd_config.new"
 		log "sshd already running (pid $pid)"
 	else
-		[[ -z ${pid:-} ]] || down
+		if [[ -n ${pid:-} ]]; then
+			lock_lab
+			stop_sshd
+			unlock_lab
+		fi
 		mv "$LAB/sshd_config.new" "$LAB/sshd_config"
 		if banner_ok; then
 			die "127.0.0.1:$PORT is taken by another server; set AB_PORT"
@@ -250,21 +334,38 @@ verify() {
 	if lab_ssh -i "$LAB/wrong_ed25519" -o IdentitiesOnly=yes "$USER_NOPW@127.0.0.1" true 2>/dev/null; then
 		die "verify: the wrong key was accepted"
 	fi
+	local nopy
+	# shellcheck disable=SC2016 # expanded by the remote shell
+	nopy=$(lab_ssh -i "$LAB/id_ed25519" -o IdentitiesOnly=yes "$USER_NOPY@127.0.0.1" \
+		'echo "shell ok in $(pwd)"; command -v python3 python python2 || echo "no python"') ||
+		die "verify: abnopy key login into $NOPY_ROOT failed (see $LAB/sshd.log)"
+	[[ $nopy == "shell ok in /home/$USER_NOPY"$'\n'"no python" ]] ||
+		die "verify: abnopy's login is not a shell without python: $nopy"
 	log "verified: keys, passwords and sudo behave as the tests expect"
 }
 
-down() {
-	local pid i
-	if ! pid=$(sshd_pid); then
-		log "sshd not running"
-		return 0
-	fi
-	# Never pull sshd from under a running integration suite: it holds this
-	# lock for its whole run (see integration/main_test.go).
+# lock_lab waits for any integration run to finish: never pull sshd or the
+# chroot from under a running suite, which holds this lock for its whole run
+# (see integration/main_test.go). The lock is released by unlock_lab.
+lock_lab() {
+	[[ -d $LAB ]] || return 0
 	exec 9>>"$LAB/integration.lock"
 	if ! flock -n 9; then
 		log "waiting for the integration run holding $LAB/integration.lock"
 		flock 9
+	fi
+}
+
+unlock_lab() {
+	exec 9>&- # nothing started later may inherit the lock
+}
+
+# stop_sshd stops the lab's sshd, if it runs; the caller holds the lock.
+stop_sshd() {
+	local pid i
+	if ! pid=$(sshd_pid); then
+		log "sshd not running"
+		return 0
 	fi
 	kill "$pid"
 	for ((i = 0; i < 100; i++)); do
@@ -273,8 +374,23 @@ down() {
 	done
 	[[ ! -e /proc/$pid ]] || die "sshd (pid $pid) did not exit"
 	rm -f "$LAB/sshd.pid"
-	exec 9>&- # release the lock; nothing started later may inherit it
 	log "sshd stopped"
+}
+
+down() {
+	need_root
+	lock_lab
+	stop_sshd
+	case $NOPY_ROOT in
+	/*/*)
+		if [[ -d $NOPY_ROOT ]]; then
+			rm -rf --one-file-system -- "$NOPY_ROOT"
+			log "removed $NOPY_ROOT"
+		fi
+		;;
+	*) log "AB_NOPY_ROOT=$NOPY_ROOT looks unsafe to remove; left in place" ;;
+	esac
+	unlock_lab
 }
 
 env_() {
@@ -286,6 +402,7 @@ export AB_WRONG_KEY='$LAB/wrong_ed25519'
 export AB_USER='$USER_NOPW'
 export AB_PWUSER='$USER_PW'
 export AB_PASSWORD='$PASSWORD'
+export AB_NOPYUSER='$USER_NOPY'
 EOF
 }
 

@@ -81,7 +81,7 @@
 //
 // The prompts the tools print: sudo prints exactly its -p PROMPT, on stderr
 // with -S (on the terminal otherwise, which -tt merges into stdout); su's
-// PAM prompt is "Password: " in the C locale (SuPromptRegexp, from
+// PAM prompt is "Password: " in the C locale (SuPromptRegexp(), from
 // SuPromptLocalizations, is what Ansible accepts); OpenBSD doas and OpenDoas
 // print "doas (USER@HOST) password: ", which DoasPromptRegexp accepts. What the tools print on
 // failure: sudo -S "Sorry, try again." after a wrong password (and prompts

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Messages are the strings Ansible's become plugin for a tool looks for in
@@ -97,13 +98,20 @@ var SuPromptLocalizations = []string{
 // alternation's precedence only the last localisation needs the colon:
 // any line starting with "Password" (in any ASCII case, optionally after
 // "word's ") counts as a prompt.
-var SuPromptRegexp = regexp.MustCompile(suPromptPattern(SuPromptLocalizations))
+//
+// It is compiled on first use: the pattern is large, and the binary that
+// holds this package also starts as ssh several times per task.
+var SuPromptRegexp = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(suPromptPattern(SuPromptLocalizations))
+})
 
 // DoasPromptRegexp is community.general.doas's check_password_prompt
 // (community.general 6.6; re.match, so anchored at the start of the line):
 // "doas (" or "Password:". OpenBSD doas and OpenDoas prompt with
 // "doas (USER@HOST) password: ".
-var DoasPromptRegexp = regexp.MustCompile(`^(?:doas \(|Password:)`)
+var DoasPromptRegexp = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(?:doas \(|Password:)`)
+})
 
 // suPromptPattern builds SuPromptRegexp from a localisation list.
 func suPromptPattern(prompts []string) string {
@@ -136,7 +144,7 @@ const pySpace = " \t\n\r\v\f"
 // prompt (check_password_prompt): for sudo, a line that starts, both
 // stripped of white space, with Ansible's -p prompt (never when the prompt
 // is not Ansible's: the sudo plugin then watches for none); for su, a match
-// of SuPromptRegexp; for doas, of DoasPromptRegexp. Ansible checks only
+// of SuPromptRegexp; for doas, of DoasPromptRegexp(). Ansible checks only
 // while it holds a password (expect_prompt), which for su the command line
 // does not reveal. line is one line as Python's bytes.splitlines(True)
 // splits output (at "\n", "\r" or "\r\n"), with or without its ending.
@@ -148,9 +156,9 @@ func (w *Wrapper) IsPrompt(line []byte) bool {
 		}
 		return bytes.HasPrefix(bytes.Trim(line, pySpace), []byte(strings.Trim(w.Prompt, pySpace)))
 	case Su:
-		return SuPromptRegexp.Match(line)
+		return SuPromptRegexp().Match(line)
 	case Doas:
-		return DoasPromptRegexp.Match(line)
+		return DoasPromptRegexp().Match(line)
 	}
 	return false
 }

@@ -167,7 +167,7 @@ func buildBridge(ctx context.Context, root, dir string) (*bridgeBin, error) {
 		shims:  filepath.Join(dir, "shims"),
 		socket: filepath.Join(dir, "sock", "bridge.sock"),
 	}
-	build := exec.CommandContext(ctx, "go", "build", "-o", b.bin, ".")
+	build := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", b.bin, ".")
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile builds it
 	if out, err := build.CombinedOutput(); err != nil {
