@@ -979,6 +979,8 @@ class Agent(object):
             self.op_exec(rid, req)
         elif op == 'module':
             self.op_module(rid, req, blob)
+        elif op == 'exit':
+            self.shutdown()
         else:
             self.reply(rid, {'error': 'unknown op %r' % (op,)})
 

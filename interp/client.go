@@ -96,6 +96,7 @@ type Client struct {
 	zips map[[32]byte]*zipState
 
 	done       chan struct{} // closed when the reader ends
+	wdone      chan struct{} // closed when the writer ends
 	dead       chan struct{} // closed when err is set
 	stderrDone chan struct{}
 	stderrTail tail
@@ -145,6 +146,7 @@ func NewClient(ctx context.Context, conn Conn, log logrus.FieldLogger) (*Client,
 		pending:    map[uint32]*call{},
 		zips:       map[[32]byte]*zipState{},
 		done:       make(chan struct{}),
+		wdone:      make(chan struct{}),
 		dead:       make(chan struct{}),
 		stderrDone: make(chan struct{}),
 	}
@@ -375,12 +377,13 @@ func (c *Client) fail(cause error) {
 }
 
 func (c *Client) writeLoop() {
+	defer close(c.wdone)
 	for {
 		c.qmu.Lock()
 		for len(c.queue) == 0 && !c.qclosed {
 			c.qcond.Wait()
 		}
-		if c.qclosed {
+		if len(c.queue) == 0 { // closed, and all written
 			c.qmu.Unlock()
 			return
 		}
@@ -559,10 +562,18 @@ func (c *Client) Close() error {
 			close(c.dead)
 		}
 		c.mu.Unlock()
+		// An exit request, then end of input: an agent on a terminal (a
+		// become agent under a PTY) never sees the end of its input.
+		exit, _ := encodeReq(map[string]any{"op": "exit"})
 		c.qmu.Lock()
+		c.queue = append(c.queue, encodeFrame(frameReq, 0, exit))
 		c.qclosed = true
 		c.qcond.Broadcast()
 		c.qmu.Unlock()
+		select {
+		case <-c.wdone:
+		case <-time.After(2 * time.Second):
+		}
 		err = c.conn.Stdin.Close()
 		select {
 		case <-c.done:
