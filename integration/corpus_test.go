@@ -13,16 +13,25 @@ import (
 type corpusCase struct {
 	name  string // playbook is corpus/<name>.yml
 	check func(t *testing.T, r *runResult)
+	// setup, if set, runs before each of the two runs: it readies the
+	// target, undoes that with t.Cleanup, and returns host variables for
+	// the inventory (the same for both runs). It skips t when a
+	// prerequisite is missing.
+	setup func(t *testing.T) map[string]map[string]any
 }
 
 var corpusCases = []corpusCase{
-	{"basics", checkBasics},
-	{"files", checkFiles},
-	{"async", checkAsync},
-	{"become", checkBecome},
-	{"password", checkPassword},
-	{"discovery", checkDiscovery},
-	{"unreachable", checkUnreachable},
+	{name: "basics", check: checkBasics},
+	{name: "files", check: checkFiles},
+	{name: "async", check: checkAsync},
+	{name: "become", check: checkBecome},
+	{name: "password", check: checkPassword},
+	{name: "discovery", check: checkDiscovery},
+	{name: "unreachable", check: checkUnreachable},
+	{name: "monkeypatch", check: checkMonkeypatch},
+	{name: "monkeypatch-at-import", check: checkMonkeypatchAtImport},
+	{name: "environment", check: checkEnvironment, setup: setupEnvironment},
+	{name: "nopython", check: checkNoPython, setup: setupNoPython},
 }
 
 // TestCorpus runs every corpus playbook in every mode, stock then through
@@ -35,10 +44,16 @@ func TestCorpus(t *testing.T) {
 				t.Run(m.String(), func(t *testing.T) {
 					requireBridge(t)
 					spec := runSpec{Playbook: tc.name + ".yml", Mode: m}
+					if tc.setup != nil {
+						spec.HostVars = tc.setup(t)
+					}
 					spec.Side = stock
 					want := runPlaybook(t, spec)
 					t.Run("stock-expectations", func(t *testing.T) { tc.check(t, want) })
 					fallbacks := watchShimLog(t)
+					if tc.setup != nil {
+						spec.HostVars = tc.setup(t)
+					}
 					spec.Side = bridgeSide()
 					got := runPlaybook(t, spec)
 					t.Run("bridge-expectations", func(t *testing.T) { tc.check(t, got) })

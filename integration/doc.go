@@ -8,7 +8,7 @@
 // scripts/setup.sh, and the loopback lab from scripts/lab.sh:
 //
 //	scripts/setup.sh                 # once: apt packages
-//	scripts/lab.sh up                # users abtest/abpw, sshd on 127.0.0.1:2222
+//	scripts/lab.sh up                # users abtest/abpw/abnopy, sshd on 127.0.0.1:2222
 //	eval "$(scripts/lab.sh env)"     # AB_LAB, AB_PORT, AB_KEY, ...
 //	go test -timeout 60m ./integration/
 //	scripts/lab.sh down
@@ -87,6 +87,25 @@
 //     right and wrong.
 //   - discovery.yml: interpreter discovery (no ansible_python_interpreter).
 //   - unreachable.yml: a closed port and a key the target refuses.
+//   - monkeypatch.yml: library/ab_patch.py (a custom module next to the
+//     playbooks, with module_utils/ab_state.py) monkey-patches os.getcwd,
+//     json.dumps and time.time and leaves other marks (builtins, module
+//     attributes, an AnsibleModule class attribute, sys.path, os.environ, a
+//     module_utils list) in its process; every later task, of the same
+//     module, in a loop, under become, or library/ab_probe.py, must start
+//     clean, as in stock's fresh python per task.
+//   - monkeypatch-at-import.yml: library/ab_patch_at_import.py patches at
+//     its top level; each task must see that top level run exactly once.
+//   - environment.yml: a task with become adds a line to /etc/environment
+//     (the test backs the file up and restores it; setupEnvironment). Stock
+//     shows it to the login user only on a new connection (after
+//     meta: reset_connection), never under sudo; the bridge must agree.
+//   - nopython.yml: the lab's user abnopy, whom sshd chroots into a tree
+//     with dash, a few tools and sftp-server but no python: raw and script
+//     work, modules fail with MODULE FAILURE and "/bin/sh: 1:
+//     /usr/bin/python3: not found", discovery warns and falls back to
+//     /usr/bin/python. Those hosts use a known_hosts file with the lab's
+//     host key (see setupNoPython). Skips when the lab predates abnopy.
 //
 // Without setfacl on the target (scripts/setup.sh does not install acl),
 // stock Ansible fails `become_user: nobody` when pipelining is off. The

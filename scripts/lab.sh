@@ -188,12 +188,14 @@ EOF
 
 # chroot_copy copies programs and the shared libraries they load (ldd's
 # list, the dynamic loader included) into the chroot at their own paths.
+# Files already there and equal are left alone (install -C), so that a
+# rerun of `up` does not rewrite a program a session is running.
 chroot_copy() { # file...
 	local f lib
 	for f in "$@"; do
-		install -D -m 0755 "$f" "$NOPY_ROOT$f"
+		install -C -D -m 0755 "$f" "$NOPY_ROOT$f"
 		for lib in $(ldd "$f" | awk '$3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
-			install -D -m 0755 "$lib" "$NOPY_ROOT$lib"
+			install -C -D -m 0755 "$lib" "$NOPY_ROOT$lib"
 		done
 	done
 }
@@ -334,12 +336,13 @@ verify() {
 	if lab_ssh -i "$LAB/wrong_ed25519" -o IdentitiesOnly=yes "$USER_NOPW@127.0.0.1" true 2>/dev/null; then
 		die "verify: the wrong key was accepted"
 	fi
-	local nopy
+	local nopy nopy_home
+	nopy_home=$(getent passwd "$USER_NOPY" | cut -d: -f6)
 	# shellcheck disable=SC2016 # expanded by the remote shell
 	nopy=$(lab_ssh -i "$LAB/id_ed25519" -o IdentitiesOnly=yes "$USER_NOPY@127.0.0.1" \
 		'echo "shell ok in $(pwd)"; command -v python3 python python2 || echo "no python"') ||
 		die "verify: abnopy key login into $NOPY_ROOT failed (see $LAB/sshd.log)"
-	[[ $nopy == "shell ok in /home/$USER_NOPY"$'\n'"no python" ]] ||
+	[[ $nopy == "shell ok in $nopy_home"$'\n'"no python" ]] ||
 		die "verify: abnopy's login is not a shell without python: $nopy"
 	log "verified: keys, passwords and sudo behave as the tests expect"
 }
