@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -119,16 +118,10 @@ func (s *Server) serveBecome(ctx context.Context, iv *invocation, t *target, inv
 			iv.log.WithError(err).Warn("login user unknown; temp dirs written as the become user")
 		}
 	}
+	// A change of /etc/environment does not concern the become user: the
+	// tool sets its environment (stock steps do not see it either).
+	req.IgnoreEnvChange = true
 	res, err := ag.RunModule(ctx, req)
-	if errors.Is(err, interp.ErrRestart) {
-		// The login environment changed. Starting a fresh become
-		// interpreter needs the tool (and maybe a password) again, which
-		// this step can no longer ask for: it runs here, and the next
-		// step starts a new one.
-		t.retireAgent(key)
-		req.IgnoreEnvChange = true
-		res, err = ag.RunModule(ctx, req)
-	}
 	return s.moduleResult(iv, settings, req, held, res, err), true
 }
 

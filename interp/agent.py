@@ -384,6 +384,38 @@ class WrapperCompiler(object):
         return compile(tpl.replace(ZIP_MARKER, self.b64, 1), fname, 'exec', dont_inherit=True)
 
 
+def imports_of(fqn):
+    """The modules fqn's source imports (module_utils, stdlib), found
+    without running it. Some names are of attributes rather than modules;
+    importing those fails, which the caller ignores."""
+    if not fqn:
+        return ()
+    try:
+        import ast
+        import importlib.util
+        spec = importlib.util.find_spec(fqn)
+        tree = ast.parse(spec.loader.get_source(fqn))
+    except Exception:
+        return ()
+    package = fqn.rpartition('.')[0]
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ''
+            if node.level:
+                parts = package.split('.')
+                base = '.'.join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            names.append(base)
+            names.extend(base + '.' + a.name for a in node.names if a.name != '*')
+    out = []
+    for n in names:
+        if n and n != fqn and not n.startswith(fqn + '.') and n not in out:
+            out.append(n)
+    return tuple(out)
+
+
 def res_init():
     """Have libc re-read /etc/resolv.conf (glibc >= 2.26 also notices by
     itself; other libcs may not)."""
@@ -529,23 +561,14 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         sys.path.insert(0, zippath)
         import importlib
-        # What every AnsiballZ wrapper imports, then the module's own imports.
-        for name in WRAPPER_IMPORTS + ('ansible.module_utils.basic', fqn):
-            if not name:
-                continue
+        # What every AnsiballZ wrapper imports, then what the module
+        # imports. Never the module itself: its top-level code must run
+        # once per task, in the task.
+        for name in WRAPPER_IMPORTS + ('ansible.module_utils.basic',) + imports_of(fqn):
             try:
                 importlib.import_module(name)
             except BaseException:
                 pass
-        # runpy warns when the module it runs is already in sys.modules.
-        if fqn and fqn in sys.modules:
-            del sys.modules[fqn]
-            parent, _, leaf = fqn.rpartition('.')
-            if parent in sys.modules and hasattr(sys.modules[parent], leaf):
-                try:
-                    delattr(sys.modules[parent], leaf)
-                except Exception:
-                    pass
         if fqn:
             cache_module_code(fqn)
         wc = WrapperCompiler(b64)
