@@ -31,4 +31,13 @@
 //	channel closed before hello: /bin/sh: 1: /usr/bin/python3: not found; exit status 127
 //
 // so the caller can keep the target on passthrough and log why.
+//
+// # Inside another command
+//
+// Inline(python) is the first stage as a plain command, for use inside a
+// become wrapper (the bridge swaps it in for the module Ansible wrapped).
+// On a terminal (become under a PTY, su) the first stage makes the
+// terminal raw, sends its stderr to /dev/null and prints RawMarker before
+// it reads; Attach then sends the payload over whatever channel the
+// caller started and waits for the hello.
 package bootstrap

@@ -34,8 +34,31 @@
 //     through SFTP atomically instead of by dd.
 //   - sftp (batch mode) and scp: served by one SFTP channel per
 //     connection; files land atomically (hidden temp, fsync, rename).
+//   - cached: Ansible's temp-dir housekeeping (echo ~, mkdir ansible-tmp,
+//     chmod u+x, setfacl for an unprivileged become user, rm -f -r)
+//     answered by the bridge; uploads into the temp dirs it holds stay in
+//     memory (tmpdirs.go, housekeeping.go).
+//   - module: an AnsiballZ wrapper (a held file, or piped) runs in the
+//     target's persistent interpreter for that python (package interp,
+//     started by package bootstrap); agents.go keeps at most
+//     Config.MaxInterpreters per target, least recently used idle one
+//     retired first.
+//   - become: a sudo/su/doas wrapper (package become) around a module
+//     runs in an interpreter of the become user, started once through
+//     Ansible's own wrapper with the password exchange relayed
+//     (becomeagents.go).
 //
 // Anything the bridge does not understand is handed back to the shim as
 // a Fallback before any input is read, and the shim execs the real
 // binary.
+//
+// # Debugging
+//
+// Every invocation but the control requests goes into a journal (package
+// journal; passwords typed at prompts are registered as secrets and
+// masked). Status reports targets, interpreters and the invocations in
+// flight (RenderTop draws it for `ansible-bridge top`); Mount exposes the
+// journal, the shared temp dirs and the status as a read-only file system
+// (package fusefs, mount.go). An ssh -v on the shim logs that invocation
+// at debug level.
 package bridge
