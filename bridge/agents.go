@@ -227,22 +227,24 @@ func (t *target) agentRoom(key string) error {
 }
 
 // setAgent records an interpreter started by the caller under key, and
-// the password that started it ("" for none).
-func (t *target) setAgent(key string, c *interp.Client, password string) {
+// the password that started it ("" for none). It reports false, and
+// records nothing, when another one started meanwhile is running: the
+// caller uses its own for its step, then closes it.
+func (t *target) setAgent(key string, c *interp.Client, password string) bool {
 	slot := &agentSlot{client: c, lastUsed: time.Now(), started: time.Now()}
 	if password != "" {
 		slot.password = newPasswordHash(password)
 	}
 	t.agents.mu.Lock()
+	defer t.agents.mu.Unlock()
 	if t.agents.slots == nil {
 		t.agents.slots = map[string]*agentSlot{}
 	}
-	old := t.agents.slots[key]
-	t.agents.slots[key] = slot
-	t.agents.mu.Unlock()
-	if old != nil {
-		old.close()
+	if old := t.agents.slots[key]; old != nil && old.running() != nil {
+		return false
 	}
+	t.agents.slots[key] = slot
+	return true
 }
 
 // anyAgent returns a running interpreter of the target's login user, or

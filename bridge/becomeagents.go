@@ -91,7 +91,9 @@ func (s *Server) serveBecome(ctx context.Context, iv *invocation, t *target, inv
 			}
 			return code, true
 		}
-		t.setAgent(key, ag, password)
+		if !t.setAgent(key, ag, password) {
+			defer ag.Close()
+		}
 	}
 	t.countRoute(iv, routeBecome)
 	if wrapper == nil {
@@ -178,9 +180,10 @@ func (s *Server) startBecomeAgent(ctx context.Context, iv *invocation, t *target
 	if err != nil {
 		return nil, nil, "", connFailure(iv, err), err
 	}
+	release := sync.OnceFunc(c.release) // by whoever ends the session
 	fail := func(code int, err error) (*interp.Client, io.Reader, string, int, error) {
 		sess.Close()
-		c.release()
+		release()
 		return nil, nil, "", code, err
 	}
 	for _, kv := range sendEnv(settings.SendEnv, iv.hello.Env) {
@@ -238,7 +241,7 @@ func (s *Server) startBecomeAgent(ctx context.Context, iv *invocation, t *target
 		gate.stop()
 		werr := sess.Wait()
 		<-errDone
-		c.release()
+		release()
 		code := exitStatus(werr)
 		if pty && !iv.quiet {
 			iv.errorf("Shared connection to %s closed.", settings.HostName)
@@ -261,14 +264,13 @@ func (s *Server) startBecomeAgent(ctx context.Context, iv *invocation, t *target
 		Stdin: sessIn, Stdout: out, Stderr: agentErr,
 		Wait: func() error {
 			err := sess.Wait()
-			c.release()
+			release()
 			return err
 		},
 	}, t.log.WithField("become", w.Identity()))
 	if err != nil {
 		iv.errorf("ansible-bridge: become interpreter did not start: %v", err)
-		sess.Close()
-		return nil, nil, "", 255, err
+		return fail(255, err)
 	}
 	t.log.WithField("become", w.Identity()).WithField("pid", ag.Info().PID).Info("become interpreter started")
 	return ag, shimIn, gate.lastLine(), 0, nil
