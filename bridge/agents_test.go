@@ -69,3 +69,36 @@ func TestInterpreterLimit(t *testing.T) {
 		t.Fatalf("all busy: got %v, want errInterpreterLimit", err)
 	}
 }
+
+// TestControlPersistExpiry: a target idle for its ControlPersist closes
+// its connection (and interpreters), like an ssh master; the next step
+// logs in again. Never while an invocation is in flight.
+func TestControlPersistExpiry(t *testing.T) {
+	h := newHarness(t, 0)
+	args := h.sshArgs("-o", "ControlPersist=2s", "127.0.0.1", "true")
+	if r := h.run("ssh", args, ""); r.code != 0 {
+		t.Fatalf("first call: %+v", r)
+	}
+	tg := h.srv.targets.all()[0]
+	now := time.Now()
+	if tg.expireIdle(now) {
+		t.Fatal("expired before ControlPersist passed")
+	}
+	tg.inflight.Add(1)
+	if tg.expireIdle(now.Add(time.Minute)) {
+		t.Fatal("expired with an invocation in flight")
+	}
+	tg.inflight.Add(-1)
+	if !tg.expireIdle(now.Add(time.Minute)) {
+		t.Fatal("not expired after ControlPersist")
+	}
+	if r := h.run("ssh", args, ""); r.code != 0 {
+		t.Fatalf("call after expiry: %+v", r)
+	}
+	tg.mu.Lock()
+	dials := tg.dials
+	tg.mu.Unlock()
+	if dials != 2 {
+		t.Fatalf("%d dials, want 2 (a fresh login after expiry)", dials)
+	}
+}

@@ -85,6 +85,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 	}()
 	go s.idleWatch(ctx, cancel)
+	go s.persistWatch(ctx)
 	s.log.WithField("socket", ln.Addr().String()).Info("daemon listening")
 	if s.cfg.Mount != "" {
 		// The daemon serves without its debug view rather than not at all.
@@ -113,6 +114,22 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	wg.Wait()
 	s.log.Info("daemon stopped")
 	return err
+}
+
+// persistWatch expires targets idle for their ControlPersist.
+func (s *Server) persistWatch(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			for _, t := range s.targets.all() {
+				t.expireIdle(now)
+			}
+		}
+	}
 }
 
 func (s *Server) stopping() bool {
@@ -194,6 +211,12 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	code := s.dispatch(ctx, iv)
 	if code >= 0 {
 		iv.exit(code)
+	}
+	iv.mu.Lock()
+	tgt := iv.target
+	iv.mu.Unlock()
+	if tgt != nil {
+		tgt.invocationDone()
 	}
 	iv.entry.Finish(code)
 	iv.log.WithFields(logrus.Fields{"exit": code, "ms": float64(time.Since(iv.started).Microseconds()) / 1000}).Debug("invocation done")

@@ -95,6 +95,9 @@ type target struct {
 	// (RemoveAllNoWait) since the last syncRemovals.
 	unsynced atomic.Pointer[interp.Client]
 	rtt      atomic.Int64 // last keepalive round trip, ns
+
+	inflight atomic.Int32 // invocations being served
+	lastUse  atomic.Int64 // when one last began or ended, unix ns
 }
 
 // sshConn is one TCP connection to a target.
@@ -118,8 +121,13 @@ func (t *target) countRoute(iv *invocation, route string) {
 	t.routes[route]++
 	t.mu.Unlock()
 	iv.mu.Lock()
+	first := iv.target == nil
 	iv.route, iv.target = route, t
 	iv.mu.Unlock()
+	if first {
+		t.inflight.Add(1)
+		t.lastUse.Store(time.Now().UnixNano())
+	}
 	iv.log = iv.log.WithField("route", route)
 	iv.entry.SetTarget(t.label)
 	iv.entry.SetRoute(route)
@@ -223,6 +231,32 @@ func (t *target) stop(now bool) {
 			c.kill()
 		}
 	}
+}
+
+// invocationDone records the end of an invocation counted by countRoute.
+func (t *target) invocationDone() {
+	t.lastUse.Store(time.Now().UnixNano())
+	t.inflight.Add(-1)
+}
+
+// expireIdle closes the target's connections (and retires its
+// interpreters) once nothing has used it for ControlPersist, as an ssh
+// master with that setting would exit: a later step logs in afresh and
+// sees what a fresh login would. It reports whether it did.
+func (t *target) expireIdle(now time.Time) bool {
+	persist := t.settings.ControlPersist
+	if persist <= 0 || t.inflight.Load() > 0 || now.Sub(time.Unix(0, t.lastUse.Load())) < persist {
+		return false
+	}
+	t.mu.Lock()
+	n := len(t.conns)
+	t.mu.Unlock()
+	if n == 0 {
+		return false
+	}
+	t.log.WithField("control_persist", persist).Info("idle for ControlPersist; closing the connection")
+	t.stop(false)
+	return true
 }
 
 func (c *sshConn) alive() bool {

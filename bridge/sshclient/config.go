@@ -413,6 +413,10 @@ func (r *resolver) apply(kw, raw string, src source, active bool) string {
 			return bad("invalid time value.")
 		}
 		set(arg)
+	case "controlpersist":
+		// yes, no or a time; only a time matters to the bridge (the shim
+		// has checked the value).
+		set(strings.ToLower(arg))
 	case "serveralivecountmax", "numberofpasswordprompts", "connectionattempts":
 		n, err := strconv.ParseInt(arg, 0, 64)
 		switch {

@@ -92,6 +92,9 @@ type Settings struct {
 	ConnectionAttempts int
 	// AddressFamily is "any", "inet" or "inet6".
 	AddressFamily string
+	// ControlPersist, when a time (Ansible passes 60s), is how long a
+	// master would outlive its last client; 0 for yes, no or unset.
+	ControlPersist time.Duration
 	// ServerAliveInterval (0 = off in OpenSSH) and ServerAliveCountMax;
 	// see KeepAlive.
 	ServerAliveInterval time.Duration
@@ -315,6 +318,7 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 		ConnectionAttempts:           num("connectionattempts", 1),
 		AddressFamily:                "any",
 		ServerAliveInterval:          dur("serveraliveinterval"),
+		ControlPersist:               dur("controlpersist"),
 		ServerAliveCountMax:          num("serveralivecountmax", 3),
 		PasswordAuthentication:       flag("passwordauthentication", true),
 		KbdInteractiveAuthentication: flag("kbdinteractiveauthentication", true),

@@ -194,6 +194,24 @@ Host *
 			},
 		},
 		{
+			name: "ControlPersist",
+			inv:  fakessh.SSHInvocation{Host: "other", Options: opts("controlpersist=60s")},
+			check: func(t *testing.T, s *Settings, home string) {
+				if s.ControlPersist != time.Minute {
+					t.Errorf("ControlPersist %v, want 1m", s.ControlPersist)
+				}
+			},
+		},
+		{
+			name: "ControlPersist yes",
+			inv:  fakessh.SSHInvocation{Host: "other", Options: opts("controlpersist=yes")},
+			check: func(t *testing.T, s *Settings, home string) {
+				if s.ControlPersist != 0 {
+					t.Errorf("ControlPersist %v, want 0", s.ControlPersist)
+				}
+			},
+		},
+		{
 			name: "command-line ProxyJump none",
 			inv:  fakessh.SSHInvocation{Host: "jumped", Options: opts("proxyjump=none")},
 			check: func(t *testing.T, s *Settings, home string) {
