@@ -106,6 +106,11 @@ func (s *Server) serveBecome(ctx context.Context, iv *invocation, t *target, inv
 		wrapper = data
 	} else {
 		iv.entry.SetModuleSource(wrapper)
+		if st, _ := t.house.lookup(c.script); st != nil {
+			st.mu.Lock()
+			st.becomeAs = becomeUser(w)
+			st.mu.Unlock()
+		}
 	}
 	req, held := moduleRequest(iv, inv, t, c, wrapper)
 	if len(req.Dirs) > 0 {
@@ -125,6 +130,14 @@ func (s *Server) serveBecome(ctx context.Context, iv *invocation, t *target, inv
 	req.IgnoreEnvChange = true
 	res, err := ag.RunModule(ctx, req)
 	return s.moduleResult(iv, settings, req, held, res, err), true
+}
+
+// becomeUser is the user a wrapper becomes, as the debug view names it.
+func becomeUser(w *become.Wrapper) string {
+	if w.User != "" {
+		return w.User
+	}
+	return "root"
 }
 
 // execIn runs command as a shell command in ag, with stdin, as the

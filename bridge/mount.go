@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,10 +28,25 @@ func (m mountSource) Status() ([]byte, error) {
 
 func (m mountSource) Journal() *journal.Journal { return m.s.journal }
 
+// becomeSep separates a target from a become user in the debug view's
+// target names: "abtest@host:22/become-root" (shown as %2F).
+const becomeSep = "/become-"
+
 func (m mountSource) Targets() []fusefs.Target {
 	var out []fusefs.Target
 	for _, t := range m.s.targets.all() {
 		out = append(out, fusefs.Target{Name: t.label})
+		users := map[string]bool{}
+		for _, st := range t.house.mentioned("") {
+			st.mu.Lock()
+			if st.becomeAs != "" {
+				users[st.becomeAs] = true
+			}
+			st.mu.Unlock()
+		}
+		for u := range users {
+			out = append(out, fusefs.Target{Name: t.label + becomeSep + u})
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -49,13 +65,22 @@ func (m mountSource) target(label string) *target {
 // target: a lookup in the mount must not hang on a stuck connection.
 const remoteListTimeout = 5 * time.Second
 
+// TempDirs lists a target's shared temp dirs; for "target/become-USER",
+// those whose module ran as USER.
 func (m mountSource) TempDirs(label string) []fusefs.TempDir {
+	label, user, _ := strings.Cut(label, becomeSep)
 	t := m.target(label)
 	if t == nil {
 		return nil
 	}
 	var out []fusefs.TempDir
 	for _, st := range t.house.mentioned("") {
+		st.mu.Lock()
+		as := st.becomeAs
+		st.mu.Unlock()
+		if user != "" && as != user {
+			continue
+		}
 		out = append(out, m.tempDir(t, st))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -93,6 +118,7 @@ func (m mountSource) tempDir(t *target, st *sharedTemp) fusefs.TempDir {
 }
 
 func (m mountSource) ReadRemote(ctx context.Context, label, p string) ([]byte, error) {
+	label, _, _ = strings.Cut(label, becomeSep)
 	t := m.target(label)
 	if t == nil {
 		return nil, fmt.Errorf("target %s: %w", label, fs.ErrNotExist)

@@ -31,6 +31,7 @@ type sharedTemp struct {
 	mu       sync.Mutex
 	onTarget bool
 	byAgent  bool                 // written by a module run, not materialize
+	becomeAs string               // the become user whose step ran from it, if any
 	files    map[string]*heldFile // by base name
 }
 
