@@ -16,7 +16,6 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/bootstrap"
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/interp"
-	"golang.org/x/crypto/ssh"
 )
 
 // DefaultMaxInterpreters is how many interpreters a target may have at
@@ -303,12 +302,7 @@ type sessionRunner struct {
 }
 
 func (r *sessionRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func() error, error) {
-	var sess *ssh.Session
-	c, err := r.t.use(ctx, r.p, func(c *sshConn) error {
-		var err error
-		sess, err = c.client.NewSession()
-		return err
-	})
+	c, sess, err := r.t.newSession(ctx, r.p, r.env)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -316,9 +310,6 @@ func (r *sessionRunner) Start(ctx context.Context, command string) (io.WriteClos
 		sess.Close()
 		c.release()
 		return nil, nil, nil, nil, fmt.Errorf("start interpreter session: %w", err)
-	}
-	for _, kv := range r.env {
-		_ = sess.Setenv(kv[0], kv[1])
 	}
 	stdin, err := sess.StdinPipe()
 	if err != nil {

@@ -184,12 +184,7 @@ func (s *Server) startBecomeAgent(ctx context.Context, iv *invocation, t *target
 	if err != nil {
 		return nil, nil, "", 0, err
 	}
-	var sess *ssh.Session
-	c, err := t.use(ctx, iv, func(c *sshConn) error {
-		var err error
-		sess, err = c.client.NewSession()
-		return err
-	})
+	c, sess, err := t.newSession(ctx, iv, sendEnv(settings.SendEnv, iv.hello.Env))
 	if err != nil {
 		return nil, nil, "", connFailure(iv, err), err
 	}
@@ -198,9 +193,6 @@ func (s *Server) startBecomeAgent(ctx context.Context, iv *invocation, t *target
 		sess.Close()
 		release()
 		return nil, nil, "", code, err
-	}
-	for _, kv := range sendEnv(settings.SendEnv, iv.hello.Env) {
-		_ = sess.Setenv(kv[0], kv[1])
 	}
 	// su reads passwords from a terminal only; -tt asks for one anyway.
 	pty := tty || w.Method == become.Su

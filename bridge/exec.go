@@ -148,22 +148,12 @@ func (s *Server) serveExec(ctx context.Context, iv *invocation, t *target, inv *
 	if inv.TTY == 1 && !iv.hello.StdinTTY && !inv.Quiet {
 		iv.errorf("Pseudo-terminal will not be allocated because stdin is not a terminal.")
 	}
-	var sess *ssh.Session
-	c, err := t.use(ctx, iv, func(c *sshConn) error {
-		var err error
-		sess, err = c.client.NewSession()
-		return err
-	})
+	c, sess, err := t.newSession(ctx, iv, sendEnv(settings.SendEnv, iv.hello.Env))
 	if err != nil {
 		return connFailure(iv, err)
 	}
 	defer c.release()
 	defer sess.Close()
-
-	for _, kv := range sendEnv(settings.SendEnv, iv.hello.Env) {
-		// Servers refuse variables they don't AcceptEnv; ssh ignores that too.
-		_ = sess.Setenv(kv[0], kv[1])
-	}
 	if tty {
 		term := iv.getenv("TERM")
 		if err := sess.RequestPty(term, iv.hello.Rows, iv.hello.Cols, ssh.TerminalModes{}); err != nil {

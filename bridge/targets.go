@@ -233,6 +233,26 @@ func (t *target) stop(now bool) {
 	}
 }
 
+// newSession opens a session channel on one of the target's connections
+// (see use) and sets env on it, as ssh sends SendEnv variables; servers
+// refuse those they do not AcceptEnv, which ssh ignores too. The caller
+// closes the session and releases the connection.
+func (t *target) newSession(ctx context.Context, p sshclient.Prompter, env [][2]string) (*sshConn, *ssh.Session, error) {
+	var sess *ssh.Session
+	c, err := t.use(ctx, p, func(c *sshConn) error {
+		var err error
+		sess, err = c.client.NewSession()
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, kv := range env {
+		_ = sess.Setenv(kv[0], kv[1])
+	}
+	return c, sess, nil
+}
+
 // invocationDone records the end of an invocation counted by countRoute.
 func (t *target) invocationDone() {
 	t.lastUse.Store(time.Now().UnixNano())
