@@ -78,30 +78,30 @@ func classify(command string) ansibleCmd {
 	if err != nil || len(bw) == 0 {
 		return ansibleCmd{}
 	}
+	// Quoting must not have changed anything: the words are the text.
+	plain := body == strings.Join(bw, " ")
 	if len(bw) >= 3 && bw[0] == "chmod" && bw[1] == "u+x" {
-		for _, p := range bw[2:] {
-			if !safePath.MatchString(p) {
-				return ansibleCmd{}
-			}
-		}
-		// Quoting must not have changed anything: the words are the text.
-		if body != strings.Join(bw, " ") {
+		if !plain || !safePaths(bw[2:]) {
 			return ansibleCmd{}
 		}
 		return ansibleCmd{kind: cmdChmodUX, paths: bw[2:]}
 	}
 	if len(bw) >= 4 && bw[0] == "setfacl" && bw[1] == "-m" && facl.MatchString(bw[2]) {
-		for _, p := range bw[3:] {
-			if !safePath.MatchString(p) {
-				return ansibleCmd{}
-			}
-		}
-		if body != strings.Join(bw, " ") {
+		if !plain || !safePaths(bw[3:]) {
 			return ansibleCmd{}
 		}
 		return ansibleCmd{kind: cmdSetFacl, paths: bw[3:]}
 	}
 	return classifyPython(bw)
+}
+
+func safePaths(paths []string) bool {
+	for _, p := range paths {
+		if !safePath.MatchString(p) {
+			return false
+		}
+	}
+	return true
 }
 
 // facl is the ACL entry Ansible's _fixup_perms2 grants a become user.
