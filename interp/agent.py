@@ -1361,11 +1361,14 @@ class Agent(object):
     def maybe_close(self, z):
         if not z.closing or z.procs or z.outq or z.sock is None:
             return
+        # The zygote exits when its socket ends; reap() collects it.
+        self.close_sock(z)
+
+    def close_sock(self, z):
         try:
             self.sel.unregister(z.sock)
         except (KeyError, ValueError):
             pass
-        # The zygote exits when its socket ends; reap() collects it.
         z.sock.close()
         z.sock = None
 
@@ -1388,12 +1391,7 @@ class Agent(object):
                     os.close(fd)
         z.outq = []
         if z.sock is not None:
-            try:
-                self.sel.unregister(z.sock)
-            except (KeyError, ValueError):
-                pass
-            z.sock.close()
-            z.sock = None
+            self.close_sock(z)
         if pending:
             nz = z.entry.zygote or self.spawn_zygote(z.entry)
             for item in pending:
