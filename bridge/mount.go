@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/journal"
 	"github.com/ansible-bridge/ansible-bridge/fusefs"
@@ -61,10 +60,6 @@ func (m mountSource) target(label string) *target {
 	return nil
 }
 
-// remoteListTimeout bounds the listing of a temp dir that is on the
-// target: a lookup in the mount must not hang on a stuck connection.
-const remoteListTimeout = 5 * time.Second
-
 // TempDirs lists a target's shared temp dirs; for "target/become-USER",
 // those whose module ran as USER.
 func (m mountSource) TempDirs(label string) []fusefs.TempDir {
@@ -81,13 +76,15 @@ func (m mountSource) TempDirs(label string) []fusefs.TempDir {
 		if user != "" && as != user {
 			continue
 		}
-		out = append(out, m.tempDir(t, st))
+		out = append(out, tempDirView(st))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-func (m mountSource) tempDir(t *target, st *sharedTemp) fusefs.TempDir {
+// tempDirView is what the bridge knows of a temp dir, from memory (as
+// fusefs.Source asks): the files it held or saw uploaded.
+func tempDirView(st *sharedTemp) fusefs.TempDir {
 	st.mu.Lock()
 	td := fusefs.TempDir{Name: path.Base(st.dir), Path: st.dir, OnTarget: st.onTarget, Mtime: st.created}
 	for name, f := range st.files {
@@ -95,24 +92,7 @@ func (m mountSource) tempDir(t *target, st *sharedTemp) fusefs.TempDir {
 			Name: name, Size: f.size, Mode: f.mode, Mtime: f.mtime, Held: !f.onTarget, Data: f.data,
 		})
 	}
-	onTarget := st.onTarget
 	st.mu.Unlock()
-	if onTarget {
-		// Files the bridge did not see go there (a first temp dir, a
-		// module's own) are listed from the target.
-		ctx, cancel := context.WithTimeout(context.Background(), remoteListTimeout)
-		defer cancel()
-		if c, sc, err := t.useSFTP(ctx, nopPrompter{}); err == nil {
-			entries, err := sc.ReadDir(st.dir)
-			c.release()
-			if err == nil {
-				td.Files = td.Files[:0]
-				for _, e := range entries {
-					td.Files = append(td.Files, fusefs.TempFile{Name: e.Name(), Size: e.Size(), Mode: e.Mode(), Mtime: e.ModTime()})
-				}
-			}
-		}
-	}
 	sort.Slice(td.Files, func(i, j int) bool { return td.Files[i].Name < td.Files[j].Name })
 	return td
 }

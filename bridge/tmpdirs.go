@@ -197,7 +197,7 @@ func (st *sharedTemp) chmodUX(name string) bool {
 }
 
 // file returns a file whose content the bridge has: held, or a copy of
-// one written to the target (keepCopy).
+// one written to the target (noteUpload).
 func (st *sharedTemp) file(name string) (*heldFile, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -211,11 +211,12 @@ func (st *sharedTemp) isOnTarget() bool {
 	return st.onTarget
 }
 
-// keepCopy remembers the content of a file written to the target.
-func (st *sharedTemp) keepCopy(name string, data []byte, mode fs.FileMode) {
+// noteUpload records a file written to the target: its size and mode,
+// and its content if data is not nil.
+func (st *sharedTemp) noteUpload(name string, data []byte, size int64, mode fs.FileMode) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.files[name] = &heldFile{data: data, mode: mode, size: int64(len(data)), mtime: time.Now(), onTarget: true}
+	st.files[name] = &heldFile{data: data, mode: mode, size: size, mtime: time.Now(), onTarget: true}
 }
 
 // materialize writes the dir and its files to the target in order, the

@@ -526,10 +526,12 @@ func holdUpload(t *target, sc *sftp.Client, dst string, r io.Reader, mode os.Fil
 	if st == nil || name == "" {
 		return false, r, nil
 	}
-	if st.isOnTarget() && strings.HasPrefix(name, "AnsiballZ_") {
-		// Goes to the target, and a copy stays: the module then runs
-		// in the interpreter from memory (and the journal shows it).
-		return false, &captureReader{r: r, done: func(b []byte) { st.keepCopy(name, b, mode) }}, nil
+	if st.isOnTarget() {
+		// Goes to the target; the bridge notes it (for the debug view),
+		// and keeps a wrapper's content: the module then runs in the
+		// interpreter from memory (and the journal shows it).
+		keep := strings.HasPrefix(name, "AnsiballZ_")
+		return false, &captureReader{r: r, keep: keep, done: func(b []byte, n int64) { st.noteUpload(name, b, n, mode) }}, nil
 	}
 	ok, n, err := st.hold(name, r, mode)
 	if ok && err == nil {
@@ -546,23 +548,29 @@ func holdUpload(t *target, sc *sftp.Client, dst string, r io.Reader, mode os.Fil
 	return false, io.MultiReader(bytes.NewReader(big.prefix), r), nil
 }
 
-// captureReader passes r through and hands done everything read, once r
-// has been read to its end (and only if that is at most maxHeldFile).
+// captureReader passes r through and, once r has been read to its end,
+// hands done the byte count and, if keep, everything read (nil beyond
+// maxHeldFile).
 type captureReader struct {
 	r    io.Reader
+	keep bool
 	buf  bytes.Buffer
-	over bool
-	done func([]byte)
+	n    int64
+	done func([]byte, int64)
 }
 
 func (c *captureReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	if !c.over {
+	c.n += int64(n)
+	if c.keep && c.n <= maxHeldFile {
 		c.buf.Write(p[:n])
-		c.over = c.buf.Len() > maxHeldFile
 	}
-	if err == io.EOF && !c.over && c.done != nil {
-		c.done(c.buf.Bytes())
+	if err == io.EOF && c.done != nil {
+		var data []byte
+		if c.keep && c.n <= maxHeldFile {
+			data = c.buf.Bytes()
+		}
+		c.done(data, c.n)
 		c.done = nil
 	}
 	return n, err
