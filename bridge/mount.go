@@ -128,8 +128,6 @@ func (nopPrompter) Prompt(context.Context, string, bool) (string, error) {
 	return "", fmt.Errorf("no terminal to prompt on")
 }
 
-func (nopPrompter) Notify(string) {}
-
 // mounts tracks the daemon's debug mounts, unmounted when it stops.
 type mounts struct {
 	mu   sync.Mutex
