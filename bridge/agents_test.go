@@ -84,11 +84,12 @@ func TestControlPersistExpiry(t *testing.T) {
 	if tg.expireIdle(now) {
 		t.Fatal("expired before ControlPersist passed")
 	}
-	tg.inflight.Add(1)
+	iv := &invocation{}
+	tg.attach(iv) // as serveSSH does before it dials
 	if tg.expireIdle(now.Add(time.Minute)) {
 		t.Fatal("expired with an invocation in flight")
 	}
-	tg.inflight.Add(-1)
+	tg.invocationDone()
 	if !tg.expireIdle(now.Add(time.Minute)) {
 		t.Fatal("not expired after ControlPersist")
 	}

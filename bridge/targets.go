@@ -44,6 +44,7 @@ func (r *registry) get(s *sshclient.Settings) *target {
 	if t == nil {
 		label := fmt.Sprintf("%s@%s:%d", s.User, s.HostName, s.Port)
 		t = &target{label: label, settings: s, reg: r, log: r.log.WithField("target", label), routes: map[string]int{}}
+		t.lastUse.Store(time.Now().UnixNano())
 		t.agents.max = r.maxAgents
 		r.targets[key] = t
 	}
@@ -120,14 +121,10 @@ func (t *target) countRoute(iv *invocation, route string) {
 	t.mu.Lock()
 	t.routes[route]++
 	t.mu.Unlock()
+	t.attach(iv)
 	iv.mu.Lock()
-	first := iv.target == nil
-	iv.route, iv.target = route, t
+	iv.route = route
 	iv.mu.Unlock()
-	if first {
-		t.inflight.Add(1)
-		t.lastUse.Store(time.Now().UnixNano())
-	}
 	iv.log = iv.log.WithField("route", route)
 	iv.entry.SetTarget(t.label)
 	iv.entry.SetRoute(route)
@@ -253,7 +250,22 @@ func (t *target) newSession(ctx context.Context, p sshclient.Prompter, env [][2]
 	return c, sess, nil
 }
 
-// invocationDone records the end of an invocation counted by countRoute.
+// attach makes iv an invocation of t: in flight (so that the target does
+// not expire under it) until invocationDone.
+func (t *target) attach(iv *invocation) {
+	iv.mu.Lock()
+	first := iv.target == nil
+	if first {
+		iv.target = t
+	}
+	iv.mu.Unlock()
+	if first {
+		t.inflight.Add(1)
+		t.lastUse.Store(time.Now().UnixNano())
+	}
+}
+
+// invocationDone records the end of an invocation attached to t.
 func (t *target) invocationDone() {
 	t.lastUse.Store(time.Now().UnixNano())
 	t.inflight.Add(-1)
