@@ -162,6 +162,7 @@ func runPlaybook(t *testing.T, spec runSpec) *runResult {
 	errF.Close()
 
 	res := &runResult{Spec: spec, Dir: dir, Elapsed: elapsed, ExitCode: -1}
+	noteRunOnFailure(t, res)
 	var exitErr *exec.ExitError
 	switch {
 	case ctx.Err() != nil:

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -80,18 +82,66 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	suite.work = work
-	if os.Getenv("AB_KEEP") != "" {
-		fmt.Fprintln(os.Stderr, "integration: keeping work directory", work)
-	} else {
-		defer os.RemoveAll(work)
-	}
 	if err := setupSuite(); err != nil {
 		fmt.Fprintln(os.Stderr, "integration: setup:", err)
 		return 1
 	}
 	code := m.Run()
 	stopDaemon()
+	// CI shows only the head and tail of a long -v log: repeat what failed
+	// at the end, and keep the runs' files for whoever looks next.
+	if code != 0 || os.Getenv("AB_KEEP") != "" {
+		printFailedRuns(os.Stderr)
+		fmt.Fprintln(os.Stderr, "integration: keeping work directory", work)
+	} else {
+		os.RemoveAll(work)
+	}
 	return code
+}
+
+// failedRuns lists, for the summary printed after the suite, the playbook
+// runs of the tests that failed.
+var failedRuns struct {
+	sync.Mutex
+	lines []string
+}
+
+// noteRunOnFailure adds r to the end-of-suite summary if t fails.
+func noteRunOnFailure(t *testing.T, r *runResult) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		failedRuns.Lock()
+		defer failedRuns.Unlock()
+		failedRuns.lines = append(failedRuns.lines, fmt.Sprintf("--- FAIL: %s: %s run of %s: exit %d (%s); stdout ends:\n%s",
+			t.Name(), r.Spec.Side, r.Spec.Playbook, r.ExitCode, r.Dir, indent(tail(r.Stdout, 25), "    ")))
+	})
+}
+
+func printFailedRuns(w io.Writer) {
+	failedRuns.Lock()
+	defer failedRuns.Unlock()
+	if len(failedRuns.lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "integration: failed playbook comparisons (full output above):")
+	for _, l := range failedRuns.lines {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func indent(s, prefix string) string {
+	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
 }
 
 // lockLab takes an exclusive lock on the lab, waiting for any other
