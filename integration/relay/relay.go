@@ -320,9 +320,12 @@ func (p *pair) pipe(src, dst net.Conn, dir direction, counter *atomic.Int64) {
 				return
 			}
 		}
+		// Counted before the write: the peer may answer, and the answer be
+		// relayed back, before this goroutine runs again after Write.
+		counter.Add(int64(len(c.data)))
 		n, err := dst.Write(c.data)
-		counter.Add(int64(n))
 		if err != nil {
+			counter.Add(int64(n - len(c.data)))
 			p.abort()
 			drain(queue)
 			return
