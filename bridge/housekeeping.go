@@ -12,6 +12,7 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/interp"
+	shellquote "github.com/kballard/go-shellquote"
 )
 
 // Route names of the fast paths.
@@ -49,14 +50,20 @@ func (s *Server) serveHousekeeping(ctx context.Context, iv *invocation, t *targe
 	case cmdMkTemp:
 		if t.house.baseKnown(c.base) {
 			t.countRoute(iv, routeCached)
-			t.house.addTemp(c.base, c.dir, false)
+			t.house.addTemp(c.base, c.dir)
 			_, _ = fmt.Fprintf(iv.stdout(), "%s=%s\n", c.name, c.dir)
 			return 0, true
 		}
+		// The first temp dir under base: only base is made on the target,
+		// by the `umask 77 && mkdir -p` of Ansible's own command (so its
+		// errors read the same), and the dir is held like any other.
 		t.countRoute(iv, routeExec)
-		code := s.serveExec(ctx, iv, t, inv, settings, command, execOpts{})
+		mkBase := "( umask 77 && mkdir -p \"` echo " + c.base + " `\" ) && sleep 0"
+		code := s.serveExec(ctx, iv, t, inv, settings, shellquote.Join("/bin/sh", "-c", mkBase), execOpts{})
 		if code == 0 {
-			t.house.addTemp(c.base, c.dir, true)
+			t.house.addTemp(c.base, c.dir)
+			t.house.knowBase(c.base)
+			_, _ = fmt.Fprintf(iv.stdout(), "%s=%s\n", c.name, c.dir)
 		}
 		return code, true
 	case cmdChmodUX:

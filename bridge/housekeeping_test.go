@@ -30,10 +30,26 @@ func TestHousekeeping(t *testing.T) {
 		t.Fatalf("echo ~: first %+v second %+v, execs %d→%d", first, second, n, execs())
 	}
 
-	// The first mkdir under a base runs for real; later ones are held.
-	r := ssh(ansibleMkdir(base, "ansible-tmp-1"))
-	if r.code != 0 || r.stdout != "ansible-tmp-1="+base+"/ansible-tmp-1\n" {
-		t.Fatalf("first mkdir: %+v", r)
+	// A base that cannot be made: mkdir's own error and status, as stock.
+	blocker := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(blocker, nil, 0o600)
+	r := ssh(ansibleMkdir(blocker+"/tmp", "ansible-tmp-0"))
+	if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "mkdir: cannot create directory") {
+		t.Fatalf("mkdir under a file: %+v", r)
+	}
+
+	// The first mkdir under a base makes the base only (one exec, mode
+	// 0700 as under umask 77); its dir and every later one are held.
+	n = execs()
+	r = ssh(ansibleMkdir(base, "ansible-tmp-1"))
+	if r.code != 0 || r.stdout != "ansible-tmp-1="+base+"/ansible-tmp-1\n" || execs() != n+1 {
+		t.Fatalf("first mkdir: %+v (execs %d→%d)", r, n, execs())
+	}
+	if fi, err := os.Stat(base); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("base: %v %v, want a 0700 dir", fi, err)
+	}
+	if _, err := os.Stat(base + "/ansible-tmp-1"); err == nil {
+		t.Fatal("first temp dir written to the target")
 	}
 	n = execs()
 	held := base + "/ansible-tmp-2"

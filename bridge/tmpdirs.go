@@ -80,19 +80,25 @@ func (h *housekeeping) baseKnown(base string) bool {
 	return h.bases[base]
 }
 
-// addTemp registers a temp dir; onTarget tells whether it already exists
-// there (created by a real mkdir).
-func (h *housekeeping) addTemp(base, dir string, onTarget bool) *sharedTemp {
+// knowBase records that base exists on the target.
+func (h *housekeeping) knowBase(base string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.bases == nil {
 		h.bases = map[string]bool{}
+	}
+	h.bases[base] = true
+}
+
+// addTemp registers a temp dir, held in memory until something needs it on
+// the target.
+func (h *housekeeping) addTemp(base, dir string) *sharedTemp {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.temps == nil {
 		h.temps = map[string]*sharedTemp{}
 	}
-	if onTarget {
-		h.bases[base] = true
-	}
-	st := &sharedTemp{dir: dir, base: base, onTarget: onTarget, files: map[string]*heldFile{}, created: time.Now()}
+	st := &sharedTemp{dir: dir, base: base, files: map[string]*heldFile{}, created: time.Now()}
 	h.temps[dir] = st
 	return st
 }
