@@ -49,15 +49,12 @@ func parseSCP(inv *SCPInvocation, p *optParser, argv []string) error {
 	sshport := -1
 	g := getopt{args: argv, opts: scpOptstring}
 	for {
-		c, optarg, st := g.next()
-		if st == optDone {
-			break
+		c, optarg, ok, err := g.nextOption("scp: ", scpUsageError)
+		if err != nil {
+			return err
 		}
-		switch st {
-		case optUnknown:
-			return scpUsageError("scp: unknown option -- " + string([]byte{c}) + "\r\n")
-		case optMissing:
-			return scpUsageError("scp: option requires an argument -- " + string([]byte{c}) + "\r\n")
+		if !ok {
+			break
 		}
 		switch c {
 		case '1':

@@ -53,15 +53,12 @@ func parseSFTP(inv *SFTPInvocation, p *optParser, argv []string) error {
 	server := ""
 	g := getopt{args: argv, opts: sftpOptstring}
 	for {
-		c, optarg, st := g.next()
-		if st == optDone {
-			break
+		c, optarg, ok, err := g.nextOption("", sftpUsageError)
+		if err != nil {
+			return err
 		}
-		switch st {
-		case optUnknown:
-			return sftpUsageError("unknown option -- " + string([]byte{c}) + "\r\n")
-		case optMissing:
-			return sftpUsageError("option requires an argument -- " + string([]byte{c}) + "\r\n")
+		if !ok {
+			break
 		}
 		switch c {
 		case 'A', '4', '6', 'C':

@@ -63,15 +63,12 @@ func (p *optParser) parseSSH(argv []string) error {
 	for {
 		g := getopt{args: args, opts: sshOptstring}
 		for {
-			c, optarg, st := g.next()
-			if st == optDone {
-				break
+			c, optarg, ok, err := g.nextOption("", sshUsageError)
+			if err != nil {
+				return err
 			}
-			switch st {
-			case optUnknown:
-				return sshUsageError("unknown option -- " + string([]byte{c}) + "\r\n")
-			case optMissing:
-				return sshUsageError("option requires an argument -- " + string([]byte{c}) + "\r\n")
+			if !ok {
+				break
 			}
 			if err := p.sshOption(c, optarg); err != nil {
 				return err
@@ -1363,6 +1360,22 @@ const (
 	optUnknown        // not in opts
 	optMissing        // its argument is missing
 )
+
+// nextOption is next for a tool's option loop: ok is false once the
+// options end, and an unknown option or a missing argument is the tool's
+// usage error, with getopt's message after prefix.
+func (g *getopt) nextOption(prefix string, usage func(string) *UsageError) (c byte, arg string, ok bool, err error) {
+	c, arg, st := g.next()
+	switch st {
+	case optDone:
+		return 0, "", false, nil
+	case optUnknown:
+		return c, "", false, usage(prefix + "unknown option -- " + string([]byte{c}) + "\r\n")
+	case optMissing:
+		return c, "", false, usage(prefix + "option requires an argument -- " + string([]byte{c}) + "\r\n")
+	}
+	return c, arg, true, nil
+}
 
 func (g *getopt) next() (c byte, arg string, st int) {
 	if g.place == "" {
