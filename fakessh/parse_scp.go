@@ -26,15 +26,7 @@ func ParseSCP(argv []string) (*SCPInvocation, error) {
 	for _, o := range []string{"PermitLocalCommand=no", "ClearAllForwardings=yes", "RemoteCommand=none", "RequestTTY=no"} {
 		_ = p.configLine(o)
 	}
-	err := parseSCP(inv, p, argv)
-	p.finish()
-	if err != nil {
-		if len(inv.Unsupported)+len(inv.SSH.Unsupported) > 0 {
-			return inv, nil
-		}
-		return nil, err
-	}
-	return inv, nil
+	return finishParse(inv, p, parseSCP(inv, p, argv), func() int { return len(inv.Unsupported) + len(inv.SSH.Unsupported) })
 }
 
 func scpFatal(msg string) *UsageError {

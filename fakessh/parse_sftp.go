@@ -31,15 +31,7 @@ func ParseSFTP(argv []string) (*SFTPInvocation, error) {
 	for _, o := range []string{"ForwardX11 no", "PermitLocalCommand no", "ClearAllForwardings yes"} {
 		_ = p.configLine(o)
 	}
-	err := parseSFTP(inv, p, argv)
-	p.finish()
-	if err != nil {
-		if len(inv.Unsupported)+len(inv.SSH.Unsupported) > 0 {
-			return inv, nil
-		}
-		return nil, err
-	}
-	return inv, nil
+	return finishParse(inv, p, parseSFTP(inv, p, argv), func() int { return len(inv.Unsupported) + len(inv.SSH.Unsupported) })
 }
 
 func sftpUsageError(prefix string) *UsageError {

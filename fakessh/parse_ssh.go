@@ -44,11 +44,16 @@ const sshUsage = `usage: ssh [-46AaCfGgKkMNnqsTtVvXxYy] [-B bind_interface]
 func ParseSSH(argv []string) (*SSHInvocation, error) {
 	inv := &SSHInvocation{}
 	p := newOptParser(inv, toolSSH)
-	err := p.parseSSH(argv)
+	return finishParse(inv, p, p.parseSSH(argv), func() int { return len(inv.Unsupported) })
+}
+
+// finishParse ends a Parse function: after an error, a command line with
+// something unsupported goes to the real binary all the same (it may fail
+// earlier, on what was not checked); otherwise the error stands.
+func finishParse[T any](inv *T, p *optParser, err error, unsupported func() int) (*T, error) {
 	p.finish()
 	if err != nil {
-		if len(inv.Unsupported) > 0 {
-			// The real ssh may fail earlier, on what we did not check.
+		if unsupported() > 0 {
 			return inv, nil
 		}
 		return nil, err
