@@ -4,6 +4,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 
 	shellquote "github.com/kballard/go-shellquote"
 )
@@ -38,11 +39,11 @@ type ansibleCmd struct {
 
 // safePath matches paths that mean the same to the shell with or without
 // the backquoted echo Ansible wraps them in: nothing to expand.
-var safePath = regexp.MustCompile(`^/[A-Za-z0-9_./@+,:-]*$`)
+var safePath = lazyRegexp(`^/[A-Za-z0-9_./@+,:-]*$`)
 
-var mkTempRe = regexp.MustCompile("^\\( umask 77 && mkdir -p \"` echo ([^`\"]+) `\"&& mkdir \"` echo ([^`\"]+) `\" && echo ([A-Za-z0-9_.-]+)=\"` echo ([^`\"]+) `\" \\) && sleep 0$")
+var mkTempRe = lazyRegexp("^\\( umask 77 && mkdir -p \"` echo ([^`\"]+) `\"&& mkdir \"` echo ([^`\"]+) `\" && echo ([A-Za-z0-9_.-]+)=\"` echo ([^`\"]+) `\" \\) && sleep 0$")
 
-var envWord = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+var envWord = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_]*=`)
 
 // classify recognises the commands Ansible's sh shell plugin sends. The
 // command is what ssh would send: `/bin/sh -c '<inner>'`.
@@ -52,10 +53,10 @@ func classify(command string) ansibleCmd {
 		return ansibleCmd{}
 	}
 	inner := words[2]
-	if m := mkTempRe.FindStringSubmatch(inner); m != nil {
+	if m := mkTempRe().FindStringSubmatch(inner); m != nil {
 		base, dir, name, echoed := m[1], m[2], m[3], m[4]
 		if dir == echoed && path.Dir(dir) == base && path.Base(dir) == name &&
-			safePath.MatchString(base) && safePath.MatchString(dir) {
+			safePath().MatchString(base) && safePath().MatchString(dir) {
 			return ansibleCmd{kind: cmdMkTemp, base: base, dir: dir, name: name}
 		}
 		return ansibleCmd{}
@@ -69,7 +70,7 @@ func classify(command string) ansibleCmd {
 	}
 	if rest, ok := strings.CutSuffix(body, "/ > /dev/null 2>&1"); ok && strings.HasPrefix(rest, "rm -f -r ") {
 		p := rest[len("rm -f -r "):]
-		if safePath.MatchString(p) {
+		if safePath().MatchString(p) {
 			return ansibleCmd{kind: cmdRmTemp, paths: []string{p}}
 		}
 		return ansibleCmd{}
@@ -86,7 +87,7 @@ func classify(command string) ansibleCmd {
 		}
 		return ansibleCmd{kind: cmdChmodUX, paths: bw[2:]}
 	}
-	if len(bw) >= 4 && bw[0] == "setfacl" && bw[1] == "-m" && facl.MatchString(bw[2]) {
+	if len(bw) >= 4 && bw[0] == "setfacl" && bw[1] == "-m" && facl().MatchString(bw[2]) {
 		if !plain || !safePaths(bw[3:]) {
 			return ansibleCmd{}
 		}
@@ -97,7 +98,7 @@ func classify(command string) ansibleCmd {
 
 func safePaths(paths []string) bool {
 	for _, p := range paths {
-		if !safePath.MatchString(p) {
+		if !safePath().MatchString(p) {
 			return false
 		}
 	}
@@ -105,7 +106,7 @@ func safePaths(paths []string) bool {
 }
 
 // facl is the ACL entry Ansible's _fixup_perms2 grants a become user.
-var facl = regexp.MustCompile(`^u:[A-Za-z0-9_][A-Za-z0-9_.-]*:r-[xX]$`)
+var facl = lazyRegexp(`^u:[A-Za-z0-9_][A-Za-z0-9_.-]*:r-[xX]$`)
 
 // classifyInner recognises a module run in the command a become wrapper
 // runs (no outer shell, no "&& sleep 0").
@@ -121,7 +122,7 @@ func classifyInner(inner string) ansibleCmd {
 // PYTHON is an interpreter path or `/usr/bin/env [VAR=value...] pythonX`.
 func classifyPython(words []string) ansibleCmd {
 	c := ansibleCmd{kind: cmdRunPython}
-	for len(words) > 0 && envWord.MatchString(words[0]) {
+	for len(words) > 0 && envWord().MatchString(words[0]) {
 		k, v, _ := strings.Cut(words[0], "=")
 		c.env = append(c.env, [2]string{k, v})
 		words = words[1:]
@@ -129,7 +130,7 @@ func classifyPython(words []string) ansibleCmd {
 	if len(words) == 0 {
 		return ansibleCmd{}
 	}
-	if last := words[len(words)-1]; len(words) > 1 && strings.HasSuffix(last, ".py") && safePath.MatchString(last) {
+	if last := words[len(words)-1]; len(words) > 1 && strings.HasSuffix(last, ".py") && safePath().MatchString(last) {
 		c.script = last
 		words = words[:len(words)-1]
 	}
@@ -141,7 +142,7 @@ func classifyPython(words []string) ansibleCmd {
 		return ansibleCmd{}
 	}
 	for _, w := range words {
-		if !safePath.MatchString(w) && !envWord.MatchString(w) && !isPython(w) {
+		if !safePath().MatchString(w) && !envWord().MatchString(w) && !isPython(w) {
 			return ansibleCmd{}
 		}
 	}
@@ -149,10 +150,17 @@ func classifyPython(words []string) ansibleCmd {
 	return c
 }
 
-var pythonRe = regexp.MustCompile(`^python[0-9.]*$`)
+var pythonRe = lazyRegexp(`^python[0-9.]*$`)
 
-func isPython(name string) bool { return pythonRe.MatchString(name) }
+func isPython(name string) bool { return pythonRe().MatchString(name) }
 
-var userRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
+var userRe = lazyRegexp(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 
-func safeUser(u string) bool { return userRe.MatchString(u) }
+func safeUser(u string) bool { return userRe().MatchString(u) }
+
+// lazyRegexp compiles expr on first use, not at package init: Ansible
+// starts this binary as ssh several times per task, and the shim uses
+// none of these.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"sync"
 
 	"compress/zlib"
 )
@@ -26,7 +27,7 @@ const zipMarker = "@@ANSIBLE_BRIDGE_ZIPDATA@@"
 var (
 	zipOpen = []byte(`ZIPDATA = """`)
 	zipEnd  = []byte(`"""`)
-	fqnRE   = regexp.MustCompile(`_module_fqn='([^']+)'`)
+	fqnRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`_module_fqn='([^']+)'`) })
 )
 
 // Wrapper is an AnsiballZ wrapper taken apart.
@@ -65,7 +66,7 @@ func ParseWrapper(src []byte) (*Wrapper, error) {
 	if base64.StdEncoding.EncodedLen(n) != len(b64) {
 		return nil, fmt.Errorf("%w: ZIPDATA is not canonical base64", ErrNotAnsiballZ)
 	}
-	m := fqnRE.FindSubmatch(src)
+	m := fqnRE().FindSubmatch(src)
 	if m == nil {
 		return nil, fmt.Errorf("%w: no _module_fqn", ErrNotAnsiballZ)
 	}

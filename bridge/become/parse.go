@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	shellquote "github.com/kballard/go-shellquote"
 )
@@ -355,10 +356,12 @@ func (w *Wrapper) setPayload(p string) error {
 // ansiblePromptRe matches the -p prompt Ansible's sudo plugin sets when it
 // has a become password (community.general.dzdo's, for become_exe sudo, has
 // "dzdo" for "sudo").
-var ansiblePromptRe = regexp.MustCompile(`^\[[a-z]+ via ansible, key=([a-z]{32})\] password:$`)
+var ansiblePromptRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\[[a-z]+ via ansible, key=([a-z]{32})\] password:$`)
+})
 
 func (w *Wrapper) ansiblePrompt() bool {
-	m := ansiblePromptRe.FindStringSubmatch(w.Prompt)
+	m := ansiblePromptRe().FindStringSubmatch(w.Prompt)
 	return m != nil && m[1] == w.ID
 }
 

@@ -445,7 +445,7 @@ func (c *bannerConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-var disconnectRE = regexp.MustCompile(`ssh: disconnect, reason (\d+): (".*")$`)
+var disconnectRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`ssh: disconnect, reason (\d+): (".*")$`) })
 
 // negotiationNames maps x/crypto's algorithm kinds to OpenSSH's words.
 func negotiationName(what string) string {
@@ -484,7 +484,7 @@ func mapHandshakeError(ctx context.Context, err error, s *Settings, bc *bannerCo
 		return failure(s.LogLevel, err, errorLine(fmt.Sprintf("Unable to negotiate with %s: no matching %s found. Their offer: %s",
 			remote, negotiationName(ane.What), strings.Join(ane.RequestedAlgorithms, ","))))
 	}
-	if m := disconnectRE.FindStringSubmatch(err.Error()); m != nil {
+	if m := disconnectRE().FindStringSubmatch(err.Error()); m != nil {
 		msg, uerr := strconv.Unquote(m[2])
 		if uerr != nil {
 			msg = m[2]
