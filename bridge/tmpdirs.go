@@ -92,15 +92,13 @@ func (h *housekeeping) knowBase(base string) {
 
 // addTemp registers a temp dir, held in memory until something needs it on
 // the target.
-func (h *housekeeping) addTemp(base, dir string) *sharedTemp {
+func (h *housekeeping) addTemp(base, dir string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.temps == nil {
 		h.temps = map[string]*sharedTemp{}
 	}
-	st := &sharedTemp{dir: dir, base: base, files: map[string]*heldFile{}, created: time.Now()}
-	h.temps[dir] = st
-	return st
+	h.temps[dir] = &sharedTemp{dir: dir, base: base, files: map[string]*heldFile{}, created: time.Now()}
 }
 
 func (h *housekeeping) dropTemp(dir string) {
