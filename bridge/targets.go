@@ -231,9 +231,9 @@ func (t *target) stop(now bool) {
 }
 
 // newSession opens a session channel on one of the target's connections
-// (see use) and sets env on it, as ssh sends SendEnv variables; servers
-// refuse those they do not AcceptEnv, which ssh ignores too. The caller
-// closes the session and releases the connection.
+// (see use) and sets env on it as ssh sends SendEnv variables: without
+// asking for a reply (servers drop what they do not AcceptEnv). The
+// caller closes the session and releases the connection.
 func (t *target) newSession(ctx context.Context, p sshclient.Prompter, env [][2]string) (*sshConn, *ssh.Session, error) {
 	var sess *ssh.Session
 	c, err := t.use(ctx, p, func(c *sshConn) error {
@@ -245,7 +245,8 @@ func (t *target) newSession(ctx context.Context, p sshclient.Prompter, env [][2]
 		return nil, nil, err
 	}
 	for _, kv := range env {
-		_ = sess.Setenv(kv[0], kv[1])
+		// As ssh sends them: no reply wanted, so no round trip each.
+		_, _ = sess.SendRequest("env", false, ssh.Marshal(&struct{ Name, Value string }{kv[0], kv[1]}))
 	}
 	return c, sess, nil
 }
