@@ -168,6 +168,9 @@ func TestExec(t *testing.T) {
 	if n := h.ts.conns.Load(); n != 1 {
 		t.Errorf("%d TCP connections, want 1", n)
 	}
+	if n := h.ts.envReplies.Load(); n != 0 {
+		t.Errorf("%d env requests wanted a reply; ssh sends them without (a round trip each)", n)
+	}
 }
 
 func TestControlStopRedials(t *testing.T) {

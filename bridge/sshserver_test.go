@@ -27,6 +27,7 @@ type testServer struct {
 	maxSessions int
 	conns       atomic.Int32
 	ptys        atomic.Int32
+	envReplies  atomic.Int32 // env requests that wanted a reply (ssh wants none)
 	execs       atomic.Int32
 
 	mu   sync.Mutex
@@ -124,6 +125,9 @@ func (ts *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			var kv struct{ K, V string }
 			_ = ssh.Unmarshal(req.Payload, &kv)
 			env = append(env, kv.K+"="+kv.V)
+			if req.WantReply {
+				ts.envReplies.Add(1)
+			}
 			req.Reply(true, nil)
 		case "pty-req":
 			ts.ptys.Add(1)
