@@ -24,6 +24,12 @@
 //	                                         # run-to-run noise; no binary needed
 //	AB_KEEP=1 go test ./integration/         # keep the work directory
 //
+// When a test fails, the suite keeps its work directory anyway and, after
+// the last test, repeats each failed playbook run (test, exit status, run
+// directory, the end of its stdout): CI shows only the head and tail of a
+// long -v log. `.ci/run` also leaves its whole log in
+// /var/tmp/ansible-bridge-ci.log on the machine it ran on.
+//
 // # What a test does
 //
 // TestMain builds the module root once (go build -o $tmp/ansible-bridge ..),
