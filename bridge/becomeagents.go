@@ -238,7 +238,10 @@ func (s *Server) startBecomeAgent(ctx context.Context, iv *invocation, t *target
 		agentErrW.Close()
 		close(errDone)
 	}()
-	rest, ok := relayUntil(sessOut, iv.stdout(), []byte(w.Success))
+	// The gate closes before Ansible can see the marker: a pipelined
+	// module, sent once it has, must not reach the interpreter's first
+	// stage, which is still reading the interpreter from the same stdin.
+	rest, ok := relayUntil(sessOut, iv.stdout(), []byte(w.Success), func() { gate.stop() })
 	stopCancel()
 	if !ok {
 		// The tool failed (wrong password, -n and a password needed, no
@@ -320,11 +323,12 @@ func askPassword(iv *invocation, w *become.Wrapper, tty bool, secret *passwordHa
 	return string(line), secret.matches(pw)
 }
 
-// relayUntil copies r to w until a line holding marker has been copied.
-// It returns what it read past that line, and false if r ended first.
-// Bytes are passed on as they come (a prompt has no newline), except a
-// tail that might be the start of marker.
-func relayUntil(r io.Reader, w io.Writer, marker []byte) ([]byte, bool) {
+// relayUntil copies r to w until a line holding marker has been copied,
+// calling atMarker just before that line goes out. It returns what it read
+// past that line, and false if r ended first. Bytes are passed on as they
+// come (a prompt has no newline), except a tail that might be the start of
+// marker.
+func relayUntil(r io.Reader, w io.Writer, marker []byte, atMarker func()) ([]byte, bool) {
 	var buf []byte
 	chunk := make([]byte, 4096)
 	for {
@@ -333,6 +337,7 @@ func relayUntil(r io.Reader, w io.Writer, marker []byte) ([]byte, bool) {
 		if i := bytes.Index(buf, marker); i >= 0 {
 			if j := bytes.IndexByte(buf[i:], '\n'); j >= 0 {
 				end := i + j + 1
+				atMarker()
 				_, _ = w.Write(buf[:end])
 				return buf[end:], true
 			}
