@@ -107,9 +107,7 @@ func (s *Server) serveBecome(ctx context.Context, iv *invocation, t *target, inv
 	} else {
 		iv.entry.SetModuleSource(wrapper)
 		if st, _ := t.house.lookup(c.script); st != nil {
-			st.mu.Lock()
-			st.becomeAs = becomeUser(w)
-			st.mu.Unlock()
+			st.setRanAs(becomeUser(w))
 		}
 	}
 	req, held := moduleRequest(iv, inv, t, c, wrapper)

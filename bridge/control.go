@@ -20,7 +20,6 @@ import (
 func (s *Server) serveControl(iv *invocation, inv *fakessh.SSHInvocation, settings *sshclient.Settings) int {
 	t := s.targets.lookup(settings)
 	if t != nil {
-		t.attach(iv)
 		t.countRoute(iv, routeControl)
 		iv.log = iv.log.WithField("target", t.label)
 	}

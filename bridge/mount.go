@@ -37,11 +37,9 @@ func (m mountSource) Targets() []fusefs.Target {
 		out = append(out, fusefs.Target{Name: t.label})
 		users := map[string]bool{}
 		for _, st := range t.house.mentioned("") {
-			st.mu.Lock()
-			if st.becomeAs != "" {
-				users[st.becomeAs] = true
+			if u := st.ranAs(); u != "" {
+				users[u] = true
 			}
-			st.mu.Unlock()
 		}
 		for u := range users {
 			out = append(out, fusefs.Target{Name: t.label + becomeSep + u})
@@ -70,10 +68,7 @@ func (m mountSource) TempDirs(label string) []fusefs.TempDir {
 	}
 	var out []fusefs.TempDir
 	for _, st := range t.house.mentioned("") {
-		st.mu.Lock()
-		as := st.becomeAs
-		st.mu.Unlock()
-		if user != "" && as != user {
+		if user != "" && st.ranAs() != user {
 			continue
 		}
 		out = append(out, tempDirView(st))

@@ -209,6 +209,19 @@ func (st *sharedTemp) file(name string) (*heldFile, bool) {
 	return f, ok && f.data != nil
 }
 
+// ranAs is the become user whose step ran from the dir ("" if none).
+func (st *sharedTemp) ranAs() string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.becomeAs
+}
+
+func (st *sharedTemp) setRanAs(user string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.becomeAs = user
+}
+
 func (st *sharedTemp) isOnTarget() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()

@@ -24,7 +24,6 @@ func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.S
 		return nil, nil, "", nil, err
 	}
 	t := s.targets.get(settings)
-	t.attach(iv)
 	t.countRoute(iv, route)
 	iv.log = iv.log.WithField("target", t.label).WithField("route", route)
 	c, sc, err := t.useSFTP(ctx, iv)
