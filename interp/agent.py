@@ -59,6 +59,14 @@ MAX_ZYGOTES = 8
 MAX_FD = 65536
 # What AnsiballZ wrappers import, plus ast (the agent's own literal parsing)
 # and the codec zipfile decodes member names with.
+# Linux 5.14+: fault a range in writable, as a write to each page would
+# (copying those shared with the zygote), without changing its contents.
+MADV_POPULATE_WRITE = 23
+# A zygote learns which pages its first tasks copy on write; later spare
+# forks copy those while they wait, off the request's path.
+LEARN_TASKS = 3
+PAGEMAP_PRESENT = 1 << 63
+PAGEMAP_EXCLUSIVE = 1 << 56
 WRAPPER_IMPORTS = ('ast', 'base64', 'runpy', 'shutil', 'tempfile', 'zipfile', 'json', 'resource', 'traceback',
                    'encodings.cp437')
 
@@ -68,6 +76,15 @@ def _mtime(path):
         return os.stat(os.path.expanduser(path)).st_mtime_ns
     except OSError:
         return None
+
+
+def close_fds_except(*keep):
+    """Close every fd from 3 up except those in keep."""
+    lo = 3
+    for fd in sorted(keep):
+        os.closerange(lo, fd)
+        lo = fd + 1
+    os.closerange(lo, MAX_FD)
 
 
 def _set_nonblock(fd):
@@ -431,6 +448,80 @@ def res_init():
         pass
 
 
+def own_pages():
+    """The pages of this process's private writable mappings that no
+    other process maps, as a sorted list of page numbers: in a task forked
+    from a zygote, those it copied on write (and those it added)."""
+    import array
+    size = os.sysconf('SC_PAGE_SIZE')
+    pages = []
+    with open('/proc/self/maps', 'rb') as maps, open('/proc/self/pagemap', 'rb', buffering=0) as pm:
+        for line in maps:
+            f = line.split(None, 5)
+            if f[1] != b'rw-p':
+                continue
+            lo, hi = (int(x, 16) // size for x in f[0].split(b'-'))
+            pm.seek(lo * 8)
+            a = array.array('Q')
+            a.frombytes(pm.read((hi - lo) * 8))
+            want = PAGEMAP_PRESENT | PAGEMAP_EXCLUSIVE
+            pages.extend(lo + i for i, e in enumerate(a) if e & want == want)
+    return pages
+
+
+def page_ranges(pages):
+    """Sorted page numbers as (address, length) runs."""
+    size = os.sysconf('SC_PAGE_SIZE')
+    out = []
+    start = prev = None
+    for p in pages:
+        if prev is not None and p == prev + 1:
+            prev = p
+            continue
+        if start is not None:
+            out.append((start * size, (prev - start + 1) * size))
+        start = prev = p
+    if start is not None:
+        out.append((start * size, (prev - start + 1) * size))
+    return out
+
+
+class Prefaulter(object):
+    """Copies, in a spare fork, the pages its tasks would copy on write."""
+
+    def __init__(self):
+        self.pages = set()
+        self.ranges = []
+        self.reports = 0
+        self.madvise = None
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            self.madvise = libc.madvise
+            self.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+            self.madvise.restype = ctypes.c_int
+        except Exception:
+            pass
+
+    def learning(self):
+        return self.madvise is not None and self.reports < LEARN_TASKS
+
+    def learn(self, data):
+        import array
+        a = array.array('Q')
+        a.frombytes(data[:len(data) // 8 * 8])
+        self.pages.update(a)
+        self.reports += 1
+        self.ranges = page_ranges(sorted(self.pages))
+
+    def prefault(self):
+        for addr, n in self.ranges:
+            if self.madvise(addr, n, MADV_POPULATE_WRITE) != 0:
+                import ctypes
+                if ctypes.get_errno() == errno.EINVAL:
+                    return  # an older kernel: nothing to gain
+
+
 def cache_module_code(fqn):
     """Let runpy find fqn's code compiled: the wrapper runs the module with
     runpy.run_module, whose loader would otherwise read and compile its
@@ -545,6 +636,13 @@ def run_task(msg, tpl, wc, stdio_like, zippath):
                     os.close(0)  # the terminal too: its output ends here
             except OSError:
                 pass
+        lsock = msg.get('learn_sock')
+        if lsock is not None:
+            try:
+                import array
+                lsock.send(array.array('Q', own_pages()).tobytes())
+            except Exception:
+                pass
     except BaseException:
         try:
             import traceback
@@ -572,6 +670,9 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
         if fqn:
             cache_module_code(fqn)
         wc = WrapperCompiler(b64)
+        pf = Prefaulter()
+        learn_r, learn_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        learn_r.setblocking(False)
         # Keep the garbage collector off the inherited objects, so that tasks
         # do not copy-on-write the whole heap.
         import gc
@@ -586,6 +687,7 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
         sel = selectors.DefaultSelector()
         sel.register(sock, selectors.EVENT_READ)
         sel.register(wr, selectors.EVENT_READ)
+        sel.register(learn_r, selectors.EVENT_READ)
         tasks = {}
 
         def spare_main(ctl):
@@ -598,20 +700,24 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
                 os.close(wr)
                 os.close(ww)
                 sock.close()
-                # Nothing but stdio and the control socket (a task's pipes
+                learn_r.close()
+                # Nothing but stdio and the control sockets (a task's pipes
                 # held here would never reach EOF).
-                keep = ctl.fileno()
-                os.closerange(3, keep)
-                os.closerange(keep + 1, MAX_FD)
+                close_fds_except(ctl.fileno(), learn_w.fileno())
                 os.setsid()
                 null = os.open(os.devnull, os.O_RDONLY)
                 os.dup2(null, 0)
                 os.close(null)
+                pf.prefault()
                 try:
                     msg, tpl, fds = recv_msg(ctl)
                 except (EOFError, OSError):
                     os._exit(0)
                 ctl.close()
+                if msg.get('learn'):
+                    msg['learn_sock'] = learn_w
+                else:
+                    learn_w.close()
                 pty = msg.get('pty')
                 if pty is not None:
                     # The terminal's slave: the controlling terminal of
@@ -649,13 +755,20 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
         spare = fork_spare()
         while True:
             for key, _ in sel.select():
-                if key.fileobj is sock:
+                if key.fileobj is learn_r:
+                    try:
+                        pf.learn(learn_r.recv(1 << 20))
+                    except OSError:
+                        pass
+                elif key.fileobj is sock:
                     try:
                         msg, tpl, fds = recv_msg(sock)
                     except (EOFError, OSError):
                         os._exit(0)
                     if msg.get('res_init'):
                         res_init()  # for the forks to come
+                    if pf.learning():
+                        msg['learn'] = True
                     for attempt in (0, 1):
                         pid, ctl = spare
                         try:
@@ -749,7 +862,7 @@ class ZipEntry(object):
         self.digest = digest
         self.path = path
         self.b64 = b64
-        self.zdict = None
+        self.base = None  # the first template: later ones come as a delta against it
         self.fqn = None
         self.zygote = None
 
@@ -1234,15 +1347,18 @@ class Agent(object):
         tlen = req['tpl']
         ctpl = blob[off:off + tlen]
         off += tlen
-        if req.get('dict'):
-            if entry.zdict is None:
-                raise ValueError('template dictionary for %s not set' % digest[:12])
-            d = zlib.decompressobj(zdict=entry.zdict)
-            tpl = d.decompress(ctpl) + d.flush()
+        delta = req.get('delta')
+        if delta:
+            # The bytes between the common prefix and suffix with the base.
+            base = entry.base
+            if base is None:
+                raise ValueError('base template for %s not set' % digest[:12])
+            prefix, suffix = delta
+            tpl = base[:prefix] + zlib.decompress(ctpl) + base[len(base) - suffix:]
         else:
             tpl = zlib.decompress(ctpl)
-            if entry.zdict is None:
-                entry.zdict = tpl
+            if entry.base is None:
+                entry.base = tpl
         if entry.fqn is None:
             m = FQN_RE.search(tpl)
             entry.fqn = m.group(1).decode('ascii', 'replace') if m else ''
@@ -1337,9 +1453,7 @@ class Agent(object):
         if pid == 0:
             try:
                 signal.set_wakeup_fd(-1)
-                keep = b.fileno()
-                os.closerange(3, keep)
-                os.closerange(keep + 1, MAX_FD)
+                close_fds_except(b.fileno())
             except BaseException:
                 os._exit(1)
             zygote_main(b, entry.path, entry.fqn, entry.b64, self.stdio_like)

@@ -156,7 +156,7 @@ type Result struct {
 }
 
 type zipState struct {
-	dict []byte // the first template sent for this hash: the zlib dictionary
+	base []byte // the first template sent for this hash; later ones go as a delta
 }
 
 type moduleReq struct {
@@ -164,7 +164,7 @@ type moduleReq struct {
 	Hash   string            `json:"hash"`
 	Zip    int               `json:"zip"`
 	Tpl    int               `json:"tpl"`
-	Dict   bool              `json:"dict"`
+	Delta  *[2]int           `json:"delta,omitempty"` // common prefix and suffix with the base template
 	Script string            `json:"script,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
 	Dirs   [][2]any          `json:"dirs,omitempty"`
@@ -176,7 +176,7 @@ type moduleReq struct {
 
 // RunModule runs an AnsiballZ module in a child of the zygote for its zip
 // (see the package doc). The zip crosses the wire once per agent; later
-// runs send the template compressed against the first one.
+// runs send only where their template differs from the first one.
 func (c *Client) RunModule(ctx context.Context, req ModuleRequest) (*Result, error) {
 	w, err := ParseWrapper(req.Wrapper)
 	if err != nil {
@@ -220,11 +220,12 @@ func (c *Client) runModule(ctx context.Context, w *Wrapper, req ModuleRequest) (
 	var zip, ctpl []byte
 	if st == nil {
 		zip = w.Zip
-		ctpl, err = compress(w.Template, nil)
-		st = &zipState{dict: w.Template}
+		ctpl, err = compress(w.Template)
+		st = &zipState{base: w.Template}
 	} else {
-		ctpl, err = compress(w.Template, st.dict)
-		mr.Dict = true
+		prefix, suffix := commonEnds(st.base, w.Template)
+		ctpl, err = compress(w.Template[prefix : len(w.Template)-suffix])
+		mr.Delta = &[2]int{prefix, suffix}
 	}
 	if err != nil {
 		c.zmu.Unlock()
@@ -259,13 +260,33 @@ func (c *Client) runModule(ctx context.Context, w *Wrapper, req ModuleRequest) (
 	return &Result{Stdout: stdout.bytes(), Stderr: stderr.bytes(), ExitCode: *r.Exit, Signal: r.Signal}, nil
 }
 
-// compress zlib-compresses data, with a preset dictionary if dict is set.
-func compress(data, dict []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	zw, err := zlib.NewWriterLevelDict(&buf, zlib.BestCompression, dict)
-	if err != nil {
-		return nil, err
+// commonEnds returns the lengths of the longest common prefix and suffix of
+// a and b that do not overlap in either. Templates of one zip differ only
+// in their parameters, so what lies between is small.
+func commonEnds(a, b []byte) (prefix, suffix int) {
+	n := min(len(a), len(b))
+	for prefix < n && a[prefix] == b[prefix] {
+		prefix++
 	}
+	for suffix < n-prefix && a[len(a)-1-suffix] == b[len(b)-1-suffix] {
+		suffix++
+	}
+	return prefix, suffix
+}
+
+// zlibWriters are reused: a new writer allocates its tables, which costs
+// more than compressing a template delta.
+var zlibWriters = sync.Pool{New: func() any {
+	zw, _ := zlib.NewWriterLevel(nil, zlib.BestSpeed)
+	return zw
+}}
+
+// compress zlib-compresses data.
+func compress(data []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := zlibWriters.Get().(*zlib.Writer)
+	defer zlibWriters.Put(zw)
+	zw.Reset(&buf)
 	if _, err := zw.Write(data); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -44,6 +45,39 @@ type parsedFile struct {
 }
 
 const blockPrefix = "__bridge_block_"
+
+// parsedFiles memoises preprocess: every invocation reads the same few
+// config files, and parsing them costs more than the rest of resolving.
+var parsedFiles struct {
+	sync.Mutex
+	byContent map[string]*parsedFile
+}
+
+// maxParsedFiles bounds parsedFiles; beyond it the cache starts afresh.
+const maxParsedFiles = 64
+
+// preprocessCached is preprocess, answered from parsedFiles when a file
+// with the same contents was parsed before. A parsedFile is never
+// modified once made, so callers may share it.
+func preprocessCached(data []byte) (*parsedFile, error) {
+	parsedFiles.Lock()
+	pf := parsedFiles.byContent[string(data)]
+	parsedFiles.Unlock()
+	if pf != nil {
+		return pf, nil
+	}
+	pf, err := preprocess(data)
+	if err != nil {
+		return nil, err
+	}
+	parsedFiles.Lock()
+	if len(parsedFiles.byContent) >= maxParsedFiles || parsedFiles.byContent == nil {
+		parsedFiles.byContent = map[string]*parsedFile{}
+	}
+	parsedFiles.byContent[string(data)] = pf
+	parsedFiles.Unlock()
+	return pf, nil
+}
 
 // preprocess rewrites a config file so that kevinburke/ssh_config sees only
 // "Host <placeholder>" lines and "<key> x" lines (one output line per input
@@ -135,7 +169,7 @@ func (r *resolver) readConfigFile(path string, userConf, checkPerm, mustExist bo
 			}
 		}
 	}
-	pf, err := preprocess(data)
+	pf, err := preprocessCached(data)
 	if err != nil {
 		return &ConnError{Msg: fmt.Sprintf("%s: %v", path, err), Err: err}
 	}
