@@ -317,21 +317,18 @@ PARAMS_RE = re.compile(br"^(    ANSIBALLZ_PARAMS = )('(?:[^'\\\n]|\\.)*')$", re.
 PARAMS_MARKER = '@@ANSIBLE_BRIDGE_PARAMS@@'
 
 
-def _swap_consts(code, swaps, hits):
-    """code with str constants replaced per swaps, in nested code too."""
+def _swap_consts(code, swaps, hits, fname):
+    """code with str constants replaced per swaps and fname as its file
+    name, in nested code too."""
     consts = []
-    changed = False
     for c in code.co_consts:
         if type(c) is str and c in swaps:
             hits[c] = hits.get(c, 0) + 1
             c = swaps[c]
-            changed = True
         elif isinstance(c, type(code)):
-            c2 = _swap_consts(c, swaps, hits)
-            changed = changed or c2 is not c
-            c = c2
+            c = _swap_consts(c, swaps, hits, fname)
         consts.append(c)
-    return code.replace(co_consts=tuple(consts)) if changed else code
+    return code.replace(co_consts=tuple(consts), co_filename=fname)
 
 
 class WrapperCompiler(object):
@@ -342,7 +339,8 @@ class WrapperCompiler(object):
     the compiled code is the same for every task of a playbook run: it is
     cached (the zygote fills the cache, its forks inherit it), and a task
     gets its code by swapping the two marker constants for the real
-    values, which gives the code compiling the full ~140 KB source would,
+    values (and the file name in: without pipelining each task's script
+    has a path of its own), which gives the code compiling the full ~140 KB source would,
     in a few microseconds instead of a millisecond or two. Where that is
     not possible (python < 3.8 has no code.replace; a template of another
     shape) the full source is compiled."""
@@ -369,33 +367,33 @@ class WrapperCompiler(object):
         key = tpl[:m.start(2)] + repr(PARAMS_MARKER).encode('ascii') + tpl[m.end(2):]
         return key, params
 
-    def _compile_key(self, key, fname):
+    def _compile_key(self, key):
         try:
-            return compile(key, fname, 'exec', dont_inherit=True)
+            return compile(key, '<ansible-bridge-template>', 'exec', dont_inherit=True)
         except SyntaxError:
             return None
 
-    def learn(self, tpl, fname):
+    def learn(self, tpl):
         """In the zygote: compile tpl's shape for later tasks."""
         key, _ = self._split(tpl)
-        if key is None or (key, fname) in self.cache:
+        if key is None or key in self.cache:
             return
         if len(self.cache) >= self.MAX:
             self.cache.clear()
-        code = self._compile_key(key, fname)
+        code = self._compile_key(key)
         if code is not None:
-            self.cache[(key, fname)] = code
+            self.cache[key] = code
 
     def compile(self, tpl, fname):
         """The code of tpl with its ZIPDATA literal holding the zip."""
         key, params = self._split(tpl)
         if key is not None:
-            code = self.cache.get((key, fname))
+            code = self.cache.get(key)
             if code is None:
-                code = self._compile_key(key, fname)
+                code = self._compile_key(key)
             if code is not None:
                 hits = {}
-                code = _swap_consts(code, {ZIP_MARKER.decode('ascii'): self.b64s, PARAMS_MARKER: params}, hits)
+                code = _swap_consts(code, {ZIP_MARKER.decode('ascii'): self.b64s, PARAMS_MARKER: params}, hits, fname)
                 if hits == {ZIP_MARKER.decode('ascii'): 1, PARAMS_MARKER: 1}:
                     return code
         return compile(tpl.replace(ZIP_MARKER, self.b64, 1), fname, 'exec', dont_inherit=True)
@@ -782,7 +780,7 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
                             for fd in fds:
                                 os.close(fd)
                             # The next tasks' forks inherit the compiled shape.
-                            wc.learn(tpl, msg.get('script') or '<stdin>')
+                            wc.learn(tpl)
                         spare = fork_spare()
                         if ok:
                             break
