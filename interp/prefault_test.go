@@ -1,0 +1,113 @@
+package interp_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ansible-bridge/ansible-bridge/interp"
+)
+
+// prefaultCheck runs in python with the agent's functions loaded. A child
+// forked from this process writes to a buffer; the pages it reports as its
+// own must include the buffer's. A second child, its Prefaulter taught
+// those pages, must own them after prefault() and before writing a byte
+// (they were copied ahead, as a spare fork copies them while it waits).
+const prefaultCheck = `
+import mmap, os, sys
+page = os.sysconf('SC_PAGE_SIZE')
+assert page_ranges([1, 2, 3, 7, 8]) == [(page, 3 * page), (7 * page, 2 * page)], page_ranges([1, 2, 3, 7, 8])
+assert page_ranges([]) == []
+buf = bytearray(64 * page)
+for i in range(0, len(buf), page):
+    buf[i] = 1  # present in the parent, so shared after fork
+import ctypes
+addr = ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
+first = (addr + page - 1) // page
+want = set(range(first, first + 62))
+
+def child(fn):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.write(w, repr(fn()).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    out = b''
+    while True:
+        b = os.read(r, 65536)
+        if not b:
+            break
+        out += b
+    os.waitpid(pid, 0)
+    return eval(out)
+
+def writer():
+    for i in range(0, len(buf), page):
+        buf[i] = 2
+    return sorted(set(own_pages()) & want)
+
+copied = child(writer)
+assert copied == sorted(want), ('own_pages missed written pages', len(copied))
+
+pf = Prefaulter()
+if pf.madvise is None:
+    print('SKIP no ctypes')
+    sys.exit(0)
+import array
+pf.learn(array.array('Q', copied).tobytes())
+assert pf.ranges == page_ranges(copied)
+
+def prefaulted():
+    before = sorted(set(own_pages()) & want)
+    pf.prefault()
+    after = sorted(set(own_pages()) & want)
+    return len(before), len(after)
+
+before, after = child(prefaulted)
+if after == 0 and tuple(int(x) for x in os.uname().release.split('.')[:2]) < (5, 14):
+    print('SKIP kernel without MADV_POPULATE_WRITE')
+    sys.exit(0)
+assert before == 0, ('pages owned before prefault', before)
+assert after == len(want), ('pages owned after prefault', after, len(want))
+assert bytes(buf[:1]) == b'\x01', 'prefault changed the contents'
+print('OK')
+`
+
+// TestPrefault: the agent learns which pages a task copies on write, and a
+// spare fork copies exactly those ahead without changing their contents.
+func TestPrefault(t *testing.T) {
+	if _, err := os.Stat("/proc/self/pagemap"); err != nil {
+		t.Skip("no /proc/self/pagemap")
+	}
+	dir := t.TempDir()
+	agent := filepath.Join(dir, "agent.py")
+	if err := os.WriteFile(agent, interp.AgentSource, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := "exec(compile(open(" + pyQuote(agent) + ").read(), 'agent.py', 'exec'))\n" + prefaultCheck
+	for _, py := range pythons(t) {
+		t.Run(py, func(t *testing.T) {
+			out, err := exec.Command(py, "-c", script).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if s := strings.TrimSpace(string(out)); s != "OK" {
+				if strings.HasPrefix(s, "SKIP") {
+					t.Skip(s)
+				}
+				t.Fatalf("unexpected output %q", s)
+			}
+		})
+	}
+}
+
+// pyQuote quotes s as a Python string literal.
+func pyQuote(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
