@@ -45,9 +45,11 @@
 //
 // RunModule takes the AnsiballZ wrapper Ansible generated (ParseWrapper
 // takes it apart): the base64 zip in its ZIPDATA literal is sent once
-// per zip hash per agent; the rest, the template, is sent zlib-compressed
-// with the first template of that hash as preset dictionary, so a warm
-// task costs a few hundred bytes instead of ~130 KiB.
+// per zip hash per agent; the rest, the template, goes whole the first
+// time, and later only as the bytes between its common prefix and suffix
+// with that first one (zlib-compressed; templates of one zip differ in
+// their ANSIBALLZ_PARAMS literal), so a warm task costs a few hundred
+// bytes instead of ~130 KiB.
 //
 // On the target each zip hash has a zygote: a process forked from the
 // agent that puts the zip on sys.path and imports
@@ -57,12 +59,17 @@
 // reports them). It compiles the module once and answers zipimport's
 // get_code/get_filename for it from that, and caches the wrapper's
 // compiled shape (the template with its ZIPDATA and ANSIBALLZ_PARAMS
-// literals as markers), so a task swaps two constants instead of
+// literals as markers), so a task swaps two constants (and its file name:
+// without pipelining each task's script has its own path) instead of
 // compiling ~140 KB of source. Then it freezes the garbage collector's
 // view of that heap (gc.freeze) so children do not copy it on write. The
 // zygote keeps one child forked ahead (a spare, already in its own
 // session with /dev/null as stdin) so that no fork is on a request's
-// path. A task is the spare: it receives stdout/stderr pipes and an
+// path. Its first three tasks report which pages they came to own (copied
+// on write from the zygote; /proc/self/pagemap); later spares copy those
+// pages while they wait (madvise MADV_POPULATE_WRITE, Linux 5.14+;
+// contents unchanged), which takes most page-fault time off a task's path
+// for some MiB more per spare. A task is the spare: it receives stdout/stderr pipes and an
 // exit-status pipe from the agent (SCM_RIGHTS, through the zygote), gets
 // /dev/null as stdin, its own session, the environment with the
 // request's Env on top, the agent's cwd (the login directory), and runs
