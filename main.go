@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -116,8 +117,21 @@ func cmdDaemon(args []string) int {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	mount := fs.String("mount", os.Getenv("ANSIBLE_BRIDGE_MOUNT"), "mount the debug file system on this `dir` while running")
 	maxInterp := fs.Int("max-interpreters", envInt("ANSIBLE_BRIDGE_MAX_INTERPRETERS", bridge.DefaultMaxInterpreters), "persistent interpreters per target at most")
+	cpuProfile := fs.String("cpuprofile", os.Getenv("ANSIBLE_BRIDGE_CPUPROFILE"), "write a CPU profile (go tool pprof) of the daemon's run to this `file`")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "ansible-bridge daemon: cpu profile: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
 	}
 	log := logrus.New()
 	if lvl, err := logrus.ParseLevel(*logLevel); err == nil {
