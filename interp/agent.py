@@ -65,6 +65,9 @@ MADV_POPULATE_WRITE = 23
 # A zygote learns which pages its first tasks copy on write; later spare
 # forks copy those while they wait, off the request's path.
 LEARN_TASKS = 3
+# A task that came to own more pages than this (16 MiB of 4 KiB pages)
+# did something unusual: its pages are not copied ahead for every task.
+MAX_LEARN_PAGES = 4096
 PAGEMAP_PRESENT = 1 << 63
 PAGEMAP_EXCLUSIVE = 1 << 56
 WRAPPER_IMPORTS = ('ast', 'base64', 'runpy', 'shutil', 'tempfile', 'zipfile', 'json', 'resource', 'traceback',
@@ -508,8 +511,10 @@ class Prefaulter(object):
         import array
         a = array.array('Q')
         a.frombytes(data[:len(data) // 8 * 8])
-        self.pages.update(a)
         self.reports += 1
+        if len(self.pages) + len(a) > MAX_LEARN_PAGES:
+            return
+        self.pages.update(a)
         self.ranges = page_ranges(sorted(self.pages))
 
     def prefault(self):
@@ -1354,9 +1359,10 @@ class Agent(object):
             prefix, suffix = delta
             tpl = base[:prefix] + zlib.decompress(ctpl) + base[len(base) - suffix:]
         else:
+            # A whole template comes with its zip: the base from now on,
+            # as for the client, which keeps the template it sent it with.
             tpl = zlib.decompress(ctpl)
-            if entry.base is None:
-                entry.base = tpl
+            entry.base = tpl
         if entry.fqn is None:
             m = FQN_RE.search(tpl)
             entry.fqn = m.group(1).decode('ascii', 'replace') if m else ''
