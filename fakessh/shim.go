@@ -120,14 +120,28 @@ func converse(conn net.Conn, prog string, argv []string) (code int, fallbackReas
 			restore()
 		}
 	}()
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
-	defer signal.Stop(sigs)
-	go forwardSignals(sigs, send, func() {
-		if restore != nil {
-			restore()
+	// Signals are forwarded once the daemon takes the invocation on (or
+	// prompts): an answer the daemon has at hand (echo ~, a held mkdir)
+	// comes at once, and watching signals costs a shim a thread and about
+	// a fifth of its CPU time.
+	var sigs chan os.Signal
+	watchSignals := func() {
+		if sigs != nil {
+			return
 		}
-	})
+		sigs = make(chan os.Signal, 8)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
+		go forwardSignals(sigs, send, func() {
+			if restore != nil {
+				restore()
+			}
+		})
+	}
+	defer func() {
+		if sigs != nil {
+			signal.Stop(sigs)
+		}
+	}()
 	for {
 		f, err := wire.Read(conn)
 		if err != nil {
@@ -140,6 +154,7 @@ func converse(conn net.Conn, prog string, argv []string) (code int, fallbackReas
 		case wire.Fallback:
 			return 0, string(f.Payload), nil
 		case wire.Accept:
+			watchSignals()
 			if string(f.Payload) == "raw" && hello.StdinTTY {
 				if st, err := term.MakeRaw(int(os.Stdin.Fd())); err == nil {
 					restore = func() { _ = term.Restore(int(os.Stdin.Fd()), st) }
@@ -153,6 +168,7 @@ func converse(conn net.Conn, prog string, argv []string) (code int, fallbackReas
 		case wire.Stderr:
 			_, _ = os.Stderr.Write(f.Payload)
 		case wire.Prompt:
+			watchSignals()
 			answerPrompt(f.Payload, send)
 		case wire.Exit:
 			code, err := wire.ExitCode(f.Payload)
