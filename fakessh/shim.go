@@ -123,7 +123,8 @@ func converse(conn net.Conn, prog string, argv []string) (code int, fallbackReas
 	// Signals are forwarded once the daemon takes the invocation on (or
 	// prompts): an answer the daemon has at hand (echo ~, a held mkdir)
 	// comes at once, and watching signals costs a shim a thread and about
-	// a fifth of its CPU time.
+	// a fifth of its CPU time. They are never unwatched: the process
+	// exits right after, and signal.Stop would wait for the signal loop.
 	var sigs chan os.Signal
 	watchSignals := func() {
 		if sigs != nil {
@@ -137,11 +138,6 @@ func converse(conn net.Conn, prog string, argv []string) (code int, fallbackReas
 			}
 		})
 	}
-	defer func() {
-		if sigs != nil {
-			signal.Stop(sigs)
-		}
-	}()
 	for {
 		f, err := wire.Read(conn)
 		if err != nil {
