@@ -393,7 +393,8 @@ func (r *resolver) apply(kw, raw string, src source, active bool) string {
 			return bad("Bad port '%s'.", arg)
 		}
 		set(arg)
-	case "hostname", "user", "hostkeyalias", "identityagent", "preferredauthentications":
+	case "hostname", "user", "hostkeyalias", "identityagent", "preferredauthentications",
+		"ciphers", "macs", "kexalgorithms", "hostkeyalgorithms":
 		set(arg)
 	case "identityfile", "certificatefile":
 		if !active {

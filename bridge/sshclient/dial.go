@@ -54,9 +54,14 @@ func dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) 
 	defer auth.close()
 
 	cfg := &ssh.ClientConfig{
+		Config: ssh.Config{
+			Ciphers:      s.Ciphers,
+			MACs:         s.MACs,
+			KeyExchanges: s.KexAlgorithms,
+		},
 		User:              s.User,
 		HostKeyCallback:   hk.callback,
-		HostKeyAlgorithms: hostKeyAlgorithms(hk.entries, lookupName(s)),
+		HostKeyAlgorithms: s.HostKeyAlgorithms,
 		BannerCallback: func(msg string) error {
 			if rep.level >= lvlInfo {
 				rep.raw(msg)
@@ -64,6 +69,9 @@ func dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) 
 			return nil
 		},
 		AuthCallback: auth.callback,
+	}
+	if !s.HostKeyAlgorithmsExplicit {
+		cfg.HostKeyAlgorithms = hostKeyAlgorithms(hk.entries, lookupName(s), s.HostKeyAlgorithms)
 	}
 	addr := net.JoinHostPort(s.HostName, strconv.Itoa(s.Port))
 	c, chans, reqs, err := ssh.NewClientConn(bc, addr, cfg)

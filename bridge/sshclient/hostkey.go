@@ -162,9 +162,15 @@ var opensshHostKeyAlgos = []string{
 // hostKeyAlgorithms orders the host key algorithms like OpenSSH's
 // order_hostkeyalgs: those of key types already known for the host (and
 // certificates when a CA is known) first, the rest after, each part in the
-// default order. Algorithms x/crypto does not implement are dropped.
-func hostKeyAlgorithms(entries []khEntry, name string) []string {
+// default order (or base's, when HostKeyAlgorithms was configured).
+// Algorithms x/crypto does not implement are dropped.
+func hostKeyAlgorithms(entries []khEntry, name string, base []string) []string {
 	supported := ssh.SupportedAlgorithms().HostKeys
+	if base == nil {
+		base = opensshHostKeyAlgos
+	} else {
+		supported = append(slices.Clone(supported), ssh.InsecureAlgorithms().HostKeys...)
+	}
 	knownType := map[string]bool{}
 	ca := false
 	for i := range entries {
@@ -180,7 +186,7 @@ func hostKeyAlgorithms(entries []khEntry, name string) []string {
 		}
 	}
 	var first, rest []string
-	for _, a := range opensshHostKeyAlgos {
+	for _, a := range base {
 		if !slices.Contains(supported, a) {
 			continue
 		}

@@ -37,6 +37,8 @@ type testServer struct {
 	maxTries int
 	// tcpipOpened counts direct-tcpip channels (ProxyJump).
 	tcpipOpened int
+	// ciphers, when set, are all the server offers.
+	ciphers []string
 }
 
 type serverOpt func(*testServer)
@@ -48,7 +50,8 @@ func withAuthKey(k ssh.PublicKey) serverOpt {
 func withKbd(questions, answers []string) serverOpt {
 	return func(s *testServer) { s.kbdQuestions, s.kbdAnswers = questions, answers }
 }
-func withBanner(b string) serverOpt { return func(s *testServer) { s.banner = b } }
+func withBanner(b string) serverOpt     { return func(s *testServer) { s.banner = b } }
+func withCiphers(c ...string) serverOpt { return func(s *testServer) { s.ciphers = c } }
 
 func newTestSigner(t *testing.T) ssh.Signer {
 	t.Helper()
@@ -92,6 +95,7 @@ func (srv *testServer) port() int { return srv.addr.Port }
 
 func (srv *testServer) config() *ssh.ServerConfig {
 	cfg := &ssh.ServerConfig{MaxAuthTries: srv.maxTries}
+	cfg.Ciphers = srv.ciphers
 	cfg.AddHostKey(srv.hostKey)
 	if srv.banner != "" {
 		cfg.BannerCallback = func(ssh.ConnMetadata) string { return srv.banner }

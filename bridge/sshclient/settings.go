@@ -115,6 +115,14 @@ type Settings struct {
 	// SendEnv holds the patterns of local variables to send to the
 	// server (accumulated over all sources, "-pattern" removals applied).
 	SendEnv []string
+	// Ciphers, MACs and KexAlgorithms are the configured lists as OpenSSH
+	// would assemble them, less what x/crypto does not implement; nil
+	// when not configured (x/crypto's defaults). HostKeyAlgorithms
+	// likewise; nil means OpenSSH's default, ordered by known_hosts.
+	Ciphers, MACs, KexAlgorithms, HostKeyAlgorithms []string
+	// HostKeyAlgorithmsExplicit: HostKeyAlgorithms was set as a plain
+	// list, which ssh uses in that order (not reordered by known_hosts).
+	HostKeyAlgorithmsExplicit bool
 	// Unsupported lists configuration the bridge could not honour (Match
 	// exec blocks, which are skipped, KnownHostsCommand, ...). The caller
 	// should log them and may prefer the real ssh when it is not empty.
@@ -332,6 +340,21 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 	}
 	if u, ok := v["user"]; ok {
 		s.User = u
+	}
+	for _, a := range []struct {
+		kind *algoKind
+		dst  *[]string
+	}{{&algoCiphers, &s.Ciphers}, {&algoMACs, &s.MACs}, {&algoKex, &s.KexAlgorithms}, {&algoHostKeys, &s.HostKeyAlgorithms}} {
+		spec, ok := v[a.kind.keyword]
+		names, note := a.kind.algorithms(spec, ok)
+		if note != "" {
+			r.note(note)
+			s.Unsupported = r.unsupported
+		}
+		*a.dst = names
+	}
+	if x, ok := v["hostkeyalgorithms"]; ok && x != "" && !strings.ContainsAny(x[:1], "+-^") {
+		s.HostKeyAlgorithmsExplicit = true
 	}
 	if x, ok := v["stricthostkeychecking"]; ok {
 		s.StrictHostKeyChecking = x
