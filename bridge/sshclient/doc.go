@@ -47,6 +47,14 @@
 // gssapi-with-mic,hostbased,publickey,keyboard-interactive,password (the
 // first two are never attempted).
 //
+// Ciphers, MACs, KexAlgorithms and HostKeyAlgorithms are assembled as
+// OpenSSH's kex_assemble_names does ("+" appends to OpenSSH 9.2's default,
+// "-" removes patterns from it, "^" puts names first, a plain list
+// replaces it) and then filtered to what x/crypto implements; a plain
+// HostKeyAlgorithms list is used in its own order, otherwise known_hosts
+// reorders it. A name OpenSSH refuses, or a list x/crypto implements
+// nothing of, goes to Settings.Unsupported (the caller falls back).
+//
 // ProxyJump and ProxyCommand share one first-wins slot: whichever comes
 // first is used, "ProxyJump none" blocks later ProxyJumps only. A ProxyJump
 // hop is resolved as OpenSSH's generated "ssh -l user -p port -J rest -F
