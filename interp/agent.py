@@ -57,8 +57,6 @@ RESOLV = '/etc/resolv.conf'
 # Zygotes per agent; the least recently used one is retired beyond this.
 MAX_ZYGOTES = 8
 MAX_FD = 65536
-# What AnsiballZ wrappers import, plus ast (the agent's own literal parsing)
-# and the codec zipfile decodes member names with.
 # Linux 5.14+: fault a range in writable, as a write to each page would
 # (copying those shared with the zygote), without changing its contents.
 MADV_POPULATE_WRITE = 23
@@ -70,6 +68,8 @@ LEARN_TASKS = 3
 MAX_LEARN_PAGES = 4096
 PAGEMAP_PRESENT = 1 << 63
 PAGEMAP_EXCLUSIVE = 1 << 56
+# What AnsiballZ wrappers import, plus ast (the agent's own literal parsing)
+# and the codec zipfile decodes member names with.
 WRAPPER_IMPORTS = ('ast', 'base64', 'runpy', 'shutil', 'tempfile', 'zipfile', 'json', 'resource', 'traceback',
                    'encodings.cp437')
 
@@ -342,9 +342,9 @@ class WrapperCompiler(object):
     the compiled code is the same for every task of a playbook run: it is
     cached (the zygote fills the cache, its forks inherit it), and a task
     gets its code by swapping the two marker constants for the real
-    values (and the file name in: without pipelining each task's script
-    has a path of its own), which gives the code compiling the full ~140 KB source would,
-    in a few microseconds instead of a millisecond or two. Where that is
+    values (and the file name: without pipelining each task's script has
+    a path of its own), which gives the code compiling the full ~140 KB
+    source would, in a few microseconds instead of a millisecond or two. Where that is
     not possible (python < 3.8 has no code.replace; a template of another
     shape) the full source is compiled."""
 

@@ -261,8 +261,9 @@ func (c *Client) runModule(ctx context.Context, w *Wrapper, req ModuleRequest) (
 }
 
 // commonEnds returns the lengths of the longest common prefix and suffix of
-// a and b that do not overlap in either. Templates of one zip differ only
-// in their parameters, so what lies between is small.
+// a and b that do not overlap in either. Templates of one zip differ in
+// their parameters and the wrapper's build time, so what lies between is
+// a few KiB at most.
 func commonEnds(a, b []byte) (prefix, suffix int) {
 	n := min(len(a), len(b))
 	for prefix < n && a[prefix] == b[prefix] {
