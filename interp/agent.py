@@ -9,6 +9,7 @@
 # Single-threaded on purpose: everything is driven by one selectors loop,
 # so os.fork() (zygotes, tasks) is always safe.
 
+import array
 import base64
 import errno
 import fcntl
@@ -453,7 +454,6 @@ def own_pages():
     """The pages of this process's private writable mappings that no
     other process maps, as a sorted list of page numbers: in a task forked
     from a zygote, those it copied on write (and those it added)."""
-    import array
     size = os.sysconf('SC_PAGE_SIZE')
     pages = []
     with open('/proc/self/maps', 'rb') as maps, open('/proc/self/pagemap', 'rb', buffering=0) as pm:
@@ -498,6 +498,7 @@ class Prefaulter(object):
         try:
             import ctypes
             libc = ctypes.CDLL(None, use_errno=True)
+            self.get_errno = ctypes.get_errno
             self.madvise = libc.madvise
             self.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
             self.madvise.restype = ctypes.c_int
@@ -508,7 +509,6 @@ class Prefaulter(object):
         return self.madvise is not None and self.reports < LEARN_TASKS
 
     def learn(self, data):
-        import array
         a = array.array('Q')
         a.frombytes(data[:len(data) // 8 * 8])
         self.reports += 1
@@ -520,8 +520,7 @@ class Prefaulter(object):
     def prefault(self):
         for addr, n in self.ranges:
             if self.madvise(addr, n, MADV_POPULATE_WRITE) != 0:
-                import ctypes
-                if ctypes.get_errno() == errno.EINVAL:
+                if self.get_errno() == errno.EINVAL:
                     return  # an older kernel: nothing to gain
 
 
@@ -642,7 +641,6 @@ def run_task(msg, tpl, wc, stdio_like, zippath):
         lsock = msg.get('learn_sock')
         if lsock is not None:
             try:
-                import array
                 lsock.send(array.array('Q', own_pages()).tobytes())
             except Exception:
                 pass

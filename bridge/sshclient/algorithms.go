@@ -19,51 +19,40 @@ type algoKind struct {
 	// wildcards: HostKeyAlgorithms takes patterns in every form; the
 	// others only in a "-" list.
 	wildcards bool
+	// ofKind picks this kind's names out of x/crypto's Algorithms; alias
+	// holds names x/crypto implements without listing them.
+	ofKind func(ssh.Algorithms) []string
+	alias  []string
 }
 
 var (
 	algoCiphers = algoKind{keyword: "ciphers", name: "cipher",
+		ofKind:   func(a ssh.Algorithms) []string { return a.Ciphers },
 		defaults: strings.Split("chacha20-poly1305@openssh.com,aes128-ctr,aes192-ctr,aes256-ctr,aes128-gcm@openssh.com,aes256-gcm@openssh.com", ","),
 		all:      strings.Split("3des-cbc,aes128-cbc,aes192-cbc,aes256-cbc,aes128-ctr,aes192-ctr,aes256-ctr,aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com", ","),
 	}
 	algoMACs = algoKind{keyword: "macs", name: "MAC",
+		ofKind:   func(a ssh.Algorithms) []string { return a.MACs },
 		defaults: strings.Split("umac-64-etm@openssh.com,umac-128-etm@openssh.com,hmac-sha2-256-etm@openssh.com,hmac-sha2-512-etm@openssh.com,hmac-sha1-etm@openssh.com,umac-64@openssh.com,umac-128@openssh.com,hmac-sha2-256,hmac-sha2-512,hmac-sha1", ","),
 		all:      strings.Split("hmac-sha1,hmac-sha1-96,hmac-sha2-256,hmac-sha2-512,hmac-md5,hmac-md5-96,umac-64@openssh.com,umac-128@openssh.com,hmac-sha1-etm@openssh.com,hmac-sha1-96-etm@openssh.com,hmac-sha2-256-etm@openssh.com,hmac-sha2-512-etm@openssh.com,hmac-md5-etm@openssh.com,hmac-md5-96-etm@openssh.com,umac-64-etm@openssh.com,umac-128-etm@openssh.com", ","),
 	}
 	algoKex = algoKind{keyword: "kexalgorithms", name: "KexAlgorithms",
+		ofKind:   func(a ssh.Algorithms) []string { return a.KeyExchanges },
+		alias:    []string{"curve25519-sha256@libssh.org"}, // of curve25519-sha256
 		defaults: strings.Split("sntrup761x25519-sha512,sntrup761x25519-sha512@openssh.com,curve25519-sha256,curve25519-sha256@libssh.org,ecdh-sha2-nistp256,ecdh-sha2-nistp384,ecdh-sha2-nistp521,diffie-hellman-group-exchange-sha256,diffie-hellman-group16-sha512,diffie-hellman-group18-sha512,diffie-hellman-group14-sha256", ","),
 		all:      strings.Split("diffie-hellman-group1-sha1,diffie-hellman-group14-sha1,diffie-hellman-group14-sha256,diffie-hellman-group16-sha512,diffie-hellman-group18-sha512,diffie-hellman-group-exchange-sha1,diffie-hellman-group-exchange-sha256,ecdh-sha2-nistp256,ecdh-sha2-nistp384,ecdh-sha2-nistp521,curve25519-sha256,curve25519-sha256@libssh.org,sntrup761x25519-sha512,sntrup761x25519-sha512@openssh.com,mlkem768x25519-sha256", ","),
 	}
 	algoHostKeys = algoKind{keyword: "hostkeyalgorithms", name: "HostKeyAlgorithms", wildcards: true,
+		ofKind:   func(a ssh.Algorithms) []string { return a.HostKeys },
 		defaults: opensshHostKeyAlgos,
 		all:      strings.Split("ssh-ed25519,ssh-ed25519-cert-v01@openssh.com,sk-ssh-ed25519@openssh.com,sk-ssh-ed25519-cert-v01@openssh.com,ecdsa-sha2-nistp256,ecdsa-sha2-nistp256-cert-v01@openssh.com,ecdsa-sha2-nistp384,ecdsa-sha2-nistp384-cert-v01@openssh.com,ecdsa-sha2-nistp521,ecdsa-sha2-nistp521-cert-v01@openssh.com,sk-ecdsa-sha2-nistp256@openssh.com,sk-ecdsa-sha2-nistp256-cert-v01@openssh.com,webauthn-sk-ecdsa-sha2-nistp256@openssh.com,ssh-dss,ssh-dss-cert-v01@openssh.com,ssh-rsa,ssh-rsa-cert-v01@openssh.com,rsa-sha2-256,rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-512,rsa-sha2-512-cert-v01@openssh.com", ","),
 	}
 )
 
-// implemented reports whether x/crypto can negotiate algorithm a of kind k
-// (the insecure ones included: a user who lists them asked for them).
-func (k *algoKind) implemented(a string) bool {
-	s, i := ssh.SupportedAlgorithms(), ssh.InsecureAlgorithms()
-	var lists [][]string
-	switch k.keyword {
-	case "ciphers":
-		lists = [][]string{s.Ciphers, i.Ciphers}
-	case "macs":
-		lists = [][]string{s.MACs, i.MACs}
-	case "kexalgorithms":
-		if a == "curve25519-sha256@libssh.org" {
-			return true // x/crypto's alias of curve25519-sha256
-		}
-		lists = [][]string{s.KeyExchanges, i.KeyExchanges}
-	case "hostkeyalgorithms":
-		lists = [][]string{s.HostKeys, i.HostKeys}
-	}
-	for _, l := range lists {
-		if slices.Contains(l, a) {
-			return true
-		}
-	}
-	return false
+// implemented lists what x/crypto can negotiate of kind k (the insecure
+// ones included: a user who lists them asked for them).
+func (k *algoKind) implemented() []string {
+	return slices.Concat(k.ofKind(ssh.SupportedAlgorithms()), k.ofKind(ssh.InsecureAlgorithms()), k.alias)
 }
 
 // assemble computes the list OpenSSH would use for spec, as its
@@ -133,7 +122,8 @@ func (k *algoKind) algorithms(value string, ok bool) (names []string, note strin
 	if !valid {
 		return nil, fmt.Sprintf("Bad SSH2 %s spec '%s'", k.name, value)
 	}
-	names = slices.DeleteFunc(list, func(a string) bool { return !k.implemented(a) })
+	impl := k.implemented()
+	names = slices.DeleteFunc(list, func(a string) bool { return !slices.Contains(impl, a) })
 	if len(names) == 0 {
 		return nil, fmt.Sprintf("%s %s: none implemented by the bridge", k.name, value)
 	}

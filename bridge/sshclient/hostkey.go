@@ -162,14 +162,13 @@ var opensshHostKeyAlgos = []string{
 // hostKeyAlgorithms orders the host key algorithms like OpenSSH's
 // order_hostkeyalgs: those of key types already known for the host (and
 // certificates when a CA is known) first, the rest after, each part in the
-// default order (or base's, when HostKeyAlgorithms was configured).
-// Algorithms x/crypto does not implement are dropped.
+// default order (or base's, the configured HostKeyAlgorithms, which
+// Settings has already cut to what x/crypto implements). From the
+// default, algorithms x/crypto does not implement are dropped.
 func hostKeyAlgorithms(entries []khEntry, name string, base []string) []string {
-	supported := ssh.SupportedAlgorithms().HostKeys
 	if base == nil {
-		base = opensshHostKeyAlgos
-	} else {
-		supported = append(slices.Clone(supported), ssh.InsecureAlgorithms().HostKeys...)
+		supported := ssh.SupportedAlgorithms().HostKeys
+		base = slices.DeleteFunc(slices.Clone(opensshHostKeyAlgos), func(a string) bool { return !slices.Contains(supported, a) })
 	}
 	knownType := map[string]bool{}
 	ca := false
@@ -187,9 +186,6 @@ func hostKeyAlgorithms(entries []khEntry, name string, base []string) []string {
 	}
 	var first, rest []string
 	for _, a := range base {
-		if !slices.Contains(supported, a) {
-			continue
-		}
 		plain := strings.TrimSuffix(a, "-cert-v01@openssh.com")
 		isCert := plain != a
 		if strings.HasPrefix(plain, "rsa-sha2-") {
