@@ -23,6 +23,7 @@ import (
 
 	"github.com/ansible-bridge/ansible-bridge/bridge"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/shimentry"
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/term"
@@ -31,23 +32,9 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// argv0Env overrides the program name, for tests and for the daemon the
-// shim starts (it must not be mistaken for an ssh).
-const argv0Env = "ANSIBLE_BRIDGE_ARGV0"
-
-var shimNames = []string{"ssh", "scp", "sftp"}
-
 func main() {
-	prog := filepath.Base(os.Args[0])
-	if p := os.Getenv(argv0Env); p != "" {
-		prog = p
-		os.Unsetenv(argv0Env)
-	}
-	for _, name := range shimNames {
-		if prog == name {
-			os.Exit(fakessh.Main(prog, os.Args[1:]))
-		}
-	}
+	// Invoked as ssh, scp or sftp, the binary never gets here: package
+	// shimentry runs the shim from its init.
 	os.Exit(runCLI(os.Args[1:]))
 }
 
@@ -210,7 +197,7 @@ func cmdShims(args []string) int {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %v\n", err)
 		return 1
 	}
-	for _, name := range shimNames {
+	for _, name := range shimentry.Names {
 		link := filepath.Join(dir, name)
 		tmp := link + ".tmp"
 		_ = os.Remove(tmp)

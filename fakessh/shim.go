@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
 
@@ -25,6 +26,7 @@ const DisableEnv = "ANSIBLE_BRIDGE_DISABLE"
 // argv[0]) and returns its exit status. When the bridge cannot serve the
 // invocation it execs the real binary instead and does not return.
 func Main(prog string, argv []string) int {
+	growStdinPipe()
 	verbose := verbosity(prog, argv)
 	if os.Getenv(DisableEnv) == "1" {
 		return fallback(prog, argv, verbose, DisableEnv+"=1")
@@ -193,8 +195,26 @@ func helloFor(prog string, argv []string) wire.HelloMsg {
 	return h
 }
 
+// stdinPipeSize is what a piped stdin is grown to: more than a pipelined
+// module (an AnsiballZ wrapper is ~150 KB), and the default limit for
+// unprivileged users (/proc/sys/fs/pipe-max-size).
+const stdinPipeSize = 1 << 20
+
+// growStdinPipe enlarges a piped stdin, first thing: Ansible writes a
+// pipelined module in one write and, with the default 64 KiB pipe, waits
+// for the shim to drain each 64 KiB before it writes on, a wakeup of each
+// side per chunk. Grown, the write completes while the shim talks to the
+// daemon. A pipe that cannot grow (the user's pipe quota) stays as it is.
+func growStdinPipe() {
+	var st unix.Stat_t
+	if unix.Fstat(0, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return
+	}
+	_, _ = unix.FcntlInt(0, unix.F_SETPIPE_SZ, stdinPipeSize)
+}
+
 func pumpStdin(send func(wire.Type, []byte) error) {
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, 256<<10)
 	for {
 		n, err := os.Stdin.Read(buf)
 		if n > 0 {
