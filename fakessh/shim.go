@@ -152,6 +152,14 @@ func converse(conn net.Conn, prog string, argv []string) (code int, fallbackReas
 		case wire.Fallback:
 			return 0, string(f.Payload), nil
 		case wire.Accept:
+			if inputComplete(0) {
+				// Reads cannot block: the input goes at once, in line,
+				// before the signal watch starts its threads (a pipelined
+				// module waits for it).
+				pumpStdin(send)
+				watchSignals()
+				break
+			}
 			watchSignals()
 			if string(f.Payload) == "raw" && hello.StdinTTY {
 				if st, err := term.MakeRaw(int(os.Stdin.Fd())); err == nil {
@@ -211,6 +219,25 @@ func growStdinPipe() {
 		return
 	}
 	_, _ = unix.FcntlInt(0, unix.F_SETPIPE_SZ, stdinPipeSize)
+}
+
+// inputComplete reports whether everything fd will ever yield is already
+// there: a regular file, or a pipe whose writers have all closed it
+// (Ansible writes a pipelined module, or an sftp batch, and closes).
+func inputComplete(fd int) bool {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return false
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return true
+	case unix.S_IFIFO:
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		return err == nil && n == 1 && fds[0].Revents&unix.POLLHUP != 0
+	}
+	return false
 }
 
 func pumpStdin(send func(wire.Type, []byte) error) {
