@@ -69,6 +69,8 @@ LEARN_TASKS = 3
 MAX_LEARN_PAGES = 4096
 PAGEMAP_PRESENT = 1 << 63
 PAGEMAP_EXCLUSIVE = 1 << 56
+# The size of an fd in SCM_RIGHTS ancillary data.
+FD_SIZE = struct.calcsize('i')
 # What AnsiballZ wrappers import, plus ast (the agent's own literal parsing)
 # and the codec zipfile decodes member names with.
 WRAPPER_IMPORTS = ('ast', 'base64', 'runpy', 'shutil', 'tempfile', 'zipfile', 'json', 'resource', 'traceback',
@@ -233,16 +235,15 @@ def recv_msg(sock):
     """Blocking read of one message and the fds sent with its first byte."""
     fds = []
     hdr = b''
-    isz = struct.calcsize('i')
     while len(hdr) < 4:
-        data, anc, _flags, _addr = sock.recvmsg(4 - len(hdr), socket.CMSG_SPACE(8 * isz))
+        data, anc, _flags, _addr = sock.recvmsg(4 - len(hdr), socket.CMSG_SPACE(8 * FD_SIZE))
         if not data:
             raise EOFError
         hdr += data
         for level, typ, cdata in anc:
             if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
-                cnt = len(cdata) // isz
-                fds.extend(struct.unpack('%di' % cnt, cdata[:cnt * isz]))
+                cnt = len(cdata) // FD_SIZE
+                fds.extend(struct.unpack('%di' % cnt, cdata[:cnt * FD_SIZE]))
     body = recv_exact(sock, U32.unpack(hdr)[0])
     jl = U32.unpack(body[:4])[0]
     return json.loads(body[4:4 + jl].decode('utf-8')), body[4 + jl:], fds
@@ -753,9 +754,33 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
             b.close()
             return pid, a
 
-        spare = fork_spare()
+        # A spare forked ahead goes to the agent (its pid and control
+        # socket), which sends it a task directly and then tells this
+        # zygote, which forks the next one: the task's message does not
+        # wait for this process to be scheduled. A task the agent sends
+        # here instead (it held no spare) gets one forked on the spot.
+        held = fork_spare()  # (pid, ctl) not yet handed over
+        handed = None  # pid of the spare the agent holds, unused so far
+        early = {}  # exit statuses of tasks not yet reported used
+
+        def task_started(pid, rid):
+            """The agent sent pid task rid: report its exit from now on."""
+            st = early.pop(pid, None)
+            if st is not None:
+                send_msg(sock, {'id': rid, 'status': st})
+            else:
+                tasks[pid] = rid
+
         while True:
-            for key, _ in sel.select():
+            offer = held is not None and handed is None
+            events = sel.select(0 if offer else None)
+            if not events and offer:
+                pid, ctl = held
+                send_msg(sock, {'spare': pid, 'learn': pf.learning()}, fds=[ctl.fileno()])
+                ctl.close()
+                handed, held = pid, None
+                continue
+            for key, _ in events:
                 if key.fileobj is learn_r:
                     try:
                         pf.learn(learn_r.recv(1 << 20))
@@ -768,31 +793,37 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
                         os._exit(0)
                     if msg.get('res_init'):
                         res_init()  # for the forks to come
+                    if 'used' in msg:
+                        if handed == msg['used']:
+                            handed = None
+                        task_started(msg['used'], msg['id'])
+                        wc.learn(tpl)
+                        if held is None:
+                            held = fork_spare()
+                        continue
                     if pf.learning():
                         msg['learn'] = True
+                    ok = False
                     for attempt in (0, 1):
-                        pid, ctl = spare
+                        pid, ctl = held if held is not None else fork_spare()
+                        held = None
                         try:
                             send_msg(ctl, msg, tpl, fds)
                             ok = True
                         except OSError:
-                            ok = False  # the spare died: make another
+                            pass  # the spare died: make another
                         ctl.close()
                         if ok:
-                            # Before the next fork, which must not hold the pipes.
-                            for fd in fds:
-                                os.close(fd)
-                            # The next tasks' forks inherit the compiled shape.
-                            wc.learn(tpl)
-                        spare = fork_spare()
-                        if ok:
                             break
-                    else:
-                        for fd in fds:
-                            os.close(fd)
+                    # Before the next fork, which must not hold the pipes.
+                    for fd in fds:
+                        os.close(fd)
                     if ok:
-                        tasks[pid] = msg['id']
+                        # The next tasks' forks inherit the compiled shape.
+                        wc.learn(tpl)
+                        task_started(pid, msg['id'])
                         send_msg(sock, {'id': msg['id'], 'pid': pid})
+                    held = fork_spare()
                 else:
                     try:
                         while os.read(wr, 4096):
@@ -809,6 +840,14 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
                         rid = tasks.pop(pid, None)
                         if rid is not None:
                             send_msg(sock, {'id': rid, 'status': st})
+                        elif pid == handed:
+                            # Its task, if the agent sent it one, is
+                            # reported when the agent says so; the agent
+                            # gets another spare either way.
+                            early[pid] = st
+                            handed = None
+                            if held is None:
+                                held = fork_spare()
     except BaseException:
         try:
             import traceback
@@ -856,6 +895,14 @@ class Zygote(object):
         self.outq = []  # [data, fds or None once sent, proc, attempts]
         self.events = selectors.EVENT_READ
         self.last_used = self.born
+        self.spare = None  # (pid, control socket, learn): a fork awaiting a task
+        self.fdq = []  # fds received, for the spare offers not yet read
+
+    def drop_spare(self):
+        """Close the control socket of the spare held: it exits."""
+        if self.spare is not None:
+            self.spare[1].close()
+            self.spare = None
 
 
 class ZipEntry(object):
@@ -1412,9 +1459,36 @@ class Agent(object):
             p.err_fd = re_
             self.watch(re_, 'perr', p)
         self.watch(rs, 'pstat', p)
+        if z.spare is not None and not z.outq and self.to_spare(z, p, msg, tpl, tfds):
+            return
         # The zygote may be busy importing: queue, never block on it.
         z.outq.append([encode_msg(msg, tpl), tfds, p, 0])
         self.zflush(z)
+
+    def to_spare(self, z, p, msg, tpl, tfds):
+        """Send a task to the spare z offered, and tell z it was used (with
+        the template, whose compiled shape its next forks inherit). False
+        if the spare is gone; the task then goes through z."""
+        pid, ctl, learn = z.spare
+        z.spare = None
+        if learn:
+            msg['learn'] = True
+        try:
+            send_msg(ctl, msg, tpl, tfds)
+        except OSError:
+            msg.pop('learn', None)
+            return False
+        finally:
+            ctl.close()
+        for fd in tfds:
+            os.close(fd)
+        p.pid = pid
+        used = {'used': pid, 'id': p.id}
+        if msg.get('res_init'):
+            used['res_init'] = True
+        z.outq.append([encode_msg(used, tpl), None, None, 0])
+        self.zflush(z)
+        return True
 
     def zflush(self, z):
         """Send queued task messages to z; the fds go with a message's
@@ -1472,6 +1546,7 @@ class Agent(object):
         if z.entry.zygote is z:
             z.entry.zygote = None
         z.closing = True
+        z.drop_spare()
         self.maybe_close(z)
 
     def maybe_close(self, z):
@@ -1495,6 +1570,9 @@ class Agent(object):
             return
         z.dead = True
         self.retire(z)
+        for fd in z.fdq:
+            os.close(fd)
+        z.fdq = []
         # Messages not started yet go to a new zygote; one cut short is lost
         # (its pipes close, so its request fails below or in read_status).
         pending = []
@@ -1528,15 +1606,32 @@ class Agent(object):
         if z.sock is None:
             return
         try:
-            data = z.sock.recv(65536)
+            data, anc, _flags, _addr = z.sock.recvmsg(65536, socket.CMSG_SPACE(4 * FD_SIZE))
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
-            data = b''
+            data, anc = b'', []
+        for level, typ, cdata in anc:
+            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                cnt = len(cdata) // FD_SIZE
+                z.fdq.extend(struct.unpack('%di' % cnt, cdata[:cnt * FD_SIZE]))
         if not data:
             self.zygote_died(z)
             return
         for m in z.reader.feed(data):
+            if 'spare' in m:
+                # Each offer carries one fd, with its first byte.
+                if not z.fdq:
+                    continue
+                fd = z.fdq.pop(0)
+                os.set_inheritable(fd, False)
+                z.drop_spare()
+                ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fd)
+                if z.closing:
+                    ctl.close()
+                else:
+                    z.spare = (m['spare'], ctl, m.get('learn'))
+                continue
             p = z.procs.get(m.get('id'))
             if p is None:
                 continue

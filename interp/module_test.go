@@ -454,6 +454,74 @@ func TestZygoteKilled(t *testing.T) {
 	}
 }
 
+// TestSpareKilled: the agent holds a zygote's fork made ahead of time and
+// sends it the next task; if that fork is gone, the task still runs.
+func TestSpareKilled(t *testing.T) {
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 30*time.Second)
+	run := func() int {
+		t.Helper()
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, map[string]any{})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode != 0 {
+			t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		return int(normJSON(t, res.Stdout)["ppid"].(float64))
+	}
+	z := run()
+	// The zygote forks the next spare once it hears the last one was used.
+	deadline := time.Now().Add(10 * time.Second)
+	var spares []int
+	for len(spares) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the zygote forked no spare")
+		}
+		if err := c.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+		spares = children(t, z)
+	}
+	// Stopped, the zygote cannot offer a replacement: the agent finds the
+	// spare it holds gone and must send the task through the zygote.
+	if err := syscall.Kill(z, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(z, syscall.SIGCONT) })
+	for _, pid := range spares {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	fds := func() int {
+		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", c.Info().PID))
+		return len(ents)
+	}
+	before := fds()
+	done := make(chan int, 1)
+	go func() { done <- run() }()
+	// The agent keeps three pipe ends (stdout, stderr, status) per task
+	// it has dispatched, and has closed the dead spare's socket.
+	for fds() < before+2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent took no task")
+		}
+		if err := c.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Kill(z, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if z2 := <-done; z2 != z {
+		t.Fatalf("forked from %d, not the zygote %d", z2, z)
+	}
+	for i := 0; i < 3; i++ {
+		if z2 := run(); z2 != z {
+			t.Fatalf("run %d forked from %d, not the zygote %d", i, z2, z)
+		}
+	}
+}
+
 // children lists the pids whose parent is pid.
 func children(t *testing.T, pid int) []int {
 	t.Helper()
