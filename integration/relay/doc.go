@@ -45,7 +45,9 @@
 // and is queued for delivery at that time plus the latency, so many chunks
 // can be in flight at once, like on a long link, rather than sleeping once
 // per chunk. The queue is bounded (see queueChunks); when it is full the
-// relay stops reading from that side, which is TCP back-pressure.
+// relay stops reading from that side, which is TCP back-pressure. With no
+// latency there is no queue: each chunk is written as soon as it is read,
+// so the relay adds as little as it can to what it measures.
 //
 // # Half-close
 //

@@ -280,6 +280,10 @@ func (p *pair) observe(dir direction) {
 // from src it half-closes dst once the queue is drained; on any error it
 // aborts the pair.
 func (p *pair) pipe(src, dst net.Conn, dir direction, counter *atomic.Int64) {
+	if p.r.latency == 0 {
+		p.pipeDirect(src, dst, dir, counter)
+		return
+	}
 	queue := make(chan chunk, queueChunks)
 	readErr := make(chan error, 1)
 	go func() {
@@ -337,6 +341,38 @@ func (p *pair) pipe(src, dst net.Conn, dir direction, counter *atomic.Int64) {
 	if err := <-readErr; !errors.Is(err, io.EOF) {
 		p.abort()
 		return
+	}
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		if err := cw.CloseWrite(); err != nil {
+			p.abort()
+		}
+	}
+}
+
+// pipeDirect is pipe without added latency: the reader writes each chunk
+// itself. A handoff to a second goroutine would add a wakeup to every
+// turn the relay is there to observe, not to slow down.
+func (p *pair) pipeDirect(src, dst net.Conn, dir direction, counter *atomic.Int64) {
+	buf := make([]byte, chunkSize)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.observe(dir)
+			// Counted before the write, as in pipe.
+			counter.Add(int64(n))
+			if w, werr := dst.Write(buf[:n]); werr != nil {
+				counter.Add(int64(w - n))
+				p.abort()
+				return
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			p.abort()
+			return
+		}
 	}
 	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 		if err := cw.CloseWrite(); err != nil {
