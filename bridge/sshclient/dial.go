@@ -231,7 +231,7 @@ func dialTCP(ctx context.Context, s *Settings) (*transport, error) {
 				if s.Port != 22 {
 					hostIP = "[" + hostIP + "]:" + port
 				}
-				return &transport{conn: conn, remote: fmt.Sprintf("%s port %d", ip, s.Port), hostIP: hostIP}, nil
+				return &transport{conn: withQuickAck(conn), remote: fmt.Sprintf("%s port %d", ip, s.Port), hostIP: hostIP}, nil
 			}
 			if ctx.Err() != nil {
 				return nil, &ConnError{Err: ctx.Err()}

@@ -47,7 +47,8 @@
 // per chunk. The queue is bounded (see queueChunks); when it is full the
 // relay stops reading from that side, which is TCP back-pressure. With no
 // latency there is no queue: each chunk is written as soon as it is read,
-// so the relay adds as little as it can to what it measures.
+// so the relay adds as little as it can to what it measures. For the same
+// reason it acknowledges what it reads at once (TCP_QUICKACK): see ackNow.
 //
 // # Half-close
 //
