@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ansible-bridge/ansible-bridge/bootstrap"
 	"github.com/ansible-bridge/ansible-bridge/bridge/journal"
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
@@ -86,6 +87,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}()
 	go s.idleWatch(ctx, cancel)
 	go s.persistWatch(ctx)
+	// The first interpreter start waits for this (~8 ms of compression):
+	// done now, it overlaps the first connection's handshake instead.
+	go bootstrap.Payload()
 	s.log.WithField("socket", ln.Addr().String()).Info("daemon listening")
 	if s.cfg.Mount != "" {
 		// The daemon serves without its debug view rather than not at all.
