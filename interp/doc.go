@@ -65,12 +65,16 @@
 // view of that heap (gc.freeze) so children do not copy it on write. The
 // zygote keeps one child forked ahead (a spare, already in its own
 // session with /dev/null as stdin) so that no fork is on a request's
-// path. Its first three tasks report which pages they came to own (copied
+// path, and hands it to the agent (its pid and control socket, over
+// SCM_RIGHTS): the agent sends the next task straight to it, then tells
+// the zygote, which forks the next spare. A task that finds no spare at
+// the agent (the first, or one whose spare died) goes through the zygote,
+// which forks one on the spot. Its first three tasks report which pages they came to own (copied
 // on write from the zygote; /proc/self/pagemap); later spares copy those
 // pages while they wait (madvise MADV_POPULATE_WRITE, Linux 5.14+;
 // contents unchanged), which takes most page-fault time off a task's path
 // for some MiB more per spare. A task is the spare: it receives stdout/stderr pipes and an
-// exit-status pipe from the agent (SCM_RIGHTS, through the zygote), gets
+// exit-status pipe from the agent (SCM_RIGHTS), gets
 // /dev/null as stdin, its own session, the environment with the
 // request's Env on top, the agent's cwd (the login directory), and runs
 // the reconstructed wrapper in the real __main__ module as python would
@@ -89,8 +93,8 @@
 // new pseudo-terminal, as sshd runs a command for ssh -tt (Ansible's
 // default, pipelining off): the agent opens it (os.openpty, window size
 // if given, the kernel's default modes: ONLCR, ECHO) and for a module
-// passes the slave through the zygote to the spare (SCM_RIGHTS, each
-// closing its copy once sent), which makes it its controlling terminal
+// passes the slave to the spare (SCM_RIGHTS, closing its copy once
+// sent), which makes it its controlling terminal
 // (TIOCSCTTY; it is a session leader) and its fds 0, 1 and 2; TERM (if
 // PTY.Term is set) and SSH_TTY=/dev/pts/N go into the environment under
 // the request's Env. Python's stdout is then line-buffered, as for a
