@@ -4,8 +4,9 @@
 #   make unit    go test ./... without the lab (end-to-end tests skip)
 #   make test    loopback lab up, every test including end-to-end, lab down
 #   make lint    gofmt, go vet, staticcheck
-#   make bench   benchmark runner (scripts/bench): bench.md and bench.svg, plus a
-#                second table at 20 ms added RTT; needs the lab (scripts/lab.sh up)
+#   make bench   benchmark runner (scripts/bench): bench.md and bench.svg, the
+#                median of 3 interleaved runs per row, plus a second table at
+#                20 ms added RTT; needs the lab (scripts/lab.sh up)
 #   make demo    stock ssh vs the bridge on a small playbook, timed
 #
 # make test needs root and the packages from scripts/setup.sh.
@@ -46,7 +47,7 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 bench:
-	$(GO) run ./scripts/bench -out bench.md -latency-run 10ms -latency-n 100
+	$(GO) run ./scripts/bench -out bench.md -repeat 3 -latency-run 10ms -latency-n 100
 
 demo:
 	scripts/demo.sh

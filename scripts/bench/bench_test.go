@@ -297,3 +297,20 @@ func TestNiceStep(t *testing.T) {
 		}
 	}
 }
+
+func TestMedianRun(t *testing.T) {
+	run := func(secs float64) result {
+		return result{ran: true, wall: time.Duration(secs * float64(time.Second))}
+	}
+	if got := medianRun([]result{run(3), run(1), run(2)}); got.wall != 2*time.Second {
+		t.Errorf("median of 3, 1, 2: %v", got.wall)
+	}
+	if got := medianRun([]result{run(4), run(1), run(3), run(2)}); got.wall != 2*time.Second {
+		t.Errorf("median of 4, 1, 3, 2 (lower middle): %v", got.wall)
+	}
+	bad := run(1)
+	bad.err = errors.New("recap failed=1")
+	if got := medianRun([]result{run(2), bad, run(3)}); got.err == nil {
+		t.Error("a failed run did not make the row fail")
+	}
+}

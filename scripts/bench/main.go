@@ -49,6 +49,10 @@
 // the loop, every item reports; otherwise its row is marked FAIL with the
 // reason, its log is kept, and bench exits 1.
 //
+// With -repeat N (make bench uses 3) each playbook runs N rounds of every
+// mode, and each row is the run with the median wall time: one run of a
+// few seconds moves by several per cent between runs on a shared machine.
+//
 // With -latency-run D, a second, smaller table (-latency-n tasks) follows,
 // with the relay adding one-way latency D (RTT +2D), to show round trips
 // per task where they cost. `make bench` uses 10ms (RTT +20ms), n=20.
@@ -86,6 +90,7 @@ type config struct {
 	out       string
 	timeout   time.Duration
 	keep      bool
+	repeat    int // runs per (playbook, mode) in the main table; the median is reported
 
 	lab  labEnv
 	root string // module root, where `go build .` makes the binary
@@ -103,6 +108,7 @@ func main() {
 	flag.StringVar(&cfg.svg, "svg", "", "write the SVG chart to this `file` (default: -out with .svg)")
 	flag.DurationVar(&cfg.timeout, "timeout", 15*time.Minute, "kill a single ansible-playbook run after this long")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory (it is always kept when a run fails)")
+	flag.IntVar(&cfg.repeat, "repeat", 1, "runs of each playbook and mode in the main table, interleaved; the table shows the run with the median wall time")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./scripts/bench [flags]\n\n"+
 			"Needs the loopback lab: eval \"$(scripts/lab.sh env)\" (after scripts/lab.sh up).\n\n")
@@ -120,6 +126,9 @@ func main() {
 	}
 	if err == nil && cfg.n < 1 {
 		err = errors.New("-n must be at least 1")
+	}
+	if err == nil && cfg.repeat < 1 {
+		err = errors.New("-repeat must be at least 1")
 	}
 	if err == nil && (cfg.latency < 0 || cfg.latRun < 0) {
 		err = errors.New("-latency and -latency-run must not be negative")

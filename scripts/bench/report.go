@@ -40,6 +40,10 @@ func renderReport(ctx context.Context, cfg config, results []result) string {
 	b.WriteString("\nbytes: relayed payload, both directions; turns: client→server to server→client direction changes, " +
 		"i.e. round trips on the wire (package integration/relay).\n")
 	b.WriteString(floorNote)
+	if cfg.repeat > 1 {
+		fmt.Fprintf(&b, "Each row is the run with the median wall time of %d runs of that playbook and mode "+
+			"(interleaved: round after round of every mode); its bytes and turns are that run's.\n", cfg.repeat)
+	}
 
 	ratios := ratioRows(cfg, results)
 	if ratios != "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -87,7 +88,7 @@ func bench(ctx context.Context, cfg config) (failed bool, err error) {
 	tables := []*table{{cfg: cfg}}
 	if cfg.latRun > 0 {
 		lc := cfg
-		lc.n, lc.latency = cfg.latN, cfg.latRun
+		lc.n, lc.latency, lc.repeat = cfg.latN, cfg.latRun, 1
 		tables = append(tables, &table{cfg: lc})
 	}
 	for i, t := range tables {
@@ -146,33 +147,65 @@ func bench(ctx context.Context, cfg config) (failed bool, err error) {
 }
 
 // runTable writes the playbooks for cfg.n into dir and runs every selected
-// (playbook, mode) there.
+// (playbook, mode) there, cfg.repeat times: for each playbook, round after
+// round of every mode, so that a noisy stretch of the machine hits the
+// modes alike. Each (playbook, mode) reports the run with the median wall
+// time, or its first failure.
 func runTable(ctx context.Context, cfg config, dir string, tl tools) ([]result, error) {
 	books, err := writePlaybooks(dir, cfg.n)
 	if err != nil {
 		return nil, err
 	}
+	rounds := max(cfg.repeat, 1)
 	var results []result
 	for _, pb := range cfg.playbooks {
-		for _, m := range cfg.modes {
-			if ctx.Err() != nil {
-				break
+		runs := make([][]result, len(cfg.modes))
+		for round := 0; round < rounds; round++ {
+			for i, m := range cfg.modes {
+				if ctx.Err() != nil {
+					break
+				}
+				var r result
+				switch {
+				case m.bridge && tl.bridge == nil:
+					r = result{playbook: pb, mode: m, err: fmt.Errorf("not run: %w", firstLine(tl.bridgeErr))}
+				case m.floor && tl.floorDir == "":
+					r = result{playbook: pb, mode: m, err: fmt.Errorf("not run: %w", firstLine(tl.floorErr))}
+				default:
+					fmt.Fprintf(os.Stderr, "bench: %s / %s%s ... ", pbLabel(pb, cfg.n), m.name, roundLabel(round, rounds))
+					r = runOne(ctx, cfg, dir, books[pb], pb, m, tl, round)
+					fmt.Fprintln(os.Stderr, r.summary())
+				}
+				runs[i] = append(runs[i], r)
 			}
-			var r result
-			switch {
-			case m.bridge && tl.bridge == nil:
-				r = result{playbook: pb, mode: m, err: fmt.Errorf("not run: %w", firstLine(tl.bridgeErr))}
-			case m.floor && tl.floorDir == "":
-				r = result{playbook: pb, mode: m, err: fmt.Errorf("not run: %w", firstLine(tl.floorErr))}
-			default:
-				fmt.Fprintf(os.Stderr, "bench: %s / %s ... ", pbLabel(pb, cfg.n), m.name)
-				r = runOne(ctx, cfg, dir, books[pb], pb, m, tl)
-				fmt.Fprintln(os.Stderr, r.summary())
+		}
+		for _, rs := range runs {
+			if len(rs) > 0 {
+				results = append(results, medianRun(rs))
 			}
-			results = append(results, r)
 		}
 	}
 	return results, nil
+}
+
+func roundLabel(round, rounds int) string {
+	if rounds == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (run %d of %d)", round+1, rounds)
+}
+
+// medianRun is the first failed run of rs, else the one with the median
+// wall time (the lower middle one of an even count).
+func medianRun(rs []result) result {
+	for _, r := range rs {
+		if r.err != nil {
+			return r
+		}
+	}
+	sorted := slices.Clone(rs)
+	slices.SortStableFunc(sorted, func(a, b result) int { return cmp.Compare(a.wall, b.wall) })
+	return sorted[(len(sorted)-1)/2]
 }
 
 // summary is the progress line for a finished run.
@@ -184,10 +217,13 @@ func (r result) summary() string {
 }
 
 // runOne runs one playbook in one mode, cold, through a fresh relay.
-func runOne(ctx context.Context, cfg config, dir, book, pb string, m mode, tl tools) result {
+func runOne(ctx context.Context, cfg config, dir, book, pb string, m mode, tl tools, round int) result {
 	bridge := tl.bridge
 	res := result{playbook: pb, mode: m}
 	tag := pb + "-" + m.name
+	if round > 0 {
+		tag += fmt.Sprintf("-%d", round+1)
+	}
 	res.log = filepath.Join(dir, tag+".log")
 
 	// A fresh ControlPath directory per run, so a stock run starts without
