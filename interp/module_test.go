@@ -2,6 +2,8 @@ package interp_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -425,21 +427,39 @@ func TestResInitOnResolvConf(t *testing.T) {
 	}
 }
 
+// forkedFrom runs wrapper w (fakeWrapper's module) and returns the pid of
+// the process its task was forked from: its zygote.
+func forkedFrom(ctx context.Context, c *interp.Client, w []byte) (int, error) {
+	res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: w})
+	if err != nil {
+		return 0, err
+	}
+	if res.ExitCode != 0 {
+		return 0, fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	var out struct{ PPID int }
+	if err := json.Unmarshal(res.Stdout, &out); err != nil || out.PPID == 0 {
+		return 0, fmt.Errorf("no ppid in %q: %v", res.Stdout, err)
+	}
+	return out.PPID, nil
+}
+
+// mustForkedFrom is forkedFrom, failing t on an error.
+func mustForkedFrom(t *testing.T, ctx context.Context, c *interp.Client, w []byte) int {
+	t.Helper()
+	z, err := forkedFrom(ctx, c, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return z
+}
+
 // TestZygoteKilled: a zygote that dies is replaced on the next run.
 func TestZygoteKilled(t *testing.T) {
 	c := startAgent(t, agentEnv{})
 	ctx := ctxT(t, 30*time.Second)
-	ppid := func() int {
-		t.Helper()
-		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, map[string]any{})})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.ExitCode != 0 {
-			t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
-		}
-		return int(normJSON(t, res.Stdout)["ppid"].(float64))
-	}
+	w := fakeWrapper(t, map[string]any{})
+	ppid := func() int { t.Helper(); return mustForkedFrom(t, ctx, c, w) }
 	z := ppid()
 	if err := syscall.Kill(z, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -459,17 +479,8 @@ func TestZygoteKilled(t *testing.T) {
 func TestSpareKilled(t *testing.T) {
 	c := startAgent(t, agentEnv{})
 	ctx := ctxT(t, 30*time.Second)
-	run := func() int {
-		t.Helper()
-		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, map[string]any{})})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.ExitCode != 0 {
-			t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
-		}
-		return int(normJSON(t, res.Stdout)["ppid"].(float64))
-	}
+	w := fakeWrapper(t, map[string]any{})
+	run := func() int { t.Helper(); return mustForkedFrom(t, ctx, c, w) }
 	z := run()
 	// The zygote forks the next spare once it hears the last one was used.
 	deadline := time.Now().Add(10 * time.Second)
@@ -497,8 +508,15 @@ func TestSpareKilled(t *testing.T) {
 		return len(ents)
 	}
 	before := fds()
-	done := make(chan int, 1)
-	go func() { done <- run() }()
+	type ran struct {
+		z   int
+		err error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		z, err := forkedFrom(ctx, c, w)
+		done <- ran{z, err}
+	}()
 	// The agent keeps three pipe ends (stdout, stderr, status) per task
 	// it has dispatched, and has closed the dead spare's socket.
 	for fds() < before+2 {
@@ -512,8 +530,8 @@ func TestSpareKilled(t *testing.T) {
 	if err := syscall.Kill(z, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if z2 := <-done; z2 != z {
-		t.Fatalf("forked from %d, not the zygote %d", z2, z)
+	if r := <-done; r.err != nil || r.z != z {
+		t.Fatalf("forked from %d (%v), not the zygote %d", r.z, r.err, z)
 	}
 	for i := 0; i < 3; i++ {
 		if z2 := run(); z2 != z {
