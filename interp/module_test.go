@@ -454,6 +454,33 @@ func mustForkedFrom(t *testing.T, ctx context.Context, c *interp.Client, w []byt
 	return z
 }
 
+// killAndWait sends SIGKILL to pid and waits until it is dead (a zombie
+// or gone): a kill takes effect when the process is next scheduled.
+func killAndWait(t *testing.T, ctx context.Context, c *interp.Client, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGKILL); errors.Is(err, syscall.ESRCH) {
+		return // gone already
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "Z" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d still alive after SIGKILL", pid)
+		}
+		if err := c.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestZygoteKilled: a zygote that dies is replaced on the next run.
 func TestZygoteKilled(t *testing.T) {
 	c := startAgent(t, agentEnv{})
@@ -461,14 +488,10 @@ func TestZygoteKilled(t *testing.T) {
 	w := fakeWrapper(t, map[string]any{})
 	ppid := func() int { t.Helper(); return mustForkedFrom(t, ctx, c, w) }
 	z := ppid()
-	if err := syscall.Kill(z, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	// The agent notices the death before answering this ping or after; either
-	// way the next run must work.
-	if err := c.Ping(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// The agent notices the death before the next run or after (its run
+	// may then go to a spare of the dead zygote, orphaned); either way the
+	// next run must work.
+	killAndWait(t, ctx, c, z)
 	if z2 := ppid(); z2 == z {
 		t.Fatalf("still forked from the killed zygote %d", z)
 	}
@@ -501,7 +524,7 @@ func TestSpareKilled(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(z, syscall.SIGCONT) })
 	for _, pid := range spares {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		killAndWait(t, ctx, c, pid)
 	}
 	fds := func() int {
 		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", c.Info().PID))
