@@ -221,23 +221,22 @@ func growStdinPipe() {
 	_, _ = unix.FcntlInt(0, unix.F_SETPIPE_SZ, stdinPipeSize)
 }
 
-// inputComplete reports whether everything fd will ever yield is already
-// there: a regular file, or a pipe whose writers have all closed it
-// (Ansible writes a pipelined module, or an sftp batch, and closes).
+// inputComplete reports whether fd is a pipe whose writers have all
+// closed it (Ansible writes a pipelined module, or an sftp batch, and
+// closes), holding at most stdinPipeSize bytes: reading it to the end
+// cannot block and is soon done. A regular file is not taken: it may be
+// large, and the shim reads no frame from the daemon while it pumps.
 func inputComplete(fd int) bool {
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil {
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
 		return false
 	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return true
-	case unix.S_IFIFO:
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, 0)
-		return err == nil && n == 1 && fds[0].Revents&unix.POLLHUP != 0
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, 0); err != nil || n != 1 || fds[0].Revents&unix.POLLHUP == 0 {
+		return false
 	}
-	return false
+	queued, err := unix.IoctlGetInt(fd, unix.TIOCINQ) // FIONREAD
+	return err == nil && queued <= stdinPipeSize
 }
 
 func pumpStdin(send func(wire.Type, []byte) error) {
