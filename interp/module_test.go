@@ -120,7 +120,7 @@ func TestRunModuleIsolation(t *testing.T) {
 		return normJSON(t, res.Stdout)
 	}
 	first := run(map[string]any{"patch": true})
-	for _, k := range []string{"getcwd_patched", "basic_leak", "env_leak", "json_patched"} {
+	for _, k := range []string{"getcwd_patched", "basic_leak", "env_leak", "json_patched", "zipimport_patched"} {
 		if v := first[k]; v != false && v != nil {
 			t.Fatalf("first task already sees %s=%v", k, v)
 		}

@@ -9,7 +9,10 @@ from ansible.module_utils import basic
 
 def main():
     args = json.loads(basic._ANSIBLE_ARGS)['ANSIBLE_MODULE_ARGS']
+    # The zygote's compile-once shim for its own imports must be gone.
+    get_module_code = getattr(sys.modules.get('zipimport'), '_get_module_code', None)
     out = {
+        'zipimport_patched': getattr(get_module_code, '__name__', '_get_module_code') != '_get_module_code',
         'json_patched': json.dumps is None,
         'getcwd_patched': getattr(os.getcwd, '_patched', False),
         'basic_leak': getattr(basic, 'LEAK', None),
