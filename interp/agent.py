@@ -525,19 +525,50 @@ class Prefaulter(object):
                     return  # an older kernel: nothing to gain
 
 
-def compile_zip_modules_once():
+def compile_zip_modules_once(cache_dir):
     """Until the function returned is called, have zipimport compile each
     module of a zip once. It compiles a module for get_filename (which
     importlib asks for to build the module's spec) and again for get_code
     (python 3.8+, where zipimport is written in Python): that second pass
-    was ~40 ms of a zygote's ~100 ms start. The code objects are the same
-    either way; tasks get zipimport as it was."""
+    was ~40 ms of a zygote's ~100 ms start. Compiled code is also kept in
+    cache_dir by its source, for the zygotes of other zips: modules share
+    most of module_utils, and loading it is ~30 ms quicker than compiling
+    it. The code objects are the same either way (the file name is set to
+    this zip's); tasks get zipimport as it was."""
     try:
         import zipimport
+        import marshal
         orig = zipimport._get_module_code
+        orig_compile = zipimport._compile_source
     except (ImportError, AttributeError):
         return lambda: None
     memo = {}
+    try:
+        os.mkdir(cache_dir, 0o700)
+    except OSError:
+        pass
+
+    def compile_source(pathname, source):
+        path = os.path.join(cache_dir, hashlib.sha1(source).hexdigest())
+        try:
+            with open(path, 'rb') as f:
+                return _swap_consts(marshal.loads(f.read()), {}, {}, pathname)
+        except Exception:
+            pass
+        code = orig_compile(pathname, source)
+        # Whole or not at all (no fsync: the directory goes with the
+        # agent, and a file that fails to load is compiled again).
+        tmp = '%s.%d.tmp' % (path, os.getpid())
+        try:
+            with open(tmp, 'wb') as f:
+                f.write(marshal.dumps(code))
+            os.rename(tmp, path)
+        except Exception:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        return code
 
     def get_module_code(self, fullname):
         key = (self.archive, self.prefix, fullname)
@@ -549,8 +580,10 @@ def compile_zip_modules_once():
 
     def restore():
         zipimport._get_module_code = orig
+        zipimport._compile_source = orig_compile
         memo.clear()
     zipimport._get_module_code = get_module_code
+    zipimport._compile_source = compile_source
     return restore
 
 
@@ -690,7 +723,7 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         sys.path.insert(0, zippath)
         import importlib
-        restore = compile_zip_modules_once()
+        restore = compile_zip_modules_once(os.path.join(os.path.dirname(os.path.dirname(zippath)), 'pyc'))
         # What every AnsiballZ wrapper imports, then what the module
         # imports. Never the module itself: its top-level code must run
         # once per task, in the task.

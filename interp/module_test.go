@@ -444,6 +444,27 @@ func forkedFrom(ctx context.Context, c *interp.Client, w []byte) (int, error) {
 	return out.PPID, nil
 }
 
+// TestZipCodeCache: module_utils compiled by one zip's zygote is loaded by
+// the next zip's (same source) under the next zip's file name, as a
+// compile of its own would name it.
+func TestZipCodeCache(t *testing.T) {
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 30*time.Second)
+	for _, variant := range []string{"first", "second"} {
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapperVariant(t, map[string]any{}, variant)})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %v %+v", variant, err, res)
+		}
+		out := normJSON(t, res.Stdout)
+		if out["basic_code_file"] != out["basic_file"] {
+			t.Errorf("%s zip: basic's code names %v, the module is %v", variant, out["basic_code_file"], out["basic_file"])
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(c.Info().TmpDir, "pyc")); len(ents) == 0 && !strings.HasPrefix(c.Info().Python, "3.6") && !strings.HasPrefix(c.Info().Python, "3.7") {
+		t.Errorf("no compiled code cached under %s", c.Info().TmpDir)
+	}
+}
+
 // mustForkedFrom is forkedFrom, failing t on an error.
 func mustForkedFrom(t *testing.T, ctx context.Context, c *interp.Client, w []byte) int {
 	t.Helper()

@@ -13,6 +13,9 @@ def main():
     get_module_code = getattr(sys.modules.get('zipimport'), '_get_module_code', None)
     out = {
         'zipimport_patched': getattr(get_module_code, '__name__', '_get_module_code') != '_get_module_code',
+        # Compiled code loaded from another zygote's cache must name this zip.
+        'basic_file': basic.__file__,
+        'basic_code_file': basic.where(),
         'json_patched': json.dumps is None,
         'getcwd_patched': getattr(os.getcwd, '_patched', False),
         'basic_leak': getattr(basic, 'LEAK', None),
