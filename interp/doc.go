@@ -56,7 +56,12 @@
 // ansible.module_utils.basic and what the module's source imports (found
 // with ast, without running it: the module's own top-level code runs
 // once per task, in the task; import errors are ignored, the real run
-// reports them). It compiles the module once and answers zipimport's
+// reports them). While it imports, zipimport compiles each module once,
+// not twice (for get_filename and again for get_code), and compiled code
+// is kept in the agent's temp dir by its source, so the zygote of another
+// zip loads the module_utils they share instead of compiling it (under
+// its own zip's file name; python 3.8+, where zipimport is Python); its
+// tasks get zipimport unchanged. It compiles the module once and answers zipimport's
 // get_code/get_filename for it from that, and caches the wrapper's
 // compiled shape (the template with its ZIPDATA and ANSIBALLZ_PARAMS
 // literals as markers), so a task swaps two constants (and its file name:
