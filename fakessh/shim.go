@@ -214,11 +214,14 @@ const stdinPipeSize = 1 << 20
 // side per chunk. Grown, the write completes while the shim talks to the
 // daemon. A pipe that cannot grow (the user's pipe quota) stays as it is.
 func growStdinPipe() {
-	var st unix.Stat_t
-	if unix.Fstat(0, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		return
+	if isPipe(0) {
+		_, _ = unix.FcntlInt(0, unix.F_SETPIPE_SZ, stdinPipeSize)
 	}
-	_, _ = unix.FcntlInt(0, unix.F_SETPIPE_SZ, stdinPipeSize)
+}
+
+func isPipe(fd int) bool {
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO
 }
 
 // inputComplete reports whether fd is a pipe whose writers have all
@@ -227,8 +230,7 @@ func growStdinPipe() {
 // cannot block and is soon done. A regular file is not taken: it may be
 // large, and the shim reads no frame from the daemon while it pumps.
 func inputComplete(fd int) bool {
-	var st unix.Stat_t
-	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+	if !isPipe(fd) {
 		return false
 	}
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}

@@ -231,6 +231,16 @@ def recv_exact(sock, n):
     return bytes(buf)
 
 
+def fds_of(anc):
+    """The fds passed in recvmsg's ancillary data anc (SCM_RIGHTS)."""
+    fds = []
+    for level, typ, cdata in anc:
+        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+            cnt = len(cdata) // FD_SIZE
+            fds.extend(struct.unpack('%di' % cnt, cdata[:cnt * FD_SIZE]))
+    return fds
+
+
 def recv_msg(sock):
     """Blocking read of one message and the fds sent with its first byte."""
     fds = []
@@ -240,10 +250,7 @@ def recv_msg(sock):
         if not data:
             raise EOFError
         hdr += data
-        for level, typ, cdata in anc:
-            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
-                cnt = len(cdata) // FD_SIZE
-                fds.extend(struct.unpack('%di' % cnt, cdata[:cnt * FD_SIZE]))
+        fds.extend(fds_of(anc))
     body = recv_exact(sock, U32.unpack(hdr)[0])
     jl = U32.unpack(body[:4])[0]
     return json.loads(body[4:4 + jl].decode('utf-8')), body[4 + jl:], fds
@@ -1675,10 +1682,7 @@ class Agent(object):
             return
         except OSError:
             data, anc = b'', []
-        for level, typ, cdata in anc:
-            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
-                cnt = len(cdata) // FD_SIZE
-                z.fdq.extend(struct.unpack('%di' % cnt, cdata[:cnt * FD_SIZE]))
+        z.fdq.extend(fds_of(anc))
         if not data:
             self.zygote_died(z)
             return

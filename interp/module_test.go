@@ -484,22 +484,44 @@ func killAndWait(t *testing.T, ctx context.Context, c *interp.Client, pid int) {
 	} else if err != nil {
 		t.Fatal(err)
 	}
+	dead := func() bool {
+		f := procStat(fmt.Sprint(pid))
+		return f == nil || f[0] == "Z"
+	}
+	if !pollAgent(t, ctx, c, dead) {
+		t.Fatalf("pid %d still alive after SIGKILL", pid)
+	}
+}
+
+// pollAgent calls cond until it reports true, pinging the agent between
+// tries (its answer is the pause, not a sleep), for at most 10 s; it
+// reports whether cond came true.
+func pollAgent(t *testing.T, ctx context.Context, c *interp.Client, cond func() bool) bool {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return
-		}
-		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "Z" {
-			return
-		}
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still alive after SIGKILL", pid)
+			return false
 		}
 		if err := c.Ping(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return true
+}
+
+// procStat returns the fields of /proc/PID/stat after the command name
+// (state, ppid, ...), or nil if there is no such process.
+func procStat(pid string) []string {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return nil
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) == 0 {
+		return nil
+	}
+	return f
 }
 
 // TestZygoteKilled: a zygote that dies is replaced on the next run.
@@ -527,16 +549,9 @@ func TestSpareKilled(t *testing.T) {
 	run := func() int { t.Helper(); return mustForkedFrom(t, ctx, c, w) }
 	z := run()
 	// The zygote forks the next spare once it hears the last one was used.
-	deadline := time.Now().Add(10 * time.Second)
 	var spares []int
-	for len(spares) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the zygote forked no spare")
-		}
-		if err := c.Ping(ctx); err != nil {
-			t.Fatal(err)
-		}
-		spares = children(t, z)
+	if !pollAgent(t, ctx, c, func() bool { spares = children(t, z); return len(spares) > 0 }) {
+		t.Fatal("the zygote forked no spare")
 	}
 	// Stopped, the zygote cannot offer a replacement: the agent finds the
 	// spare it holds gone and must send the task through the zygote.
@@ -563,13 +578,8 @@ func TestSpareKilled(t *testing.T) {
 	}()
 	// The agent keeps three pipe ends (stdout, stderr, status) per task
 	// it has dispatched, and has closed the dead spare's socket.
-	for fds() < before+2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the agent took no task")
-		}
-		if err := c.Ping(ctx); err != nil {
-			t.Fatal(err)
-		}
+	if !pollAgent(t, ctx, c, func() bool { return fds() >= before+2 }) {
+		t.Fatal("the agent took no task")
 	}
 	if err := syscall.Kill(z, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -590,12 +600,8 @@ func children(t *testing.T, pid int) []int {
 	var out []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		// state ppid ...
+		f := procStat(e.Name())
 		if len(f) > 1 && f[1] == fmt.Sprint(pid) && f[0] != "Z" {
 			var p int
 			fmt.Sscan(e.Name(), &p)
@@ -615,17 +621,8 @@ func TestZygoteLimit(t *testing.T) {
 			t.Fatalf("variant %d: %v %+v", i, err, res)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n := len(children(t, c.Info().PID))
-		if n <= 8 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d zygotes, want at most 8", n)
-		}
-		if err := c.Ping(ctx); err != nil {
-			t.Fatal(err)
-		}
+	n := 0
+	if !pollAgent(t, ctx, c, func() bool { n = len(children(t, c.Info().PID)); return n <= 8 }) {
+		t.Fatalf("%d zygotes, want at most 8", n)
 	}
 }
