@@ -946,6 +946,7 @@ class Proc(object):
         self.in_eof = False
         self.stat_fd = None
         self.statbuf = b''
+        self.wait_status = None  # the zygote's waitpid status, before the status pipe's end
         self.status = None
         self.error = None
         self.cancelled = False
@@ -1372,6 +1373,8 @@ class Agent(object):
                 p.status = (int(p.statbuf) & 0xff) << 8
             except ValueError:
                 pass
+        if p.status is None:
+            p.status = p.wait_status
         if p.status is None and p.error is None and p.zygote is not None and p.zygote.dead:
             p.error = {'error': 'task of %s died and its zygote is gone' % p.zygote.entry.fqn}
         self.maybe_finish(p)
@@ -1708,8 +1711,14 @@ class Agent(object):
                 if p.cancelled:
                     self.kill(p)
             if 'status' in m:
-                p.status = m['status']
-                self.maybe_finish(p)
+                if p.stat_fd is not None:
+                    # The status the task wrote before its teardown is
+                    # python's exit status; the teardown may still end in
+                    # a signal (SIGHUP once its terminal is hung up).
+                    p.wait_status = m['status']
+                else:
+                    p.status = m['status']
+                    self.maybe_finish(p)
 
 
 def main():
