@@ -59,7 +59,7 @@ environment:
   ANSIBLE_BRIDGE_IDLE     daemon idle exit (default 10m)
   ANSIBLE_BRIDGE_MAX_INTERPRETERS
                           persistent interpreters per target (default 20)
-  ANSIBLE_BRIDGE_LOG      daemon log file (default daemon.log next to the socket)
+  ANSIBLE_BRIDGE_LOG      daemon log file (default bridge.daemon.log next to bridge.sock)
   ANSIBLE_BRIDGE_MOUNT    a dir the daemon mounts the debug file system on
   ANSIBLE_BRIDGE_DISABLE  1: the shims exec the real ssh/scp/sftp
 `
@@ -125,11 +125,19 @@ func cmdDaemon(args []string) int {
 		log.SetLevel(lvl)
 	}
 	logPath := os.Getenv("ANSIBLE_BRIDGE_LOG")
+	logFlags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
 	if logPath == "" && *detached {
-		logPath = filepath.Join(filepath.Dir(*socket), "daemon.log")
+		// Nothing is written into the socket directory before it is
+		// checked, and the log is not opened through a symlink.
+		if err := wire.EnsurePrivateDir(filepath.Dir(*socket)); err != nil {
+			fmt.Fprintf(os.Stderr, "ansible-bridge daemon: %v\n", err)
+			return 1
+		}
+		logPath = wire.SideFile(*socket, "daemon.log")
+		logFlags |= syscall.O_NOFOLLOW
 	}
 	if logPath != "" {
-		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		f, err := os.OpenFile(logPath, logFlags, 0o600)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "ansible-bridge daemon: open log: %v\n", err)
 			return 1
@@ -275,10 +283,12 @@ func cmdCtl(name string, args []string) int {
 		c, err = fakessh.DialDaemon(ctx, wire.SocketPath())
 		cancel()
 	} else {
-		c, err = net.DialTimeout("unix", wire.SocketPath(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		c, err = wire.Dial(ctx, wire.SocketPath())
+		cancel()
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "ansible-bridge: no daemon at %s\n", wire.SocketPath())
+		fmt.Fprintf(os.Stderr, "ansible-bridge: no daemon at %s: %v\n", wire.SocketPath(), err)
 		if name == "stop" {
 			return 0
 		}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -44,5 +47,192 @@ func TestShimSkipsDaemonInit(t *testing.T) {
 		if !strings.Contains(cli, "init "+pkg+" ") {
 			t.Errorf("the CLI did not initialize %s; is the trace format still \"init PKG @...\"?", pkg)
 		}
+	}
+}
+
+// buildBinary builds ansible-bridge into a temp dir.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go tool not on PATH")
+	}
+	bin := filepath.Join(t.TempDir(), "ansible-bridge")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// fakeDaemonPy listens on argv[1] as whoever runs it, says "ready", and
+// records the first bytes of every connection in argv[2] until a
+// connection that starts with SENTINEL: the test's own last one, so that
+// once it is recorded every earlier connection is too.
+const fakeDaemonPy = `
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+os.chmod(sys.argv[1], 0o777)
+s.listen(16)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    d = c.recv(65536)
+    with open(sys.argv[2], "ab") as f:
+        f.write(b"conn:" + d + b"\n")
+    c.close()
+    if d.startswith(b"SENTINEL"):
+        break
+`
+
+// TestSquattedSocketGetsNothing plays a hostile local user who prepared
+// the victim's socket path: a directory it owns (mode 0777) with a fake
+// daemon listening, or a socket of its own moved into the victim's private
+// directory. The shim must send nothing, not even its Hello with argv and
+// environment, and run the real ssh instead.
+func TestSquattedSocketGetsNothing(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run the fake daemon as another user (nobody)")
+	}
+	// Not a pyenv shim: nobody may not read root's pyenv.
+	py := "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
+	bin := buildBinary(t)
+	base, err := os.MkdirTemp("", "ab-squat-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	realSSH := filepath.Join(base, "real-ssh")
+	if err := os.WriteFile(realSSH, []byte("#!/bin/sh\necho REAL-SSH \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The attacker's directory: its own, open to all.
+	evil := filepath.Join(base, "evil")
+	if err := os.Mkdir(evil, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(evil, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(evil, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	// The victim's own private directory, for the moved socket.
+	private := filepath.Join(base, "ansible-bridge-0")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		socket string // what the victim's shim dials
+		reason string // expected in the shim's -v output
+	}{
+		{name: "squatted directory", socket: filepath.Join(evil, "bridge.sock"), reason: "owned by uid 65534"},
+		{name: "foreign socket in our directory", socket: filepath.Join(private, "bridge.sock"), reason: "served by uid 65534"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			listen := filepath.Join(evil, "listen.sock")
+			got := filepath.Join(evil, "got")
+			os.Remove(listen)
+			os.Remove(got)
+			fake := exec.Command(py, "-c", fakeDaemonPy, listen, got)
+			fake.SysProcAttr = &syscall.SysProcAttr{Credential: nobody}
+			fake.Stderr = os.Stderr
+			out, err := fake.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fake.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { fake.Process.Kill(); fake.Wait() })
+			if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+				t.Fatalf("fake daemon: %q, %v", line, err)
+			}
+			if err := os.Rename(listen, tc.socket); err != nil {
+				t.Fatal(err)
+			}
+			shim := exec.Command(bin, "-v", "-o", "User=pwuser", "-o", "PasswordAuthentication=yes", "127.0.0.1", "id")
+			shim.Env = append(os.Environ(), "ANSIBLE_BRIDGE_ARGV0=ssh", "ANSIBLE_BRIDGE_SOCKET="+tc.socket,
+				"ANSIBLE_BRIDGE_REAL_SSH="+realSSH, "SSHPASS=secret123")
+			var stderr strings.Builder
+			shim.Stderr = &stderr
+			stdout, err := shim.Output()
+			if err != nil {
+				t.Fatalf("shim: %v (stdout %q, stderr %q)", err, stdout, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.reason) {
+				t.Errorf("shim -v stderr %q does not say %q", stderr.String(), tc.reason)
+			}
+			if !strings.HasPrefix(string(stdout), "REAL-SSH ") {
+				t.Errorf("shim stdout %q, want the real ssh's", stdout)
+			}
+			// The sentinel goes through the same socket path, unchecked.
+			c, err := net.Dial("unix", tc.socket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Write([]byte("SENTINEL"))
+			c.Close()
+			if err := fake.Wait(); err != nil {
+				t.Fatalf("fake daemon: %v", err)
+			}
+			rec, err := os.ReadFile(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, conn := range strings.Split(strings.TrimSuffix(string(rec), "\n"), "\n") {
+				if conn != "conn:" && conn != "conn:SENTINEL" {
+					t.Errorf("the fake daemon received %q", conn)
+				}
+			}
+			os.Remove(tc.socket)
+		})
+	}
+}
+
+// TestDaemonLogNotThroughSymlink: a socket directory that is a symlink
+// (planted by someone else) to an open directory whose log file is a
+// symlink to a victim's file. The daemon must refuse before writing.
+func TestDaemonLogNotThroughSymlink(t *testing.T) {
+	bin := buildBinary(t)
+	base := t.TempDir()
+	victim := filepath.Join(base, "victim")
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"daemon.log", "bridge.daemon.log"} {
+		if err := os.Symlink(victim, filepath.Join(open, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sockDir := filepath.Join(base, "ansible-bridge-x")
+	if err := os.Symlink(open, sockDir); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "daemon", "--socket", filepath.Join(sockDir, "bridge.sock"), "--detached", "--idle", "1ms")
+	cmd.Env = append(os.Environ(), "ANSIBLE_BRIDGE_ARGV0=ansible-bridge", "ANSIBLE_BRIDGE_LOG=")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Errorf("daemon on a symlinked socket dir succeeded:\n%s", out)
+	}
+	if !strings.Contains(string(out), "symlink") {
+		t.Errorf("daemon output %q does not name the symlink", out)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("victim file now %q", b)
 	}
 }

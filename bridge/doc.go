@@ -8,8 +8,10 @@
 // Listen until ctx ends, the idle timeout passes, or `ansible-bridge
 // stop` asks it to. Listen keeps one daemon per socket with a lock file
 // held for the life of the process, removes a stale socket, and makes the
-// socket 0600 in a 0700 directory; each connection's peer uid must be the
-// daemon's.
+// socket 0600 in a 0700 directory it has checked (wire.EnsurePrivateDir:
+// ours, not a symlink) before writing anything there; each connection's
+// peer uid must be the daemon's. The shim makes the same checks from its
+// side (wire.Dial).
 //
 // # Targets
 //

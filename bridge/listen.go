@@ -9,21 +9,21 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 )
 
 // ErrRunning means another daemon already serves the socket.
 var ErrRunning = errors.New("a bridge daemon is already running")
 
-// Listen prepares the socket directory (0700, ours), takes the daemon lock
+// Listen prepares the socket directory (0700, ours), takes the socket's lock
 // for the life of the process, removes a stale socket and listens with
 // mode 0600. The returned listener releases the lock when closed.
 func Listen(path string) (net.Listener, error) {
 	dir := filepath.Dir(path)
-	if err := fakessh.EnsurePrivateDir(dir); err != nil {
+	if err := wire.EnsurePrivateDir(dir); err != nil {
 		return nil, err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "daemon.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := os.OpenFile(wire.SideFile(path, "daemon.lock"), os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open daemon lock: %w", err)
 	}
@@ -69,27 +69,4 @@ func (l *lockedListener) Close() error {
 	err := l.Listener.Close()
 	l.lock.Close()
 	return err
-}
-
-// peerUID returns the uid of the process at the other end of c.
-func peerUID(c net.Conn) (int, error) {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return -1, errors.New("not a unix socket")
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	var cred *syscall.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	}); err != nil {
-		return -1, err
-	}
-	if cerr != nil {
-		return -1, cerr
-	}
-	return int(cred.Uid), nil
 }

@@ -190,7 +190,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	}()
 	id := s.nextID.Add(1)
 	log := s.log.WithField("session", id)
-	if uid, err := peerUID(c); err != nil || uid != os.Getuid() {
+	if uid, err := wire.PeerUID(c); err != nil || uid != os.Getuid() {
 		log.WithError(err).WithField("peer_uid", uid).Warn("refusing connection from another user")
 		return
 	}

@@ -10,21 +10,26 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 )
 
 // DialDaemon connects to the daemon socket at path, starting the daemon if
-// none answers. Concurrent shims (Ansible starts one per fork) serialise on
-// a lock file so that exactly one of them starts the daemon; the others
-// find it running once they get the lock.
+// none answers. Nothing is sent and no daemon is started unless the socket
+// directory is ours and private and the daemon runs as our uid (see
+// wire.Dial); an error wrapping wire.ErrUntrusted says which check failed.
+// Concurrent shims (Ansible starts one per fork) serialise on a lock file
+// so that exactly one of them starts the daemon; the others find it
+// running once they get the lock.
 func DialDaemon(ctx context.Context, path string) (net.Conn, error) {
-	if c, err := dialUnix(ctx, path); err == nil {
-		return c, nil
-	}
-	dir := filepath.Dir(path)
-	if err := EnsurePrivateDir(dir); err != nil {
+	if err := wire.EnsurePrivateDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "start.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	c, err := wire.Dial(ctx, path)
+	if err == nil || errors.Is(err, wire.ErrUntrusted) {
+		return c, err
+	}
+	lock, err := os.OpenFile(wire.SideFile(path, "start.lock"), os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open start lock: %w", err)
 	}
@@ -33,19 +38,14 @@ func DialDaemon(ctx context.Context, path string) (net.Conn, error) {
 		return nil, fmt.Errorf("lock %s: %w", lock.Name(), err)
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if c, err := dialUnix(ctx, path); err == nil {
-		return c, nil
+	if c, err := wire.Dial(ctx, path); err == nil || errors.Is(err, wire.ErrUntrusted) {
+		return c, err
 	}
 	exited, err := startDaemon(path)
 	if err != nil {
 		return nil, err
 	}
 	return waitForDaemon(ctx, path, exited)
-}
-
-func dialUnix(ctx context.Context, path string) (net.Conn, error) {
-	var d net.Dialer
-	return d.DialContext(ctx, "unix", path)
 }
 
 // startDaemon launches "ansible-bridge daemon" detached from the shim's
@@ -78,15 +78,16 @@ func startDaemon(path string) (<-chan error, error) {
 func waitForDaemon(ctx context.Context, path string, exited <-chan error) (net.Conn, error) {
 	delay := 2 * time.Millisecond
 	for {
-		if c, err := dialUnix(ctx, path); err == nil {
-			return c, nil
+		c, err := wire.Dial(ctx, path)
+		if err == nil || errors.Is(err, wire.ErrUntrusted) {
+			return c, err
 		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("daemon did not start: %w", ctx.Err())
 		case err := <-exited:
 			// It may have lost a race to another daemon that now serves.
-			if c, derr := dialUnix(ctx, path); derr == nil {
+			if c, derr := wire.Dial(ctx, path); derr == nil {
 				return c, nil
 			}
 			return nil, fmt.Errorf("daemon exited at start: %v", err)
@@ -94,27 +95,4 @@ func waitForDaemon(ctx context.Context, path string, exited <-chan error) (net.C
 		}
 		delay = min(delay*2, 100*time.Millisecond)
 	}
-}
-
-// EnsurePrivateDir creates dir with mode 0700 if needed and refuses one
-// that is not owned by us or is open to others.
-func EnsurePrivateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create socket dir: %w", err)
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || !fi.IsDir() {
-		return fmt.Errorf("socket dir %s is not a directory", dir)
-	}
-	if int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("socket dir %s is owned by uid %d, not %d", dir, st.Uid, os.Getuid())
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return errors.New("socket dir " + dir + " is accessible by others (want 0700)")
-	}
-	return nil
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // fallback execs the real prog found on PATH after our own directory. The
-// reason goes to shim.log next to the daemon socket and, with -v, to
+// reason goes to the shim log next to the daemon socket (wire.SideFile) and, with -v, to
 // stderr, where ssh's own debug output goes too. It returns only on
 // failure, with ssh's exit status for errors.
 func fallback(prog string, argv []string, verbose int, reason string) int {
@@ -60,11 +60,11 @@ func FindReal(prog string) (string, error) {
 }
 
 func logFallback(prog string, argv []string, reason, real string, findErr error) {
-	dir := filepath.Dir(wire.SocketPath())
-	if EnsurePrivateDir(dir) != nil {
+	sock := wire.SocketPath()
+	if wire.EnsurePrivateDir(filepath.Dir(sock)) != nil {
 		return
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "shim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(wire.SideFile(sock, "shim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return
 	}

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 )
 
 // The become corpus beyond become.yml (registered here, run by TestCorpus).
@@ -54,7 +56,7 @@ func TestNoPasswordLeaks(t *testing.T) {
 			}
 		}
 	}
-	logs := []string{d.log, filepath.Join(filepath.Dir(d.socket), "shim.log")}
+	logs := []string{d.log, wire.SideFile(d.socket, "shim.log")}
 	for _, p := range logs {
 		if b, err := os.ReadFile(p); err == nil {
 			check(p, b)

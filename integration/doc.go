@@ -58,7 +58,7 @@
 //   - ansible-playbook's stderr (warnings), normalized the same way.
 //
 // A bridge run must also be served by the bridge: the test fails if a shim
-// fell back to the real binary (shim.log next to the socket; Ansible's
+// fell back to the real binary (the shim log next to the socket; Ansible's
 // `ssh -o ControlPersist` probe excepted) or if a ControlPersist master
 // appeared in the run's ControlPath directory. Otherwise equal results would
 // prove nothing.

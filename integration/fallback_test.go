@@ -1,15 +1,16 @@
 package integration
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 )
 
 // shimLog is where shims record each fallback to the real binary (next to
 // the daemon socket).
 func shimLog() string {
-	return filepath.Join(filepath.Dir(suite.socket), "shim.log")
+	return wire.SideFile(suite.socket, "shim.log")
 }
 
 // isProbe reports whether a shim log line is the fallback for Ansible's
