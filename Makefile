@@ -1,6 +1,6 @@
 # ansible-bridge. Targets:
 #
-#   make build   bin/ansible-bridge
+#   make build   bin/ansible-bridge and bin/ansible-bridge-shim
 #   make unit    go test ./... without the lab (end-to-end tests skip)
 #   make test    loopback lab up, every test including end-to-end, lab down
 #   make lint    gofmt, go vet, staticcheck
@@ -22,8 +22,12 @@ STATICCHECK_VERSION ?= v0.8.2
 
 .PHONY: build unit test lint bench demo lab-up lab-down
 
+# bin/ansible-bridge-shim is the shim alone (fakessh/cmd): it starts faster
+# than the full binary, and `ansible-bridge shims DIR` links to it when it
+# sits next to ansible-bridge.
 build:
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o bin/ansible-bridge .
+	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o bin/ansible-bridge-shim ./fakessh/cmd/ansible-bridge-shim
 
 # AB_LAB is dropped so that a lab exported in the caller's shell is not used.
 unit:

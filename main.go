@@ -188,7 +188,7 @@ func envDuration(key string, def time.Duration) time.Duration {
 
 func cmdShims(args []string) int {
 	if len(args) != 1 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(os.Stderr, "usage: ansible-bridge shims DIR\n\ncreates ssh, scp and sftp in DIR as links to this binary")
+		fmt.Fprintln(os.Stderr, "usage: ansible-bridge shims DIR\n\ncreates ssh, scp and sftp in DIR as links to ansible-bridge-shim next to this binary, or to this binary")
 		return 2
 	}
 	dir := args[0]
@@ -201,6 +201,12 @@ func cmdShims(args []string) int {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %v\n", err)
 		return 1
 	}
+	// The shim-only binary next to this one starts faster; without it
+	// (e.g. after a plain go build) the links point at this binary.
+	target := self
+	if lean := filepath.Join(filepath.Dir(self), fakessh.ShimBinary); isExecutable(lean) {
+		target = lean
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %v\n", err)
 		return 1
@@ -209,7 +215,7 @@ func cmdShims(args []string) int {
 		link := filepath.Join(dir, name)
 		tmp := link + ".tmp"
 		_ = os.Remove(tmp)
-		if err := os.Symlink(self, tmp); err != nil {
+		if err := os.Symlink(target, tmp); err != nil {
 			fmt.Fprintf(os.Stderr, "ansible-bridge: %v\n", err)
 			return 1
 		}
@@ -218,8 +224,13 @@ func cmdShims(args []string) int {
 			return 1
 		}
 	}
-	fmt.Printf("created ssh, scp and sftp in %s\n", dir)
+	fmt.Printf("created ssh, scp and sftp in %s (links to %s)\n", dir, target)
 	return 0
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
 func defaultShimDir() string {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 )
 
 // TestShimSkipsDaemonInit checks that the binary, invoked as ssh, runs the
@@ -234,5 +236,43 @@ func TestDaemonLogNotThroughSymlink(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
 		t.Errorf("victim file now %q", b)
+	}
+}
+
+// TestLeanShim: with ansible-bridge-shim next to ansible-bridge (as make
+// build leaves them), `shims` links to the shim-only binary, which runs
+// the shim and starts the daemon from ansible-bridge beside it.
+func TestLeanShim(t *testing.T) {
+	bin := buildBinary(t)
+	lean := filepath.Join(filepath.Dir(bin), fakessh.ShimBinary)
+	build := exec.Command("go", "build", "-o", lean, "./fakessh/cmd/ansible-bridge-shim")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	shims := filepath.Join(t.TempDir(), "shims")
+	if out, err := exec.Command(bin, "shims", shims).CombinedOutput(); err != nil {
+		t.Fatalf("shims: %v\n%s", err, out)
+	}
+	for _, name := range []string{"ssh", "scp", "sftp"} {
+		if dest, err := os.Readlink(filepath.Join(shims, name)); err != nil || dest != lean {
+			t.Errorf("%s -> %q (%v), want %s", name, dest, err, lean)
+		}
+	}
+	sock := filepath.Join(t.TempDir(), "s", "bridge.sock")
+	env := append(os.Environ(), "ANSIBLE_BRIDGE_SOCKET="+sock, "ANSIBLE_BRIDGE_IDLE=0")
+	t.Cleanup(func() {
+		stop := exec.Command(bin, "stop")
+		stop.Env = env
+		stop.Run()
+	})
+	// ssh -O check answers from the daemon, which the shim starts.
+	check := exec.Command(filepath.Join(shims, "ssh"), "-O", "check", "-o", "ControlPath=/nonexistent/cp", "127.0.0.1")
+	check.Env = env
+	out, _ := check.CombinedOutput()
+	status := exec.Command(bin, "status")
+	status.Env = env
+	if st, err := status.CombinedOutput(); err != nil {
+		t.Fatalf("no daemon after the lean shim ran (ssh -O check said %q): %v\n%s", out, err, st)
 	}
 }

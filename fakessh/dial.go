@@ -48,12 +48,29 @@ func DialDaemon(ctx context.Context, path string) (net.Conn, error) {
 	return waitForDaemon(ctx, path, exited)
 }
 
+// ShimBinary is the name of the shim-only binary (fakessh/cmd), which
+// installs next to the full ansible-bridge binary.
+const ShimBinary = "ansible-bridge-shim"
+
+// DaemonBinary returns the binary that runs the daemon: this one, or for
+// the shim-only binary, ansible-bridge in its directory.
+func DaemonBinary() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find own executable: %w", err)
+	}
+	if filepath.Base(self) == ShimBinary {
+		return filepath.Join(filepath.Dir(self), "ansible-bridge"), nil
+	}
+	return self, nil
+}
+
 // startDaemon launches "ansible-bridge daemon" detached from the shim's
 // session, so that it outlives the Ansible step that started it.
 func startDaemon(path string) (<-chan error, error) {
-	self, err := os.Executable()
+	self, err := DaemonBinary()
 	if err != nil {
-		return nil, fmt.Errorf("find own executable: %w", err)
+		return nil, err
 	}
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {

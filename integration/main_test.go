@@ -289,6 +289,13 @@ func buildBridge() error {
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
 	}
+	// The shim-only binary, as make build makes it: shims link to it.
+	build = exec.CommandContext(ctx, goTool, "build", "-ldflags=-s -w", "-o", filepath.Join(filepath.Dir(s.bin), "ansible-bridge-shim"), "./fakessh/cmd/ansible-bridge-shim")
+	build.Dir = ".."
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %w\n%s", err, out)
+	}
 	shims := exec.CommandContext(ctx, s.bin, "shims", s.shims)
 	shims.Env = bridgeEnv(os.Environ())
 	if out, err := shims.CombinedOutput(); err != nil {

@@ -167,11 +167,15 @@ func buildBridge(ctx context.Context, root, dir string) (*bridgeBin, error) {
 		shims:  filepath.Join(dir, "shims"),
 		socket: filepath.Join(dir, "sock", "bridge.sock"),
 	}
-	build := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", b.bin, ".")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile builds it
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build .: %w\n%s", err, bytes.TrimSpace(out))
+	// Both binaries, as make build makes them: the shims link to the
+	// shim-only one.
+	for out, pkg := range map[string]string{b.bin: ".", filepath.Join(dir, "ansible-bridge-shim"): "./fakessh/cmd/ansible-bridge-shim"} {
+		build := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", out, pkg)
+		build.Dir = root
+		build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile builds it
+		if msg, err := build.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build %s: %w\n%s", pkg, err, bytes.TrimSpace(msg))
+		}
 	}
 	if out, err := b.command(ctx, "shims", b.shims).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("ansible-bridge shims: %w\n%s", err, bytes.TrimSpace(out))
