@@ -3,6 +3,8 @@ package fakessh
 import (
 	"strconv"
 	"strings"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh/sshconf"
 )
 
 const scpOptstring = "12346ABCTdfOpqRrstvD:F:J:P:S:c:i:l:o:X:"
@@ -76,7 +78,7 @@ func parseSCP(inv *SCPInvocation, p *optParser, argv []string) error {
 			}
 			sshport = port
 		case 'l':
-			if _, e := strtonum(optarg, 1, 100*1024*1024); e != "" {
+			if _, e := sshconf.Strtonum(optarg, 1, 100*1024*1024); e != "" {
 				return scpUsageError("")
 			}
 		case 'p':
@@ -252,7 +254,7 @@ func checkSFTPXOption(arg string, p *optParser) *UsageError {
 	default:
 		return &UsageError{Msg: "Invalid -X option", Status: 255}
 	}
-	if _, e := strtonum(v, 1, 256*1024); e != "" {
+	if _, e := sshconf.Strtonum(v, 1, 256*1024); e != "" {
 		p.unsupported("-X " + arg)
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh/sshconf"
 )
 
 const sftpOptstring = "1246AafhNpqrvCc:D:i:l:o:s:S:b:B:F:J:P:R:X:"
@@ -104,7 +106,7 @@ func parseSFTP(inv *SFTPInvocation, p *optParser, argv []string) error {
 			direct = true
 			inv.Unsupported = append(inv.Unsupported, "-D")
 		case 'l':
-			if _, e := strtonum(optarg, 1, 100*1024*1024); e != "" {
+			if _, e := sshconf.Strtonum(optarg, 1, 100*1024*1024); e != "" {
 				return sftpUsageError("")
 			}
 		case 'r':
@@ -188,7 +190,7 @@ func parseSFTP(inv *SFTPInvocation, p *optParser, argv []string) error {
 // validStrtol is sftp's check of -B and -R: strtol must take the whole
 // argument and give a non-zero value.
 func validStrtol(s string) bool {
-	v, end, _ := strtoll(s)
+	v, end, _ := sshconf.Strtoll(s)
 	return end == len(s) && v != 0
 }
 

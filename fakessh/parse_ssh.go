@@ -4,6 +4,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh/sshconf"
 )
 
 // UsageError is a command line that the real OpenSSH tool rejects before it
@@ -421,135 +423,6 @@ const (
 
 var logLevelNames = []string{"quiet", "fatal", "error", "info", "verbose", "debug1", "debug2", "debug3"}
 
-// Value kinds of the -o keywords the bridge honours or can safely ignore;
-// each is checked the way readconf.c checks it.
-type kwKind int
-
-const (
-	kwString       kwKind = iota // one argument
-	kwList                       // any number of arguments, first line wins
-	kwMulti                      // one of kw.states, case-insensitive
-	kwInt                        // 0..INT_MAX
-	kwTime                       // sshd_config(5) time format, or "none"
-	kwPort                       // number or service name
-	kwCommand                    // the rest of the line, quotes and all
-	kwJump                       // ProxyJump
-	kwLogLevel                   // LogLevel
-	kwPersist                    // ControlPersist: yes, no or a time
-	kwEscape                     // EscapeChar
-	kwSendEnv                    // SendEnv names
-	kwSetEnv                     // SetEnv NAME=VALUE pairs
-	kwForwardAgent               // yes, no or a socket path
-	kwAnyArgs                    // one or two arguments, not checked
-)
-
-type keyword struct {
-	kind   kwKind
-	states []string
-	// accumulate: every line adds (IdentityFile, SendEnv, ...).
-	accumulate bool
-}
-
-var (
-	flagStates        = []string{"yes", "no", "true", "false"}
-	strictHostStates  = []string{"yes", "no", "true", "false", "ask", "off", "accept-new"}
-	controlStates     = []string{"yes", "no", "true", "false", "auto", "ask", "autoask"}
-	requestTTYStates  = []string{"yes", "no", "true", "false", "force", "auto"}
-	addrFamilyStates  = []string{"inet", "inet6", "any"}
-	compressionStates = []string{"yes", "no"}
-	pubkeyStates      = []string{"yes", "no", "true", "false", "unbound", "host-bound"}
-	askFlagStates     = []string{"yes", "no", "true", "false", "ask"}
-	tunnelStates      = []string{"yes", "no", "true", "false", "point-to-point", "ethernet"}
-	sessionStates     = []string{"none", "subsystem", "default"}
-)
-
-func flagKW() keyword { return keyword{kind: kwMulti, states: flagStates} }
-
-// keywords lists the ssh_config keywords the parser understands. Any other
-// keyword, valid for OpenSSH or not, makes the invocation unsupported, and the
-// real ssh then accepts it or prints its own error.
-var keywords = map[string]keyword{
-	"port":                             {kind: kwPort},
-	"user":                             {kind: kwString},
-	"hostname":                         {kind: kwString},
-	"identityfile":                     {kind: kwString, accumulate: true},
-	"certificatefile":                  {kind: kwString, accumulate: true},
-	"identitiesonly":                   flagKW(),
-	"identityagent":                    {kind: kwString},
-	"proxyjump":                        {kind: kwJump},
-	"proxycommand":                     {kind: kwCommand},
-	"localcommand":                     {kind: kwCommand},
-	"remotecommand":                    {kind: kwCommand},
-	"permitlocalcommand":               flagKW(),
-	"stricthostkeychecking":            {kind: kwMulti, states: strictHostStates},
-	"userknownhostsfile":               {kind: kwList},
-	"globalknownhostsfile":             {kind: kwList},
-	"connecttimeout":                   {kind: kwTime},
-	"serveraliveinterval":              {kind: kwTime},
-	"serveralivecountmax":              {kind: kwInt},
-	"connectionattempts":               {kind: kwInt},
-	"numberofpasswordprompts":          {kind: kwInt},
-	"passwordauthentication":           flagKW(),
-	"kbdinteractiveauthentication":     flagKW(),
-	"challengeresponseauthentication":  flagKW(),
-	"pubkeyauthentication":             {kind: kwMulti, states: pubkeyStates},
-	"hostbasedauthentication":          flagKW(),
-	"gssapiauthentication":             flagKW(),
-	"gssapidelegatecredentials":        flagKW(),
-	"preferredauthentications":         {kind: kwString},
-	"kbdinteractivedevices":            {kind: kwString},
-	"batchmode":                        flagKW(),
-	"loglevel":                         {kind: kwLogLevel},
-	"hostkeyalias":                     {kind: kwString},
-	"checkhostip":                      flagKW(),
-	"hashknownhosts":                   flagKW(),
-	"nohostauthenticationforlocalhost": flagKW(),
-	"updatehostkeys":                   {kind: kwMulti, states: askFlagStates},
-	"verifyhostkeydns":                 {kind: kwMulti, states: askFlagStates},
-	"visualhostkey":                    flagKW(),
-	"controlmaster":                    {kind: kwMulti, states: controlStates},
-	"controlpath":                      {kind: kwString},
-	"controlpersist":                   {kind: kwPersist},
-	"compression":                      {kind: kwMulti, states: compressionStates},
-	"tcpkeepalive":                     flagKW(),
-	"addressfamily":                    {kind: kwMulti, states: addrFamilyStates},
-	"forwardagent":                     {kind: kwForwardAgent},
-	"forwardx11":                       flagKW(),
-	"forwardx11trusted":                flagKW(),
-	"gatewayports":                     flagKW(),
-	"clearallforwardings":              flagKW(),
-	"exitonforwardfailure":             flagKW(),
-	"streamlocalbindunlink":            flagKW(),
-	"enableescapecommandline":          flagKW(),
-	"tunnel":                           {kind: kwMulti, states: tunnelStates},
-	"proxyusefdpass":                   flagKW(),
-	"forkafterauthentication":          flagKW(),
-	"stdinnull":                        flagKW(),
-	"sessiontype":                      {kind: kwMulti, states: sessionStates},
-	"requesttty":                       {kind: kwMulti, states: requestTTYStates},
-	"sendenv":                          {kind: kwSendEnv, accumulate: true},
-	"setenv":                           {kind: kwSetEnv},
-	"escapechar":                       {kind: kwEscape},
-	"ciphers":                          {kind: kwString},
-	"macs":                             {kind: kwString},
-	"kexalgorithms":                    {kind: kwString},
-	"hostkeyalgorithms":                {kind: kwString},
-	"pubkeyacceptedalgorithms":         {kind: kwString},
-	"pubkeyacceptedkeytypes":           {kind: kwString},
-	"hostbasedacceptedalgorithms":      {kind: kwString},
-	"casignaturealgorithms":            {kind: kwString},
-	"fingerprinthash":                  {kind: kwString},
-	"ipqos":                            {kind: kwAnyArgs},
-	"rekeylimit":                       {kind: kwAnyArgs},
-}
-
-// keywordAliases maps the old names OpenSSH still accepts to the option
-// they set, so that the first value given under either name wins.
-var keywordAliases = map[string]string{
-	"challengeresponseauthentication": "kbdinteractiveauthentication",
-	"pubkeyacceptedkeytypes":          "pubkeyacceptedalgorithms",
-}
-
 // configLine applies one -o argument as readconf.c's process_config_line
 // does for a "command-line" source. For scp and sftp the line is only
 // passed on to ssh, so there an error makes the invocation unsupported
@@ -563,7 +436,7 @@ func (p *optParser) configLine(line string) error {
 	return err
 }
 
-const wsChars = " \t\r\n"
+const wsChars = sshconf.Space
 
 func cfgError(msg string) *UsageError {
 	return &UsageError{Msg: "command-line line 0: " + msg + "\r\n", Status: 255}
@@ -579,7 +452,7 @@ func (p *optParser) configLineSSH(line string) error {
 	if line == "" {
 		return nil
 	}
-	keyword, str, more, ok := strdelim(line)
+	keyword, str, more, ok := sshconf.Strdelim(line)
 	if !ok {
 		return nil
 	}
@@ -587,7 +460,7 @@ func (p *optParser) configLineSSH(line string) error {
 		if !more {
 			return nil
 		}
-		if keyword, str, more, ok = strdelim(str); !ok {
+		if keyword, str, more, ok = sshconf.Strdelim(str); !ok {
 			return nil
 		}
 	}
@@ -595,23 +468,23 @@ func (p *optParser) configLineSSH(line string) error {
 		return nil
 	}
 	typed := keyword
-	keyword = asciiLower(keyword)
+	keyword = sshconf.Lower(keyword)
 	if more {
 		str = strings.TrimLeft(str, wsChars)
 	}
 	if !more || str == "" {
 		return cfgError(`no argument after keyword "` + keyword + `"`)
 	}
-	kw, known := keywords[keyword]
+	kw, known := sshconf.Keywords[keyword]
 	if !known {
 		p.unsupported("-o " + typed)
 		return nil
 	}
 	store := keyword // the key recorded in Options
-	if a, ok := keywordAliases[keyword]; ok {
+	if a, ok := sshconf.Aliases[keyword]; ok {
 		store = a
 	}
-	args, ok := argvSplit(str)
+	args, ok := sshconf.Split(str)
 	if !ok {
 		return cfgError("invalid quotes")
 	}
@@ -620,8 +493,8 @@ func (p *optParser) configLineSSH(line string) error {
 	if hasArg {
 		arg, args = args[0], args[1:]
 	}
-	switch kw.kind {
-	case kwString:
+	switch kw.Kind {
+	case sshconf.String:
 		if arg == "" {
 			return cfgError("Missing argument.")
 		}
@@ -631,7 +504,7 @@ func (p *optParser) configLineSSH(line string) error {
 		default:
 			p.set(store, arg, kw)
 		}
-	case kwPort:
+	case sshconf.Port:
 		if arg == "" {
 			return cfgError("Missing argument.")
 		}
@@ -640,7 +513,7 @@ func (p *optParser) configLineSSH(line string) error {
 			return cfgError("Bad port '" + arg + "'.")
 		}
 		p.setPort(port)
-	case kwList:
+	case sshconf.List:
 		all := args
 		if hasArg {
 			all = append([]string{arg}, args...)
@@ -657,7 +530,7 @@ func (p *optParser) configLineSSH(line string) error {
 		if len(all) > 0 {
 			p.set(store, strings.Join(all, " "), kw)
 		}
-	case kwMulti:
+	case sshconf.Multi:
 		if !hasArg || arg == "" {
 			shown := arg
 			if !hasArg {
@@ -666,37 +539,37 @@ func (p *optParser) configLineSSH(line string) error {
 			return &UsageError{Msg: "command-line line 0: missing argument.\r\n" +
 				"command-line line 0: unsupported option \"" + shown + "\".\r\n", Status: 255}
 		}
-		v, ok := multistate(arg, kw.states)
+		v, ok := sshconf.Multistate(arg, kw.States)
 		if !ok {
 			return cfgError(`unsupported option "` + arg + `".`)
 		}
 		p.setMulti(store, v, kw)
-	case kwInt:
+	case sshconf.Int:
 		e := "missing"
 		if arg != "" {
-			_, e = strtonum(arg, 0, 1<<31-1)
+			_, e = sshconf.Strtonum(arg, 0, 1<<31-1)
 		}
 		if e != "" {
 			return cfgError("integer value " + e + ".")
 		}
 		p.set(store, arg, kw)
-	case kwTime:
+	case sshconf.Time:
 		if arg == "" {
 			return cfgError("missing time value.")
 		}
-		if arg != "none" && convtime(arg) < 0 {
+		if arg != "none" && sshconf.ConvTime(arg) < 0 {
 			return cfgError("invalid time value.")
 		}
 		p.set(store, arg, kw)
-	case kwPersist:
+	case sshconf.Persist:
 		if arg == "" {
 			return cfgError("Missing ControlPersist argument.")
 		}
-		if arg != "yes" && arg != "no" && arg != "true" && arg != "false" && convtime(arg) < 0 {
+		if arg != "yes" && arg != "no" && arg != "true" && arg != "false" && sshconf.ConvTime(arg) < 0 {
 			return cfgError("Bad ControlPersist argument.")
 		}
 		p.set(store, arg, kw)
-	case kwLogLevel:
+	case sshconf.LogLevel:
 		lvl := -1
 		if hasArg {
 			lvl = logLevelNumber(arg)
@@ -712,7 +585,7 @@ func (p *optParser) configLineSSH(line string) error {
 			p.logLevel = lvl
 			p.add("loglevel", logLevelNames[lvl])
 		}
-	case kwEscape:
+	case sshconf.Escape:
 		if arg == "" {
 			return cfgError("Missing argument.")
 		}
@@ -720,11 +593,11 @@ func (p *optParser) configLineSSH(line string) error {
 			return cfgError("Bad escape character.")
 		}
 		p.set(store, arg, kw)
-	case kwCommand:
+	case sshconf.Command:
 		// The raw rest of the line: ssh hands it to a shell.
 		p.setCommand(store, strings.TrimLeft(str, wsChars+"="))
 		args = nil
-	case kwJump:
+	case sshconf.Jump:
 		spec := strings.TrimLeft(str, wsChars+"=")
 		norm, why, ok := parseJump(spec)
 		if !ok {
@@ -740,7 +613,7 @@ func (p *optParser) configLineSSH(line string) error {
 			p.add("proxyjump", norm)
 		}
 		args = nil
-	case kwSendEnv:
+	case sshconf.SendEnv:
 		all := args
 		if hasArg {
 			all = append([]string{arg}, args...)
@@ -754,7 +627,7 @@ func (p *optParser) configLineSSH(line string) error {
 			p.add(store, a)
 		}
 		args = nil
-	case kwSetEnv:
+	case sshconf.SetEnv:
 		all := args
 		if hasArg {
 			all = append([]string{arg}, args...)
@@ -777,17 +650,17 @@ func (p *optParser) configLineSSH(line string) error {
 			}
 		}
 		args = nil
-	case kwForwardAgent:
+	case sshconf.ForwardAgent:
 		if arg == "" {
 			return cfgError("missing argument.")
 		}
-		if v, ok := multistate(arg, flagStates); ok {
+		if v, ok := sshconf.Multistate(arg, sshconf.FlagStates); ok {
 			p.set(store, v, kw)
 		} else {
 			// A socket path: agent forwarding, which is unsupported.
 			p.set(store, arg, kw)
 		}
-	case kwAnyArgs:
+	case sshconf.AnyArgs:
 		if arg == "" {
 			return cfgError("Missing argument.")
 		}
@@ -806,15 +679,15 @@ func (p *optParser) configLineSSH(line string) error {
 
 // set records a -o setting: accumulating keywords always add, the others
 // only when no value is in effect yet.
-func (p *optParser) set(key, value string, kw keyword) {
-	if kw.accumulate {
+func (p *optParser) set(key, value string, kw sshconf.Keyword) {
+	if kw.Accumulate {
 		p.add(key, value)
 		return
 	}
 	p.addFirst(key, value)
 }
 
-func (p *optParser) setMulti(key, value string, kw keyword) {
+func (p *optParser) setMulti(key, value string, kw sshconf.Keyword) {
 	switch key {
 	case "requesttty":
 		if p.tty == "" {
@@ -845,25 +718,8 @@ func (p *optParser) setCommand(key, value string) {
 	p.add(key, value)
 }
 
-// multistate matches arg case-insensitively against states and returns it
-// in lower case, with true/false spelled yes/no.
-func multistate(arg string, states []string) (string, bool) {
-	for _, s := range states {
-		if strings.EqualFold(arg, s) {
-			switch s {
-			case "true":
-				return "yes", true
-			case "false":
-				return "no", true
-			}
-			return s, true
-		}
-	}
-	return "", false
-}
-
 func logLevelNumber(s string) int {
-	switch asciiLower(s) {
+	switch sshconf.Lower(s) {
 	case "quiet":
 		return logQuiet
 	case "fatal":
@@ -891,82 +747,6 @@ func validEscapeChar(s string) bool {
 		return true
 	}
 	return len(s) == 2 && s[0] == '^' && s[1] >= 64 && s[1] < 128
-}
-
-// strdelim is misc.c's strdelim: it returns the next word of s, split at
-// white space or one '=', with double quotes grouping. more is false when
-// nothing follows (the C version's NULL rest) and ok is false for an
-// unterminated quote.
-func strdelim(s string) (tok, rest string, more, ok bool) {
-	i := strings.IndexAny(s, wsChars+`"=`)
-	if i < 0 {
-		return s, "", false, true
-	}
-	if s[i] == '"' {
-		j := strings.IndexByte(s[i+1:], '"')
-		if j < 0 {
-			return "", "", false, false
-		}
-		j += i + 1
-		return s[:i] + s[i+1:j], strings.TrimLeft(s[j+1:], wsChars), true, true
-	}
-	equals := s[i] == '='
-	tok, rest = s[:i], strings.TrimLeft(s[i+1:], wsChars)
-	if !equals && strings.HasPrefix(rest, "=") {
-		rest = strings.TrimLeft(rest[1:], wsChars)
-	}
-	return tok, rest, true, true
-}
-
-// argvSplit is misc.c's argv_split with comments ending the line: words
-// split at spaces and tabs, single and double quotes, and backslash escapes
-// of quotes, backslashes and (outside quotes) spaces. ok is false for an
-// unterminated quote.
-func argvSplit(s string) (args []string, ok bool) {
-	i := 0
-	for i < len(s) {
-		if s[i] == ' ' || s[i] == '\t' {
-			i++
-			continue
-		}
-		if s[i] == '#' {
-			break
-		}
-		var arg []byte
-		var quote byte
-		for ; i < len(s); i++ {
-			c := s[i]
-			switch {
-			case c == '\\':
-				if i+1 < len(s) {
-					n := s[i+1]
-					if n == '\'' || n == '"' || n == '\\' || (quote == 0 && n == ' ') {
-						i++
-						arg = append(arg, n)
-						continue
-					}
-				}
-				arg = append(arg, c)
-				continue
-			case quote == 0 && (c == ' ' || c == '\t'):
-			case quote == 0 && (c == '"' || c == '\''):
-				quote = c
-				continue
-			case quote != 0 && c == quote:
-				quote = 0
-				continue
-			default:
-				arg = append(arg, c)
-				continue
-			}
-			break
-		}
-		if quote != 0 {
-			return nil, false
-		}
-		args = append(args, string(arg))
-	}
-	return args, true
 }
 
 // uriParts is what misc.c's parse_uri extracts.
@@ -1069,7 +849,7 @@ func validDomain(name string) (string, bool) {
 	}
 	var last byte
 	for i := 0; i < len(name); i++ {
-		c := asciiLowerByte(name[i])
+		c := sshconf.LowerByte(name[i])
 		if last == '.' && c == '.' {
 			return "", false
 		}
@@ -1184,110 +964,17 @@ func parseUserHostPort(s string) (user, host string, ok bool) {
 // a2port is misc.c's a2port: a decimal port 0..65535 or a TCP service name
 // (0 and failures are then rejected by callers as <= 0).
 func a2port(s string) int {
-	if n, e := strtonum(s, 0, 65535); e == "" {
+	if n, e := sshconf.Strtonum(s, 0, 65535); e == "" {
 		return int(n)
 	}
 	// glibc's getservbyname is case-sensitive; Go's table lookup is not.
-	if s == "" || s != asciiLower(s) || strings.IndexByte(s, 0) >= 0 {
+	if s == "" || s != sshconf.Lower(s) || strings.IndexByte(s, 0) >= 0 {
 		return -1
 	}
 	if port, err := net.LookupPort("tcp", s); err == nil && port > 0 {
 		return port
 	}
 	return -1
-}
-
-// strtonum is OpenBSD's strtonum: a base-10 number with optional leading
-// white space and sign. e is "", "invalid", "too small" or "too large".
-func strtonum(s string, min, max int64) (n int64, e string) {
-	v, end, overflow := strtoll(s)
-	switch {
-	case end == 0 || end != len(s):
-		return 0, "invalid"
-	case (overflow && v < 0) || v < min:
-		return 0, "too small"
-	case overflow || v > max:
-		return 0, "too large"
-	}
-	return v, ""
-}
-
-// strtoll parses like C's strtoll(s, &end, 10); end is 0 when no digits
-// were found. Values are clamped well inside int64.
-func strtoll(s string) (v int64, end int, overflow bool) {
-	i := 0
-	for i < len(s) && isSpace(s[i]) {
-		i++
-	}
-	neg := false
-	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		neg = s[i] == '-'
-		i++
-	}
-	start := i
-	const limit = 1 << 62
-	for i < len(s) && isDigit(s[i]) {
-		if !overflow {
-			v = v*10 + int64(s[i]-'0')
-			if v > limit {
-				overflow = true
-			}
-		}
-		i++
-	}
-	if i == start {
-		return 0, 0, false
-	}
-	if overflow {
-		v = limit
-	}
-	if neg {
-		v = -v
-	}
-	return v, i, overflow
-}
-
-// convtime is misc.c's convtime: a sequence of numbers with optional
-// s/m/h/d/w suffixes. It returns -1 for a bad or too large value.
-func convtime(s string) int64 {
-	const intMax = 1<<31 - 1
-	if s == "" {
-		return -1
-	}
-	var total int64
-	for s != "" {
-		secs, end, overflow := strtoll(s)
-		if end == 0 || overflow || secs < 0 || secs > intMax {
-			return -1
-		}
-		s = s[end:]
-		mult := int64(1)
-		if s != "" {
-			switch s[0] {
-			case 's', 'S':
-			case 'm', 'M':
-				mult = 60
-			case 'h', 'H':
-				mult = 60 * 60
-			case 'd', 'D':
-				mult = 24 * 60 * 60
-			case 'w', 'W':
-				mult = 7 * 24 * 60 * 60
-			default:
-				return -1
-			}
-			s = s[1:]
-		}
-		if secs > intMax/mult {
-			return -1
-		}
-		secs *= mult
-		if total > intMax-secs {
-			return -1
-		}
-		total += secs
-	}
-	return total
 }
 
 // validHostname is the check OpenSSH added against shell metacharacters in
@@ -1332,22 +1019,6 @@ func isDigit(c byte) bool  { return c >= '0' && c <= '9' }
 func isAlpha(c byte) bool  { return (c|0x20) >= 'a' && (c|0x20) <= 'z' }
 func isAlnum(c byte) bool  { return isAlpha(c) || isDigit(c) }
 func isXdigit(c byte) bool { return isDigit(c) || ((c|0x20) >= 'a' && (c|0x20) <= 'f') }
-
-func asciiLowerByte(c byte) byte {
-	if c >= 'A' && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
-}
-
-// asciiLower lower-cases ASCII letters only, as C's tolower in the C locale.
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		b[i] = asciiLowerByte(c)
-	}
-	return string(b)
-}
 
 // getopt is the getopt(3) that OpenSSH builds in (from OpenBSD's
 // getopt_long.c): bundled flags, attached or separate arguments, "--" ends

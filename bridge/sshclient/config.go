@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ansible-bridge/ansible-bridge/fakessh/sshconf"
+
 	"github.com/kevinburke/ssh_config"
 )
 
@@ -103,8 +105,8 @@ func preprocess(data []byte) (*parsedFile, error) {
 		lkw := strings.ToLower(kw)
 		switch lkw {
 		case "host":
-			args, err := splitArgs(rest)
-			if err != nil {
+			args, ok := sshconf.Split(rest)
+			if !ok {
 				return nil, fmt.Errorf("line %d: invalid quotes", no)
 			}
 			ph := fmt.Sprintf("%s%d", blockPrefix, no)
@@ -230,9 +232,10 @@ func (r *resolver) readConfigFile(path string, userConf, checkPerm, mustExist bo
 // include processes an Include line: tilde expansion, relative paths from
 // ~/.ssh (user config) or /etc/ssh (system config), glob in sorted order.
 func (r *resolver) include(val string, userConf bool, depth int, src source) error {
-	args, err := splitArgs(val)
-	if err != nil {
-		return &ConnError{Msg: fmt.Sprintf("%s line %d: invalid quotes", src.file, src.line), Err: err}
+	args, ok := sshconf.Split(val)
+	if !ok {
+		msg := fmt.Sprintf("%s line %d: invalid quotes", src.file, src.line)
+		return &ConnError{Msg: msg, Err: errors.New(msg)}
 	}
 	for _, a := range args {
 		p, err := expandTilde(a, r.env.Home)
@@ -266,8 +269,8 @@ func (r *resolver) include(val string, userConf bool, depth int, src source) err
 // evalMatch evaluates a Match line like OpenSSH 9.2's match_cfg_line.
 // exec is not run: the block is skipped and recorded as unsupported.
 func (r *resolver) evalMatch(args string, src source) (bool, error) {
-	words, err := splitArgs(args)
-	if err != nil {
+	words, ok := sshconf.Split(args)
+	if !ok {
 		return false, fmt.Errorf("%s line %d: invalid quotes", src.file, src.line)
 	}
 	if len(words) == 0 {
@@ -364,14 +367,14 @@ func (r *resolver) apply(kw, raw string, src source, active bool) string {
 	bad := func(format string, a ...any) string {
 		return fmt.Sprintf("%s line %d: ", src.file, src.line) + fmt.Sprintf(format, a...)
 	}
-	if kw == "challengeresponseauthentication" {
-		kw = "kbdinteractiveauthentication"
+	if a, ok := sshconf.Aliases[kw]; ok {
+		kw = a
 	}
 	if strings.TrimSpace(raw) == "" {
 		return fmt.Sprintf("%s line %d: no argument after keyword \"%s\"", src.file, src.line, kw)
 	}
-	args, err := splitArgs(raw)
-	if err != nil {
+	args, ok := sshconf.Split(raw)
+	if !ok {
 		return bad("invalid quotes")
 	}
 	if len(args) == 0 {
@@ -528,47 +531,11 @@ func (r *resolver) apply(kw, raw string, src source, active bool) string {
 // convtime parses an OpenSSH time value: digits with optional s/m/h/d/w
 // suffixes, concatenated ("1m30s").
 func convtime(s string) (time.Duration, error) {
-	if s == "" {
-		return 0, errors.New("empty")
+	n := sshconf.ConvTime(s)
+	if n < 0 {
+		return 0, errors.New("bad time")
 	}
-	var total, cur int64
-	digits := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= '0' && c <= '9' {
-			cur = cur*10 + int64(c-'0')
-			digits = true
-			if cur > 1<<31 {
-				return 0, errors.New("overflow")
-			}
-			continue
-		}
-		if !digits {
-			return 0, errors.New("bad time")
-		}
-		mult := int64(0)
-		switch c {
-		case 's', 'S':
-			mult = 1
-		case 'm', 'M':
-			mult = 60
-		case 'h', 'H':
-			mult = 3600
-		case 'd', 'D':
-			mult = 86400
-		case 'w', 'W':
-			mult = 604800
-		default:
-			return 0, errors.New("bad time")
-		}
-		total += cur * mult
-		cur, digits = 0, false
-	}
-	total += cur
-	if total > 1<<31-1 {
-		return 0, errors.New("overflow")
-	}
-	return time.Duration(total) * time.Second, nil
+	return time.Duration(n) * time.Second, nil
 }
 
 // strerror renders an error like C's strerror for the common cases.

@@ -10,57 +10,6 @@ import (
 	"strings"
 )
 
-// splitArgs splits a config value into words like OpenSSH's argv_split:
-// whitespace separates words, single and double quotes group, a backslash
-// escapes a quote, a backslash or (outside quotes) a space, and an unquoted
-// '#' at the start of a word ends the line.
-func splitArgs(s string) ([]string, error) {
-	var (
-		out   []string
-		cur   strings.Builder
-		inArg bool
-		quote byte
-	)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if quote == 0 && (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
-			if inArg {
-				out = append(out, cur.String())
-				cur.Reset()
-				inArg = false
-			}
-			continue
-		}
-		if quote == 0 && !inArg && c == '#' {
-			break
-		}
-		inArg = true
-		if c == '\\' && i+1 < len(s) {
-			n := s[i+1]
-			if n == '\'' || n == '"' || n == '\\' || (quote == 0 && n == ' ') {
-				cur.WriteByte(n)
-				i++
-				continue
-			}
-		}
-		switch {
-		case quote == 0 && (c == '"' || c == '\''):
-			quote = c
-		case quote != 0 && c == quote:
-			quote = 0
-		default:
-			cur.WriteByte(c)
-		}
-	}
-	if quote != 0 {
-		return nil, fmt.Errorf("unterminated quote")
-	}
-	if inArg {
-		out = append(out, cur.String())
-	}
-	return out, nil
-}
-
 // expandTilde replaces a leading "~" or "~user" like OpenSSH's
 // tilde_expand_filename.
 func expandTilde(p, home string) (string, error) {

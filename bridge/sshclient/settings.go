@@ -235,7 +235,7 @@ func (r *resolver) applyCmd(key, value string) string {
 	return r.apply(key, quoteArg(value), src, true)
 }
 
-// quoteArg quotes s so that splitArgs returns it as one word.
+// quoteArg quotes s so that sshconf.Split returns it as one word.
 func quoteArg(s string) string {
 	if s != "" && !strings.ContainsAny(s, " \t\"'\\#") {
 		return s
