@@ -1,0 +1,184 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+)
+
+// pong is in the output of pingWrapper's module.
+const pong = `{"ping": "it's`
+
+// pingWrapper is a real AnsiballZ wrapper (ansible-core 2.14's ping).
+func pingWrapper(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not found")
+	}
+	b, err := os.ReadFile(filepath.Join("journal", "testdata", "AnsiballZ_ping.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// routes returns the route counts of the harness's one target.
+func (h *harness) routes() map[string]int {
+	h.t.Helper()
+	st := h.srv.Status()
+	if len(st.Targets) != 1 {
+		h.t.Fatalf("%d targets, want 1", len(st.Targets))
+	}
+	return st.Targets[0].Routes
+}
+
+// TestModuleRoute drives the module route through the daemon as a shim
+// would: a pipelined wrapper, then one uploaded into a held temp dir and
+// run from there on a terminal (-tt), as Ansible does without pipelining.
+// Both run in the target's persistent interpreter: the second costs no
+// new exec on the server.
+func TestModuleRoute(t *testing.T) {
+	wrapper := pingWrapper(t)
+	h := newHarness(t, 0)
+	py := targetPython(t)
+	pipelined := `/bin/sh -c '` + py + ` && sleep 0'`
+	r := h.run("ssh", h.sshArgs("127.0.0.1", pipelined), wrapper)
+	if r.code != 0 || !strings.Contains(r.stdout, pong) {
+		t.Fatalf("pipelined ping: %+v", r)
+	}
+	if n := h.routes()["module"]; n != 1 {
+		t.Fatalf("routes %v, want module=1", h.routes())
+	}
+	execs := h.ts.execs.Load()
+	if r2 := h.run("ssh", h.sshArgs("127.0.0.1", pipelined), wrapper); r2.code != 0 || r2.stdout != r.stdout {
+		t.Fatalf("second pipelined ping: %+v", r2)
+	}
+	if h.ts.execs.Load() != execs {
+		t.Errorf("the second module run started %d execs, want none", h.ts.execs.Load()-execs)
+	}
+
+	base := filepath.Join(t.TempDir(), ".ansible", "tmp")
+	ssh := func(cmd string, extra ...string) result {
+		t.Helper()
+		return h.run("ssh", h.sshArgs(append(extra, "127.0.0.1", cmd)...), "")
+	}
+	ssh(ansibleMkdir(base, "ansible-tmp-1"))
+	held := base + "/ansible-tmp-1"
+	local := filepath.Join(t.TempDir(), "AnsiballZ_ping.py")
+	if err := os.WriteFile(local, []byte(wrapper), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), "put "+local+" "+held+"/AnsiballZ_ping.py\n"); r.code != 0 {
+		t.Fatalf("put: %+v", r)
+	}
+	ssh(`/bin/sh -c 'chmod u+x ` + held + `/ ` + held + `/AnsiballZ_ping.py && sleep 0'`)
+	r = ssh(`/bin/sh -c '`+py+` `+held+`/AnsiballZ_ping.py && sleep 0'`, "-tt")
+	if r.code != 0 || !strings.Contains(r.stdout, pong) || !strings.HasSuffix(r.stdout, "\r\n") {
+		t.Fatalf("ping from the held dir on a terminal: %+v", r)
+	}
+	if n := h.routes()["module"]; n != 3 {
+		t.Fatalf("routes %v, want module=3", h.routes())
+	}
+	// The module ran from the dir on the target, as with stock.
+	if _, err := os.Stat(held + "/AnsiballZ_ping.py"); err != nil {
+		t.Errorf("held wrapper not on the target: %v", err)
+	}
+
+	// A wrapper the bridge cannot take apart still runs, through exec.
+	r = h.run("ssh", h.sshArgs("127.0.0.1", pipelined), "print('not a wrapper')\n")
+	if r.code != 0 || r.stdout != "not a wrapper\n" {
+		t.Fatalf("plain python on stdin: %+v", r)
+	}
+}
+
+// TestBecomeRoute: a sudo step runs in an interpreter started through
+// Ansible's own wrapper once; the next step runs no sudo at all.
+func TestBecomeRoute(t *testing.T) {
+	wrapper := pingWrapper(t)
+	// A sudo that becomes nobody new: it drops its options and runs the
+	// command, so that the test needs neither root nor a sudoers rule.
+	sudo := filepath.Join(t.TempDir(), "sudo")
+	if err := os.WriteFile(sudo, []byte("#!/bin/sh\nwhile [ \"$1\" != /bin/sh ]; do shift; done\nexec \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	py := targetPython(t)
+	h := newHarness(t, 0)
+	cmd := `/bin/sh -c '` + sudo + ` -H -S -n  -u root /bin/sh -c '"'"'echo BECOME-SUCCESS-abcdefghijklmnopqrstuvwxyzabcdef ; ` + py + `'"'"' && sleep 0'`
+	for i := 1; i <= 2; i++ {
+		execs := h.ts.execs.Load()
+		r := h.runAfter("ssh", h.sshArgs("127.0.0.1", cmd), "BECOME-SUCCESS-", wrapper)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "BECOME-SUCCESS-abcdefghijklmnopqrstuvwxyzabcdef\n") || !strings.Contains(r.stdout, pong) {
+			t.Fatalf("become step %d: %+v", i, r)
+		}
+		if n := h.routes()["become"]; n != i {
+			t.Fatalf("step %d: routes %v, want become=%d", i, h.routes(), i)
+		}
+		if i == 2 && h.ts.execs.Load() != execs {
+			t.Errorf("the second become step started %d execs, want none", h.ts.execs.Load()-execs)
+		}
+	}
+}
+
+// targetPython is the python the tests' target runs: the system's, not
+// a pyenv shim.
+func targetPython(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/python3", "/usr/local/bin/python3"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip(err)
+	}
+	return p
+}
+
+// runAfter is run for a become step as Ansible's ssh plugin makes it: the
+// pipelined module goes to stdin only once marker is in the output.
+func (h *harness) runAfter(prog string, argv []string, marker, stdin string) result {
+	h.t.Helper()
+	c, err := net.Dial("unix", h.sock)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer c.Close()
+	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.t.TempDir(), Env: []string{"HOME=" + h.t.TempDir(), "USER=tester", "LANG=C.UTF-8"}, Umask: 0o22})
+	if err := wire.Write(c, wire.Hello, hello); err != nil {
+		h.t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	sent := false
+	for {
+		f, err := wire.Read(c)
+		if err != nil {
+			h.t.Fatalf("read: %v (stderr so far %q)", err, errb.String())
+		}
+		switch f.Type {
+		case wire.Stdout:
+			out.Write(f.Payload)
+			if !sent && bytes.Contains(out.Bytes(), []byte(marker)) {
+				sent = true
+				go func() {
+					_ = wire.Write(c, wire.Stdin, []byte(stdin))
+					_ = wire.Write(c, wire.StdinEOF, nil)
+				}()
+			}
+		case wire.Stderr:
+			errb.Write(f.Payload)
+		case wire.Fallback:
+			return result{fallback: string(f.Payload)}
+		case wire.Exit:
+			code, _ := wire.ExitCode(f.Payload)
+			return result{stdout: out.String(), stderr: errb.String(), code: code}
+		}
+	}
+}
