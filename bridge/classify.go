@@ -15,13 +15,17 @@ type cmdKind int
 
 const (
 	cmdOther     cmdKind = iota
-	cmdEchoHome          // echo ~[user] && sleep 0
-	cmdMkTemp            // ( umask 77 && mkdir -p BASE && mkdir DIR && echo NAME=DIR ) && sleep 0
-	cmdChmodUX           // chmod u+x PATH... && sleep 0
-	cmdRmTemp            // rm -f -r DIR/ > /dev/null 2>&1 && sleep 0
-	cmdRunPython         // [VAR=value...] PYTHON [SCRIPT] && sleep 0
-	cmdSetFacl           // setfacl -m u:USER:r-x PATH... && sleep 0 (unprivileged become)
+	cmdEchoHome          // echo ~[user]
+	cmdMkTemp            // ( umask 77 && mkdir -p BASE && mkdir DIR && echo NAME=DIR )
+	cmdChmodUX           // chmod u+x PATH... (u+rwx from ansible-core 2.19)
+	cmdRmTemp            // rm -f -r DIR/ > /dev/null 2>&1
+	cmdRunPython         // [VAR=value...] PYTHON [SCRIPT]
+	cmdSetFacl           // setfacl -m u:USER:r-x PATH... (unprivileged become)
 )
+
+// Each command above may end in " && sleep 0": ansible-core up to 2.21
+// appends it to every command (2.22 no longer does), and it changes
+// neither the output nor the exit status.
 
 // ansibleCmd is a recognised command line.
 type ansibleCmd struct {
@@ -41,7 +45,7 @@ type ansibleCmd struct {
 // the backquoted echo Ansible wraps them in: nothing to expand.
 var safePath = lazyRegexp(`^/[A-Za-z0-9_./@+,:-]*$`)
 
-var mkTempRe = lazyRegexp("^\\( umask 77 && mkdir -p \"` echo ([^`\"]+) `\"&& mkdir \"` echo ([^`\"]+) `\" && echo ([A-Za-z0-9_.-]+)=\"` echo ([^`\"]+) `\" \\) && sleep 0$")
+var mkTempRe = lazyRegexp("^\\( umask 77 && mkdir -p \"` echo ([^`\"]+) `\"&& mkdir \"` echo ([^`\"]+) `\" && echo ([A-Za-z0-9_.-]+)=\"` echo ([^`\"]+) `\" \\)$")
 
 var envWord = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_]*=`)
 
@@ -52,7 +56,7 @@ func classify(command string) ansibleCmd {
 	if err != nil || len(words) != 3 || words[0] != "/bin/sh" || words[1] != "-c" {
 		return ansibleCmd{}
 	}
-	inner := words[2]
+	inner, _ := strings.CutSuffix(words[2], " && sleep 0")
 	if m := mkTempRe().FindStringSubmatch(inner); m != nil {
 		base, dir, name, echoed := m[1], m[2], m[3], m[4]
 		if dir == echoed && path.Dir(dir) == base && path.Base(dir) == name &&
@@ -61,10 +65,7 @@ func classify(command string) ansibleCmd {
 		}
 		return ansibleCmd{}
 	}
-	body, ok := strings.CutSuffix(inner, " && sleep 0")
-	if !ok {
-		return ansibleCmd{}
-	}
+	body := inner
 	if body == "echo ~" || (strings.HasPrefix(body, "echo ~") && safeUser(body[len("echo ~"):])) {
 		return ansibleCmd{kind: cmdEchoHome}
 	}
@@ -81,7 +82,7 @@ func classify(command string) ansibleCmd {
 	}
 	// Quoting must not have changed anything: the words are the text.
 	plain := body == strings.Join(bw, " ")
-	if len(bw) >= 3 && bw[0] == "chmod" && bw[1] == "u+x" {
+	if len(bw) >= 3 && bw[0] == "chmod" && (bw[1] == "u+x" || bw[1] == "u+rwx") {
 		if !plain || !safePaths(bw[2:]) {
 			return ansibleCmd{}
 		}

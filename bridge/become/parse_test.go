@@ -921,3 +921,42 @@ func TestWithInner(t *testing.T) {
 		t.Fatalf("only %d wrappers rewritten", n)
 	}
 }
+
+// TestParseVersionTraces parses the become steps every ansible-core
+// version sent (bridge/testdata/traces, scripts/record-traces.sh): sudo
+// to root, pipelined and from a temp dir, with " && sleep 0" up to 2.21
+// and without it from 2.22.
+func TestParseVersionTraces(t *testing.T) {
+	files, err := filepath.Glob("../testdata/traces/*.log")
+	if err != nil || len(files) < 10 {
+		t.Fatalf("traces: %v %v", files, err)
+	}
+	sudo := &Wrapper{Method: Sudo, Exe: "sudo", Flags: []string{"-H", "-S", "-n"}, User: "root", Password: PasswordNever, NonInteractive: true, Stdin: true, SetHome: true}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			cmd, ok := traceCmd(line)
+			if !ok || !strings.Contains(cmd, "BECOME-SUCCESS-") {
+				continue
+			}
+			n++
+			w, err := Parse(cmd)
+			if err != nil {
+				t.Errorf("%s: Parse(%q): %v", file, cmd, err)
+				continue
+			}
+			checkWrapper(t, cmd, w, sudo)
+			sleep := !strings.HasPrefix(filepath.Base(file), "2.22-")
+			if !strings.HasPrefix(w.Inner, "/usr/bin/python3") || w.Outer != (Outer{Shell: "/bin/sh", SleepZero: sleep}) {
+				t.Errorf("%s: Inner %q Outer %+v", file, w.Inner, w.Outer)
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s: %d become steps, want 1", file, n)
+		}
+	}
+}
