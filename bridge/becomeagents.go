@@ -98,7 +98,7 @@ func (s *Server) serveBecome(ctx context.Context, iv *invocation, t *target, inv
 	t.countRoute(iv, routeBecome)
 	if wrapper == nil {
 		data, err := io.ReadAll(io.LimitReader(stdin, maxPipedModule))
-		if err != nil || !isAnsiballZ(data) {
+		if err != nil || !t.recognised(iv, data) {
 			// Not a module after all: the inner command runs as the become
 			// user all the same, in its interpreter.
 			return s.execIn(ctx, iv, ag, w.Inner, io.MultiReader(bytes.NewReader(data), stdin), tty, settings), true

@@ -63,10 +63,12 @@ type Status struct {
 
 // TargetStatus describes one target.
 type TargetStatus struct {
-	Target       string              `json:"target"`
-	Connections  int                 `json:"connections"`
-	Dials        int                 `json:"dials"`
-	Routes       map[string]int      `json:"routes"` // invocations per route
+	Target      string         `json:"target"`
+	Connections int            `json:"connections"`
+	Dials       int            `json:"dials"`
+	Routes      map[string]int `json:"routes"` // invocations per route
+	// Slow counts invocations that took the slow path, by reason.
+	Slow         map[string]int      `json:"slow,omitempty"`
 	BytesIn      int64               `json:"bytes_in"`
 	BytesOut     int64               `json:"bytes_out"`
 	RTTMillis    float64             `json:"rtt_ms"` // last keepalive round trip
@@ -111,6 +113,12 @@ func (s *Server) Status() Status {
 		}
 		for k, v := range t.routes {
 			ts.Routes[k] = v
+		}
+		for k, v := range t.slow {
+			if ts.Slow == nil {
+				ts.Slow = map[string]int{}
+			}
+			ts.Slow[k] = v
 		}
 		t.mu.Unlock()
 		ts.BytesIn, ts.BytesOut = t.bytesIn.Load(), t.bytesOut.Load()
@@ -208,4 +216,14 @@ func writeStatus(iv *invocation, st Status) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", t.Target, state, t.Dials, t.BytesIn, t.BytesOut, strings.Join(routes, " "))
 	}
 	tw.Flush()
+	for _, t := range st.Targets {
+		var reasons []string
+		for r := range t.Slow {
+			reasons = append(reasons, r)
+		}
+		sort.Strings(reasons)
+		for _, r := range reasons {
+			fmt.Fprintf(w, "%s: %d slow (passthrough): %s\n", t.Target, t.Slow[r], r)
+		}
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"path"
 	"strings"
 
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
+
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/interp"
@@ -151,7 +153,7 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 			return 255, true
 		}
 		data, err := io.ReadAll(io.LimitReader(iv.stdin, maxPipedModule))
-		if err != nil || !isAnsiballZ(data) {
+		if err != nil || !t.recognised(iv, data) {
 			return s.passthroughWith(ctx, iv, t, inv, settings, data), true
 		}
 		wrapper = data
@@ -258,9 +260,24 @@ func (s *Server) passthroughWith(ctx context.Context, iv *invocation, t *target,
 	return s.serveExec(ctx, iv, t, inv, settings, command, execOpts{stdinPrefix: stdin})
 }
 
-// isAnsiballZ recognises Ansible's module wrapper.
-func isAnsiballZ(src []byte) bool {
-	return bytes.Contains(src, []byte("def _ansiballz_main():")) && bytes.Contains(src, []byte("    ZIPDATA = \"\"\""))
+// isAnsiballZ recognises Ansible's module wrapper, in any format the
+// bridge runs (package ansiballz).
+func isAnsiballZ(src []byte) bool { return ansiballz.Is(src) }
+
+// recognised reports whether src, what a python on the target was about
+// to read, is a module wrapper the bridge runs. A source that looks like
+// a wrapper but does not take apart (a newer ansible-core?) is counted as
+// a slow path with the reason; plain Python (a script Ansible pipes, a
+// user's own) is not worth a line.
+func (t *target) recognised(iv *invocation, src []byte) bool {
+	_, err := ansiballz.Parse(src)
+	if err == nil {
+		return true
+	}
+	if bytes.Contains(src, []byte("_ANSIBALLZ_WRAPPER")) || bytes.Contains(src, []byte("_ansiballz_main")) {
+		t.countSlow(iv, "unrecognised module wrapper ("+err.Error()+"; a newer ansible-core?)")
+	}
+	return false
 }
 
 // keepRemoteFiles tells whether the task runs with ANSIBLE_KEEP_REMOTE_FILES,

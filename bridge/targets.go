@@ -43,7 +43,7 @@ func (r *registry) get(s *sshclient.Settings) *target {
 	t := r.targets[key]
 	if t == nil {
 		label := fmt.Sprintf("%s@%s:%d", s.User, s.HostName, s.Port)
-		t = &target{label: label, settings: s, reg: r, log: r.log.WithField("target", label), routes: map[string]int{}}
+		t = &target{label: label, settings: s, reg: r, log: r.log.WithField("target", label), routes: map[string]int{}, slow: map[string]int{}}
 		t.lastUse.Store(time.Now().UnixNano())
 		t.agents.max = r.maxAgents
 		r.targets[key] = t
@@ -86,7 +86,11 @@ type target struct {
 	mu     sync.Mutex // serialises dialing, so that forks share one login
 	conns  []*sshConn
 	routes map[string]int
-	dials  int
+	// slow counts invocations that took the slow path (passthrough) for a
+	// reason worth a user's attention, such as a module wrapper the bridge
+	// does not recognise; each reason is logged once.
+	slow  map[string]int
+	dials int
 
 	bytesIn, bytesOut atomic.Int64
 
@@ -129,6 +133,18 @@ func (t *target) countRoute(iv *invocation, route string) {
 	iv.entry.SetTarget(t.label)
 	iv.entry.SetRoute(route)
 	iv.entry.MarkRemoteStart()
+}
+
+// countSlow records that iv took the slow path for reason, and logs the
+// reason the first time for this target.
+func (t *target) countSlow(iv *invocation, reason string) {
+	t.mu.Lock()
+	t.slow[reason]++
+	first := t.slow[reason] == 1
+	t.mu.Unlock()
+	if first {
+		iv.log.WithField("reason", reason).Warn("slow path (passthrough): the bridge does not recognise this; counted in status")
+	}
 }
 
 // use finds a live connection on which open succeeds, dialing when there

@@ -74,7 +74,9 @@ FD_SIZE = struct.calcsize('i')
 # What AnsiballZ wrappers import, plus ast (the agent's own literal parsing)
 # and the codec zipfile decodes member names with.
 WRAPPER_IMPORTS = ('ast', 'base64', 'runpy', 'shutil', 'tempfile', 'zipfile', 'json', 'resource', 'traceback',
-                   'encodings.cp437')
+                   'encodings.cp437', 'datetime')
+# What ansible-core 2.19+'s wrapper imports from the zip (absent before).
+ZIP_IMPORTS_219 = ('ansible.module_utils._internal._ansiballz._loader',)
 
 
 def _mtime(path):
@@ -325,8 +327,14 @@ def _exec_main(code, d):
         return 1
 
 
-PARAMS_RE = re.compile(br"^(    ANSIBALLZ_PARAMS = )('(?:[^'\\\n]|\\.)*')$", re.M)
+# The module parameters' literal: ANSIBALLZ_PARAMS = '...' inside
+# _ansiballz_main up to ansible-core 2.18, the params='...', argument of
+# its call from 2.19 (package interp/ansiballz knows the formats).
+PARAMS_RE = re.compile(br"^(    ANSIBALLZ_PARAMS = |params=)('(?:[^'\\\n]|\\.)*')(,?)$", re.M)
 PARAMS_MARKER = '@@ANSIBLE_BRIDGE_PARAMS@@'
+# 2.19+: the task's start time, also an argument of the call.
+DATETIME_RE = re.compile(br"^date_time=(datetime\.datetime\(([0-9, ]+), tzinfo=datetime\.timezone\.utc\)),$", re.M)
+DATETIME_MARKER = '@@ANSIBLE_BRIDGE_DATETIME@@'
 
 
 def _swap_consts(code, swaps, hits, fname):
@@ -346,8 +354,9 @@ def _swap_consts(code, swaps, hits, fname):
 class WrapperCompiler(object):
     """Compiles AnsiballZ wrapper templates for one zip.
 
-    A template differs from task to task only in its ANSIBALLZ_PARAMS
-    literal. With that literal and the ZIPDATA one replaced by markers,
+    A template differs from task to task only in its parameters' literal
+    (and from ansible-core 2.19 its date_time argument). With those and
+    the zip literal replaced by markers,
     the compiled code is the same for every task of a playbook run: it is
     cached (the zygote fills the cache, its forks inherit it), and a task
     gets its code by swapping the two marker constants for the real
@@ -366,6 +375,8 @@ class WrapperCompiler(object):
         self.ok = hasattr(type(self.__init__.__code__), 'replace')
 
     def _split(self, tpl):
+        """tpl with its per-task literals replaced by markers (the cache
+        key), and the values of those literals by marker."""
         m = PARAMS_RE.search(tpl)
         if m is None or not self.ok:
             return None, None
@@ -376,8 +387,18 @@ class WrapperCompiler(object):
             return None, None
         if type(params) is not str:
             return None, None
+        values = {PARAMS_MARKER: params}
         key = tpl[:m.start(2)] + repr(PARAMS_MARKER).encode('ascii') + tpl[m.end(2):]
-        return key, params
+        d = DATETIME_RE.search(key)
+        if d is not None:
+            import datetime
+            try:
+                values[DATETIME_MARKER] = datetime.datetime(
+                    *[int(x) for x in d.group(2).split(b',')], tzinfo=datetime.timezone.utc)
+            except (ValueError, TypeError):
+                return None, None
+            key = key[:d.start(1)] + repr(DATETIME_MARKER).encode('ascii') + key[d.end(1):]
+        return key, values
 
     def _compile_key(self, key):
         try:
@@ -397,16 +418,18 @@ class WrapperCompiler(object):
             self.cache[key] = code
 
     def compile(self, tpl, fname):
-        """The code of tpl with its ZIPDATA literal holding the zip."""
-        key, params = self._split(tpl)
+        """The code of tpl with its zip literal holding the zip."""
+        key, values = self._split(tpl)
         if key is not None:
             code = self.cache.get(key)
             if code is None:
                 code = self._compile_key(key)
             if code is not None:
                 hits = {}
-                code = _swap_consts(code, {ZIP_MARKER.decode('ascii'): self.b64s, PARAMS_MARKER: params}, hits, fname)
-                if hits == {ZIP_MARKER.decode('ascii'): 1, PARAMS_MARKER: 1}:
+                swaps = dict(values)
+                swaps[ZIP_MARKER.decode('ascii')] = self.b64s
+                code = _swap_consts(code, swaps, hits, fname)
+                if hits == dict.fromkeys(swaps, 1):
                     return code
         return compile(tpl.replace(ZIP_MARKER, self.b64, 1), fname, 'exec', dont_inherit=True)
 
@@ -734,7 +757,7 @@ def zygote_main(sock, zippath, fqn, b64, stdio_like):
         # What every AnsiballZ wrapper imports, then what the module
         # imports. Never the module itself: its top-level code must run
         # once per task, in the task.
-        for name in WRAPPER_IMPORTS + ('ansible.module_utils.basic',) + imports_of(fqn):
+        for name in WRAPPER_IMPORTS + ZIP_IMPORTS_219 + ('ansible.module_utils.basic',) + imports_of(fqn):
             try:
                 importlib.import_module(name)
             except BaseException:

@@ -10,8 +10,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"regexp"
 	"sync"
+
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 
 	"compress/zlib"
 )
@@ -23,12 +24,6 @@ var ErrNotAnsiballZ = errors.New("interp: not an AnsiballZ wrapper")
 // zipMarker replaces the ZIPDATA literal in templates; keep in sync with
 // agent.py.
 const zipMarker = "@@ANSIBLE_BRIDGE_ZIPDATA@@"
-
-var (
-	zipOpen = []byte(`ZIPDATA = """`)
-	zipEnd  = []byte(`"""`)
-	fqnRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`_module_fqn='([^']+)'`) })
-)
 
 // Wrapper is an AnsiballZ wrapper taken apart.
 type Wrapper struct {
@@ -44,32 +39,23 @@ type Wrapper struct {
 	ModuleFQN string
 }
 
-// ParseWrapper takes apart an AnsiballZ wrapper as Ansible generated it
-// (module_common.py's ANSIBALLZ_TEMPLATE).
+// ParseWrapper takes apart an AnsiballZ wrapper of any format from
+// ansible-core 2.14 to 2.22 (package ansiballz).
 func ParseWrapper(src []byte) (*Wrapper, error) {
-	i := bytes.Index(src, zipOpen)
-	if i < 0 {
-		return nil, fmt.Errorf("%w: no ZIPDATA", ErrNotAnsiballZ)
+	p, err := ansiballz.Parse(src)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotAnsiballZ, err)
 	}
-	start := i + len(zipOpen)
-	j := bytes.Index(src[start:], zipEnd)
-	if j < 0 {
-		return nil, fmt.Errorf("%w: unterminated ZIPDATA", ErrNotAnsiballZ)
-	}
-	b64 := src[start : start+j]
+	b64 := p.Zip(src)
 	zip, hash, err := decodeZip(b64)
 	if err != nil {
 		return nil, err
 	}
-	m := fqnRE().FindSubmatch(src)
-	if m == nil {
-		return nil, fmt.Errorf("%w: no _module_fqn", ErrNotAnsiballZ)
-	}
 	tpl := make([]byte, 0, len(src)-len(b64)+len(zipMarker))
-	tpl = append(tpl, src[:start]...)
+	tpl = append(tpl, src[:p.ZipStart]...)
 	tpl = append(tpl, zipMarker...)
-	tpl = append(tpl, src[start+j:]...)
-	return &Wrapper{Zip: zip, Hash: hash, Template: tpl, ModuleFQN: string(m[1])}, nil
+	tpl = append(tpl, src[p.ZipEnd:]...)
+	return &Wrapper{Zip: zip, Hash: hash, Template: tpl, ModuleFQN: p.ModuleFQN}, nil
 }
 
 // zipCacheSize is how many decoded ZIPDATA literals decodeZip keeps.

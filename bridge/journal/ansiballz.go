@@ -3,28 +3,15 @@ package journal
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"strconv"
-	"unicode/utf8"
-)
 
-// What the scanner looks for in Ansible's ANSIBALLZ_TEMPLATE
-// (ansible/executor/module_common.py, 2.x):
-//
-//	_ANSIBALLZ_WRAPPER = True # For test-module.py ...     (line 3)
-//	    runpy.run_module(mod_name='ansible.modules.ping', init_globals=dict(_module_fqn='ansible.modules.ping', ...
-//	    ANSIBALLZ_PARAMS = '{"ANSIBLE_MODULE_ARGS": {...}}'  (repr of json.dumps)
-var (
-	wrapperMarker = []byte("_ANSIBALLZ_WRAPPER = True")
-	fqnKey        = []byte("_module_fqn='")
-	paramsKey     = []byte("ANSIBALLZ_PARAMS = ")
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 )
 
 const (
 	// markerLines and markerBytes bound where the wrapper marker must
 	// appear; past them the stream is taken as something else and no
 	// longer scanned.
-	markerLines = 8
+	markerLines = 16
 	markerBytes = 16 << 10
 	// maxLine is how much of an ordinary line the scanner keeps; longer
 	// lines (the ZIPDATA literal) are skipped.
@@ -32,7 +19,7 @@ const (
 	// maxParams bounds the ANSIBALLZ_PARAMS line.
 	maxParams = 1 << 20
 	// headLen is how much of a line tells whether it is the params
-	// line: indentation and paramsKey.
+	// line (ansiballz.Line).
 	headLen = 64
 )
 
@@ -93,7 +80,7 @@ func (s *wrapperScanner) add(chunk []byte) {
 		chunk = chunk[n:]
 	}
 	limit := maxLine
-	if bytes.HasPrefix(bytes.TrimLeft(s.line, " \t"), paramsKey) {
+	if k, _, _ := ansiballz.Line(s.line); k == ansiballz.Params {
 		limit = maxParams
 	}
 	if len(s.line)+len(chunk) > limit {
@@ -112,26 +99,20 @@ func (s *wrapperScanner) endLine() {
 	if overflow {
 		return
 	}
+	kind, v, _ := ansiballz.Line(line)
 	if !s.marked {
-		if bytes.HasPrefix(line, wrapperMarker) {
+		if kind == ansiballz.Marker {
 			s.marked = true
 		} else if s.lines >= markerLines {
 			s.stopped = true
 		}
 		return
 	}
-	if s.fqn == "" {
-		if i := bytes.Index(line, fqnKey); i >= 0 {
-			rest := line[i+len(fqnKey):]
-			if j := bytes.IndexByte(rest, '\''); j > 0 {
-				s.fqn = string(rest[:j])
-			}
-		}
-	}
-	if s.params == nil {
-		if t := bytes.TrimLeft(line, " \t"); bytes.HasPrefix(t, paramsKey) {
-			s.params = bytes.Clone(t[len(paramsKey):])
-		}
+	switch {
+	case kind == ansiballz.FQN && s.fqn == "":
+		s.fqn = string(v)
+	case kind == ansiballz.Params && s.params == nil:
+		s.params = bytes.Clone(v)
 	}
 	if s.fqn != "" && s.params != nil {
 		s.stopped = true
@@ -153,7 +134,7 @@ func (s *wrapperScanner) result() (string, json.RawMessage, bool) {
 	if !s.marked || s.fqn == "" || s.params == nil {
 		return "", nil, false
 	}
-	lit, err := pyStringLiteral(s.params)
+	lit, err := ansiballz.PyString(s.params)
 	if err != nil {
 		return "", nil, false
 	}
@@ -168,83 +149,4 @@ func (s *wrapperScanner) result() (string, json.RawMessage, bool) {
 		return "", nil, false
 	}
 	return s.fqn, json.RawMessage(buf.Bytes()), true
-}
-
-var errLiteral = errors.New("not a Python string literal")
-
-// pyStringLiteral decodes a Python 3 str literal (as repr writes it) at
-// the start of src, followed by nothing but blanks or a comment, and
-// returns its UTF-8 encoding.
-func pyStringLiteral(src []byte) ([]byte, error) {
-	src = bytes.TrimRight(src, " \t\r")
-	if len(src) < 2 || (src[0] != '\'' && src[0] != '"') {
-		return nil, errLiteral
-	}
-	q := src[0]
-	out := make([]byte, 0, len(src))
-	i := 1
-	for {
-		if i >= len(src) {
-			return nil, errLiteral
-		}
-		c := src[i]
-		if c == q {
-			i++
-			break
-		}
-		if c != '\\' {
-			out = append(out, c)
-			i++
-			continue
-		}
-		if i+1 >= len(src) {
-			return nil, errLiteral
-		}
-		e := src[i+1]
-		i += 2
-		switch e {
-		case '\\', '\'', '"':
-			out = append(out, e)
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'a':
-			out = append(out, '\a')
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'v':
-			out = append(out, '\v')
-		case 'x', 'u', 'U':
-			n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
-			if i+n > len(src) {
-				return nil, errLiteral
-			}
-			v, err := strconv.ParseUint(string(src[i:i+n]), 16, 32)
-			if err != nil || v > utf8.MaxRune {
-				return nil, errLiteral
-			}
-			out = utf8.AppendRune(out, rune(v))
-			i += n
-		case '0', '1', '2', '3', '4', '5', '6', '7':
-			j := i - 1
-			for j < len(src) && j < i+2 && src[j] >= '0' && src[j] <= '7' {
-				j++
-			}
-			v, _ := strconv.ParseUint(string(src[i-1:j]), 8, 32)
-			out = utf8.AppendRune(out, rune(v))
-			i = j
-		default:
-			out = append(out, '\\', e) // Python keeps unknown escapes
-		}
-	}
-	rest := bytes.TrimLeft(src[i:], " \t")
-	if len(rest) > 0 && rest[0] != '#' {
-		return nil, errLiteral
-	}
-	return out, nil
 }

@@ -2,9 +2,12 @@ package journal
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -58,9 +61,9 @@ func TestDecodeAnsiballZ(t *testing.T) {
 
 func TestDecodeAnsiballZRejects(t *testing.T) {
 	real := readTestdata(t, "AnsiballZ_ping.py")
-	noMarker := bytes.Replace(real, wrapperMarker, []byte("_SOMETHING_ELSE = True"), 1)
+	noMarker := bytes.Replace(real, []byte("_ANSIBALLZ_WRAPPER = True"), []byte("_SOMETHING_ELSE = True"), 1)
 	badParams := bytes.Replace(real, []byte("ANSIBALLZ_PARAMS = '{"), []byte("ANSIBALLZ_PARAMS = '["), 1)
-	noFQN := bytes.ReplaceAll(real, fqnKey, []byte("_module_name='"))
+	noFQN := bytes.ReplaceAll(real, []byte("_module_fqn='"), []byte("_module_name='"))
 	for name, src := range map[string][]byte{
 		"empty":       nil,
 		"text":        []byte("hello\nworld\n"),
@@ -75,30 +78,6 @@ func TestDecodeAnsiballZRejects(t *testing.T) {
 				t.Errorf("decoded %q %s", m, a)
 			}
 		})
-	}
-}
-
-func TestPyStringLiteral(t *testing.T) {
-	for _, tc := range []struct {
-		in, want string
-		ok       bool
-	}{
-		{`'abc'`, "abc", true},
-		{`"abc"  # comment`, "abc", true},
-		{`'it\'s'`, "it's", true},
-		{`'a\\b'`, `a\b`, true},
-		{`'\n\t\r\x41\u00e9\U0001F600\101\0'`, "\n\t\rAé😀A\x00", true},
-		{`'\q'`, `\q`, true},
-		{`"{\"a\": 1}"`, `{"a": 1}`, true},
-		{`'abc`, "", false},
-		{`abc`, "", false},
-		{`'abc' + x`, "", false},
-		{`'\x4'`, "", false},
-	} {
-		got, err := pyStringLiteral([]byte(tc.in))
-		if (err == nil) != tc.ok || string(got) != tc.want {
-			t.Errorf("pyStringLiteral(%s) = %q, %v; want %q, ok=%v", tc.in, got, err, tc.want, tc.ok)
-		}
 	}
 }
 
@@ -134,7 +113,7 @@ func TestStreamedWrapper(t *testing.T) {
 
 func TestWrapperWithoutFinalNewline(t *testing.T) {
 	src := []byte("#!/usr/bin/python3\n_ANSIBALLZ_WRAPPER = True\n" +
-		"x(_module_fqn='ns.coll.mod')\n" +
+		"        runpy.run_module(mod_name='ns.coll.mod', init_globals=dict(_module_fqn='ns.coll.mod'))\n" +
 		`    ANSIBALLZ_PARAMS = '{"ANSIBLE_MODULE_ARGS": {"a": []}}'`)
 	j := New(0)
 	e := j.Begin("t", "module", nil)
@@ -283,7 +262,7 @@ func TestRedaction(t *testing.T) {
 	src := readTestdata(t, "AnsiballZ_ping.py")
 	red := j.Redact(src)
 	if !bytes.Contains(red, []byte(`{"data": "`+Mask+`", `)) {
-		t.Errorf("wrapper literal not masked: %s", red[bytes.Index(red, paramsKey):][:120])
+		t.Errorf("wrapper literal not masked: %s", red[bytes.Index(red, []byte("ANSIBALLZ_PARAMS = ")):][:120])
 	}
 }
 
@@ -397,5 +376,32 @@ func TestJSONEscapeMatchesPython(t *testing.T) {
 	want := `a\u0001\u007f\ud83d\ude00\u00e9\n\t\"\\\b\f\r/`
 	if got := jsonEscape(in); got != want {
 		t.Errorf("jsonEscape = %s, want %s", got, want)
+	}
+}
+
+// TestDecodeEveryVersion: the journal shows the module and its arguments
+// for the wrappers of every ansible-core version.
+func TestDecodeEveryVersion(t *testing.T) {
+	files, _ := filepath.Glob("../../interp/ansiballz/testdata/ping-*.py.gz")
+	if len(files) < 5 {
+		t.Fatalf("wrappers: %v", files)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		module, args, ok := DecodeAnsiballZ(src)
+		if !ok || module != "ansible.modules.ping" || !bytes.Contains(args, []byte(`"_ansible_module_name": "ping"`)) {
+			t.Errorf("%s: %q %s %v", filepath.Base(f), module, args, ok)
+		}
 	}
 }

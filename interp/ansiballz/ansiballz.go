@@ -1,0 +1,298 @@
+package ansiballz
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// ErrNotWrapper: the source is not an AnsiballZ wrapper of a format this
+// package knows. Callers run such a source as it is (passthrough) and
+// count it.
+var ErrNotWrapper = errors.New("not an AnsiballZ wrapper")
+
+// Format is the generation of Ansible's ANSIBALLZ_TEMPLATE.
+type Format int
+
+const (
+	// Triple: ansible-core up to 2.15, `ZIPDATA = """…"""` and
+	// `ANSIBALLZ_PARAMS = '…'` inside `def _ansiballz_main():`.
+	Triple Format = iota + 1
+	// Repr: 2.16 to 2.18, the same with `ZIPDATA = '…'`.
+	Repr
+	// Call: 2.19 on, `_ansiballz_main(…)` called with keyword arguments
+	// one per line (`zip_data='…'`, `params='…'`, `module_fqn='…'`,
+	// `profile='…'`), modules run by _ansiballz._loader.run_module.
+	Call
+)
+
+func (f Format) String() string {
+	switch f {
+	case Triple:
+		return "2.14-2.15"
+	case Repr:
+		return "2.16-2.18"
+	case Call:
+		return "2.19+"
+	}
+	return "unknown"
+}
+
+// Kind is what one line of a wrapper holds, for Line.
+type Kind int
+
+const (
+	Other   Kind = iota
+	Marker       // _ANSIBALLZ_WRAPPER = True
+	ZipData      // the base64 zip literal
+	FQN          // the module's fully qualified name
+	Params       // the module parameters' literal (a Python str repr)
+	Profile      // 2.19+: the serialization profile
+)
+
+// Line classifies one line of a wrapper (without its newline) and returns
+// what it holds: for ZipData the base64 text, for FQN and Profile the
+// name, for Params the Python string literal (quotes included) as Ansible
+// wrote it. It is the one place that knows the lines of every format.
+func Line(line []byte) (Kind, []byte, Format) {
+	t := bytes.TrimLeft(line, " ")
+	indented := len(t) < len(line)
+	switch {
+	case !indented && bytes.HasPrefix(t, []byte("_ANSIBALLZ_WRAPPER = True")):
+		return Marker, nil, 0
+	case indented && bytes.HasPrefix(t, []byte(`ZIPDATA = """`)):
+		if v, ok := quoted(t[len(`ZIPDATA = `):], `"""`, false); ok {
+			return ZipData, v, Triple
+		}
+	case indented && bytes.HasPrefix(t, []byte(`ZIPDATA = '`)):
+		if v, ok := quoted(t[len(`ZIPDATA = `):], `'`, false); ok {
+			return ZipData, v, Repr
+		}
+	case !indented && bytes.HasPrefix(t, []byte(`zip_data='`)):
+		if v, ok := quoted(t[len(`zip_data=`):], `'`, true); ok {
+			return ZipData, v, Call
+		}
+	case indented && bytes.HasPrefix(t, []byte("ANSIBALLZ_PARAMS = '")):
+		return Params, t[len("ANSIBALLZ_PARAMS = "):], 0
+	case !indented && bytes.HasPrefix(t, []byte("params='")):
+		return Params, bytes.TrimSuffix(bytes.TrimRight(t[len("params="):], " \t\r"), []byte(",")), Call
+	case !indented && bytes.HasPrefix(t, []byte("module_fqn='")):
+		if v, ok := quoted(t[len("module_fqn="):], `'`, true); ok && dotted(v) {
+			return FQN, v, Call
+		}
+	case !indented && bytes.HasPrefix(t, []byte("profile='")):
+		if v, ok := quoted(t[len("profile="):], `'`, true); ok {
+			return Profile, v, Call
+		}
+	case indented && bytes.Contains(t, []byte("_module_fqn='")):
+		// runpy.run_module(..., init_globals=dict(_module_fqn='X', ...
+		rest := t[bytes.Index(t, []byte("_module_fqn='"))+len("_module_fqn='"):]
+		if j := bytes.IndexByte(rest, '\''); j > 0 && dotted(rest[:j]) {
+			return FQN, rest[:j], 0
+		}
+	}
+	return Other, nil, 0
+}
+
+// quoted returns the text between q and q at the start of s, which must be
+// all that is on the line (a trailing comma allowed when comma). The text
+// may not contain a quote or backslash: zips are base64, names plain.
+func quoted(s []byte, q string, comma bool) ([]byte, bool) {
+	if !bytes.HasPrefix(s, []byte(q)) {
+		return nil, false
+	}
+	s = s[len(q):]
+	end := bytes.Index(s, []byte(q))
+	if end < 0 || bytes.ContainsAny(s[:end], `'"\`) {
+		return nil, false
+	}
+	rest := bytes.TrimRight(s[end+len(q):], " \t\r")
+	if comma {
+		rest = bytes.TrimPrefix(rest, []byte(","))
+	}
+	if len(rest) != 0 {
+		return nil, false
+	}
+	return s[:end], true
+}
+
+// dotted reports whether name looks like a Python module path.
+func dotted(name []byte) bool {
+	if len(name) == 0 {
+		return false
+	}
+	for _, c := range name {
+		if !(c == '.' || c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// Wrapper is an AnsiballZ wrapper taken apart. Offsets index the source
+// given to Parse.
+type Wrapper struct {
+	Format Format
+	// ZipStart, ZipEnd: the base64 text of the module zip, between its
+	// quotes. Everything else varies from task to task only in Params
+	// (and, from 2.19, date_time).
+	ZipStart, ZipEnd int
+	// ModuleFQN is the module the wrapper runs, e.g. ansible.modules.ping.
+	ModuleFQN string
+	// ParamsLiteral is the parameters' Python string literal as written.
+	ParamsLiteral []byte
+	// Profile is 2.19+'s serialization profile ("legacy", ...), else "".
+	Profile string
+}
+
+// Zip returns the base64 text of the module zip.
+func (w *Wrapper) Zip(src []byte) []byte { return src[w.ZipStart:w.ZipEnd] }
+
+// Params decodes the module parameters: the JSON Ansible serialized.
+func (w *Wrapper) Params() ([]byte, error) { return PyString(w.ParamsLiteral) }
+
+// Parse takes apart a wrapper of any format from ansible-core 2.14 to
+// 2.22. An error wraps ErrNotWrapper and says what is missing, which
+// callers report (e.g. in `ansible-bridge status`) when they fall back.
+func Parse(src []byte) (*Wrapper, error) {
+	w := &Wrapper{}
+	marked := false
+	var zipFormat, callFormat Format
+	for off, n := 0, 0; off < len(src); n++ {
+		end := bytes.IndexByte(src[off:], '\n')
+		if end < 0 {
+			end = len(src) - off
+		}
+		line := src[off : off+end]
+		kind, v, f := Line(line)
+		switch kind {
+		case Marker:
+			marked = true
+		case ZipData:
+			if zipFormat != 0 {
+				return nil, fmt.Errorf("%w: two zip literals", ErrNotWrapper)
+			}
+			zipFormat = f
+			w.ZipStart = off + (len(line) - len(bytes.TrimLeft(line, " "))) + bytes.Index(bytes.TrimLeft(line, " "), v)
+			w.ZipEnd = w.ZipStart + len(v)
+		case FQN:
+			if w.ModuleFQN == "" {
+				w.ModuleFQN = string(v)
+			}
+		case Params:
+			if w.ParamsLiteral == nil {
+				w.ParamsLiteral = v
+			}
+		case Profile:
+			w.Profile = string(v)
+		}
+		if f == Call {
+			callFormat = Call
+		}
+		if !marked && n >= 16 {
+			return nil, fmt.Errorf("%w: no _ANSIBALLZ_WRAPPER marker", ErrNotWrapper)
+		}
+		off += end + 1
+	}
+	switch {
+	case !marked:
+		return nil, fmt.Errorf("%w: no _ANSIBALLZ_WRAPPER marker", ErrNotWrapper)
+	case zipFormat == 0:
+		return nil, fmt.Errorf("%w: no zip literal (unrecognised wrapper: a newer ansible-core?)", ErrNotWrapper)
+	case w.ModuleFQN == "":
+		return nil, fmt.Errorf("%w: no module name", ErrNotWrapper)
+	case w.ParamsLiteral == nil:
+		return nil, fmt.Errorf("%w: no module parameters", ErrNotWrapper)
+	case (zipFormat == Call) != (callFormat == Call && w.Profile != ""):
+		return nil, fmt.Errorf("%w: mixed wrapper formats", ErrNotWrapper)
+	}
+	w.Format = zipFormat
+	return w, nil
+}
+
+// Is reports whether src is a wrapper Parse takes apart.
+func Is(src []byte) bool {
+	_, err := Parse(src)
+	return err == nil
+}
+
+var errLiteral = errors.New("not a Python string literal")
+
+// PyString decodes a Python 3 str literal (as repr writes it) at the start
+// of src, followed by nothing but blanks or a comment, and returns its
+// UTF-8 encoding.
+func PyString(src []byte) ([]byte, error) {
+	src = bytes.TrimRight(src, " \t\r")
+	if len(src) < 2 || (src[0] != '\'' && src[0] != '"') {
+		return nil, errLiteral
+	}
+	q := src[0]
+	out := make([]byte, 0, len(src))
+	i := 1
+	for {
+		if i >= len(src) {
+			return nil, errLiteral
+		}
+		c := src[i]
+		if c == q {
+			i++
+			break
+		}
+		if c != '\\' {
+			out = append(out, c)
+			i++
+			continue
+		}
+		if i+1 >= len(src) {
+			return nil, errLiteral
+		}
+		e := src[i+1]
+		i += 2
+		switch e {
+		case '\\', '\'', '"':
+			out = append(out, e)
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'a':
+			out = append(out, '\a')
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'v':
+			out = append(out, '\v')
+		case 'x', 'u', 'U':
+			n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
+			if i+n > len(src) {
+				return nil, errLiteral
+			}
+			v, err := strconv.ParseUint(string(src[i:i+n]), 16, 32)
+			if err != nil || v > utf8.MaxRune {
+				return nil, errLiteral
+			}
+			out = utf8.AppendRune(out, rune(v))
+			i += n
+		case '0', '1', '2', '3', '4', '5', '6', '7':
+			j := i - 1
+			for j < len(src) && j < i+2 && src[j] >= '0' && src[j] <= '7' {
+				j++
+			}
+			v, _ := strconv.ParseUint(string(src[i-1:j]), 8, 32)
+			out = utf8.AppendRune(out, rune(v))
+			i = j
+		default:
+			out = append(out, '\\', e) // Python keeps unknown escapes
+		}
+	}
+	rest := bytes.TrimLeft(src[i:], " \t")
+	if len(rest) > 0 && rest[0] != '#' {
+		return nil, errLiteral
+	}
+	return out, nil
+}

@@ -1,0 +1,155 @@
+package ansiballz
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// wrappers returns the real wrappers in testdata by file name: ping from
+// every version, command from the oldest and newest.
+func wrappers(t testing.TB) map[string][]byte {
+	t.Helper()
+	files, _ := filepath.Glob("testdata/*.py.gz")
+	if len(files) < 7 {
+		t.Fatalf("testdata: %v", files)
+	}
+	out := map[string][]byte{}
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(fh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(zr)
+		fh.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimSuffix(filepath.Base(f), ".py.gz")] = b
+	}
+	return out
+}
+
+func TestParseEveryVersion(t *testing.T) {
+	formats := map[string]Format{"2.14": Triple, "2.16": Repr, "2.18": Repr, "2.19": Call, "2.22": Call}
+	for name, src := range wrappers(t) {
+		t.Run(name, func(t *testing.T) {
+			module, version, _ := strings.Cut(name, "-")
+			w, err := Parse(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.Format != formats[version] {
+				t.Errorf("format %v, want %v", w.Format, formats[version])
+			}
+			if w.ModuleFQN != "ansible.modules."+module {
+				t.Errorf("module %q", w.ModuleFQN)
+			}
+			if (w.Profile != "") != (w.Format == Call) {
+				t.Errorf("profile %q for format %v", w.Profile, w.Format)
+			}
+			zip, err := base64.StdEncoding.DecodeString(string(w.Zip(src)))
+			if err != nil || !bytes.HasPrefix(zip, []byte("PK\x03\x04")) {
+				t.Errorf("zip: %v, starts %q", err, zip[:min(4, len(zip))])
+			}
+			params, err := w.Params()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p struct {
+				Args map[string]any `json:"ANSIBLE_MODULE_ARGS"`
+			}
+			if err := json.Unmarshal(params, &p); err != nil || !strings.HasPrefix(p.Args["_ansible_version"].(string), version) {
+				t.Errorf("params: %v, %v", err, p.Args["_ansible_version"])
+			}
+			if module == "command" && !strings.Contains(p.Args["_raw_params"].(string), "echo 'it'") {
+				t.Errorf("command's _raw_params: %q", p.Args["_raw_params"])
+			}
+		})
+	}
+}
+
+// TestParseRejects: mutations of a real wrapper that the bridge must not
+// take for one (a future format would look like these).
+func TestParseRejects(t *testing.T) {
+	all := wrappers(t)
+	for _, tc := range []struct{ name, version, old, new string }{
+		{"no marker", "2.14", "_ANSIBALLZ_WRAPPER = True", "_ANSIBALLZ_WRAPPER = 1"},
+		{"renamed zip", "2.16", "    ZIPDATA = '", "    ZIPDATA2 = '"},
+		{"renamed zip arg", "2.22", "zip_data='", "zip_blob='"},
+		{"no module", "2.19", "module_fqn='ansible.modules.ping',", "module='ansible.modules.ping',"},
+		{"no params", "2.14", "    ANSIBALLZ_PARAMS = ", "    ANSIBALLZ_ARGS = "},
+		{"no profile", "2.22", "profile='legacy',", "serializer='legacy',"},
+	} {
+		src := all["ping-"+tc.version]
+		if !bytes.Contains(src, []byte(tc.old)) {
+			t.Fatalf("%s: %q not in the %s wrapper", tc.name, tc.old, tc.version)
+		}
+		mut := bytes.Replace(src, []byte(tc.old), []byte(tc.new), 1)
+		if w, err := Parse(mut); !errors.Is(err, ErrNotWrapper) {
+			t.Errorf("%s: Parse = %+v, %v; want ErrNotWrapper", tc.name, w, err)
+		}
+	}
+	if Is([]byte("print('hello')\n")) {
+		t.Error("a plain script taken for a wrapper")
+	}
+}
+
+func TestPyString(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{`'abc'`, "abc", true},
+		{`"abc"  # comment`, "abc", true},
+		{`'it\'s'`, "it's", true},
+		{`'a\\b'`, `a\b`, true},
+		{`'\n\t\r\x41\u00e9\U0001F600\101\0'`, "\n\t\rAé😀A\x00", true},
+		{`'\q'`, `\q`, true},
+		{`"{\"a\": 1}"`, `{"a": 1}`, true},
+		{`'abc`, "", false},
+		{`abc`, "", false},
+		{`'abc' + x`, "", false},
+		{`'\x4'`, "", false},
+	} {
+		got, err := PyString([]byte(tc.in))
+		if (err == nil) != tc.ok || string(got) != tc.want {
+			t.Errorf("PyString(%s) = %q, %v; want %q, ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// FuzzParse: any input parses or is refused, and a parsed wrapper's zip
+// offsets lie inside it.
+func FuzzParse(f *testing.F) {
+	for _, src := range wrappers(f) {
+		f.Add(src)
+	}
+	f.Add([]byte("_ANSIBALLZ_WRAPPER = True\n    ZIPDATA = '''\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		w, err := Parse(src)
+		if err != nil {
+			if !errors.Is(err, ErrNotWrapper) {
+				t.Fatalf("error %v does not wrap ErrNotWrapper", err)
+			}
+			return
+		}
+		if w.ZipStart < 0 || w.ZipEnd > len(src) || w.ZipStart > w.ZipEnd {
+			t.Fatalf("zip at %d:%d of %d", w.ZipStart, w.ZipEnd, len(src))
+		}
+		if bytes.ContainsAny(w.Zip(src), "'\"\\\n") {
+			t.Fatalf("zip text %q", w.Zip(src))
+		}
+	})
+}
