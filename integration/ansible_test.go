@@ -59,6 +59,10 @@ type runSpec struct {
 	HostVars map[string]map[string]any
 	// Env is added to ansible-playbook's environment last (it wins).
 	Env []string
+	// AnsibleBin, if set, is the directory of the ansible-playbook to
+	// run (another ansible-core version, scripts/ansible-versions.sh);
+	// else the one on PATH.
+	AnsibleBin string
 }
 
 // taskEvent is one task result as recorded by the abjson callback.
@@ -143,7 +147,11 @@ func runPlaybook(t *testing.T, spec runSpec) *runResult {
 
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "ansible-playbook", "-i", inv, filepath.Join(suite.corpus, spec.Playbook))
+	playbook := "ansible-playbook"
+	if spec.AnsibleBin != "" {
+		playbook = filepath.Join(spec.AnsibleBin, "ansible-playbook")
+	}
+	cmd := exec.CommandContext(ctx, playbook, "-i", inv, filepath.Join(suite.corpus, spec.Playbook))
 	cmd.Dir = dir
 	cmd.Env = env
 	// On timeout, kill the whole process group: ansible's workers and the

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
@@ -123,6 +124,15 @@ func reconcileBecome(t *testing.T, got, want *runResult) {
 		t.Errorf("bridge run warns about world-readable temp files:\n%s", got.Stderr)
 	}
 	want.Stderr = worldReadableWarning.ReplaceAllString(want.Stderr, "")
+	// ansible-core 2.19+ also puts the warning in the task's result.
+	for _, e := range got.Doc.Events {
+		if dropWorldReadable(e.Result) {
+			t.Errorf("bridge run warns about world-readable temp files in task %q", e.Task)
+		}
+	}
+	for _, e := range want.Doc.Events {
+		dropWorldReadable(e.Result)
+	}
 	if want.Spec.Mode.Pipelining || hasSetfacl() {
 		return
 	}
@@ -140,4 +150,26 @@ func reconcileBecome(t *testing.T, got, want *runResult) {
 			}
 		}
 	}
+}
+
+// dropWorldReadable removes the world-readable temp files warning from a
+// task result's warnings, and reports whether there was one.
+func dropWorldReadable(result map[string]any) bool {
+	ws, _ := result["warnings"].([]any)
+	var keep []any
+	for _, w := range ws {
+		if s, _ := w.(string); strings.HasPrefix(s, "Using world-readable permissions for temporary files") {
+			continue
+		}
+		keep = append(keep, w)
+	}
+	if len(keep) == len(ws) {
+		return false
+	}
+	if len(keep) == 0 {
+		delete(result, "warnings")
+	} else {
+		result["warnings"] = keep
+	}
+	return true
 }

@@ -1,0 +1,151 @@
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// matrixPlaybooks run on every ansible-core version besides Debian's
+// (whose full corpus TestCorpus runs): module runs, files, facts, loops
+// and become, each compared with stock.
+var matrixPlaybooks = []corpusCase{
+	{name: "basics", check: checkBasics},
+	{name: "become", check: checkBecome, setup: setupBecome, reconcile: reconcileBecome},
+}
+
+// matrixModes are the two ways Ansible talks to a target that matter most:
+// its default, and pipelining.
+var matrixModes = []mode{{false, "sftp"}, {true, "sftp"}}
+
+// matrixVersions are the ansible-core versions to test: AB_ANSIBLE (a
+// comma-separated list, or "all"), by default every version
+// scripts/ansible-versions.sh can install here but Debian's 2.14.
+func matrixVersions(t *testing.T) []string {
+	t.Helper()
+	want := os.Getenv("AB_ANSIBLE")
+	out, err := exec.Command("../scripts/ansible-versions.sh", "list").Output()
+	if err != nil {
+		t.Skipf("scripts/ansible-versions.sh list: %v", err)
+	}
+	have := strings.Fields(string(out))
+	if want == "" || want == "all" {
+		var vs []string
+		for _, v := range have {
+			if v != "2.14" || want == "all" {
+				vs = append(vs, v)
+			}
+		}
+		if len(vs) == 0 {
+			t.Skip("no other ansible-core version can be installed here (no peer packages)")
+		}
+		return vs
+	}
+	return strings.Split(want, ",")
+}
+
+// routesNow returns the daemon's route and slow-path counts for the lab's
+// target, summed over its users.
+func routesNow(t *testing.T) (routes, slow map[string]int) {
+	t.Helper()
+	cmd := exec.Command(suite.bin, "status", "--json")
+	cmd.Env = bridgeEnv(os.Environ())
+	out, err := cmd.Output()
+	routes, slow = map[string]int{}, map[string]int{}
+	if err != nil {
+		return routes, slow // no daemon yet
+	}
+	var st struct {
+		Targets []struct {
+			Routes map[string]int `json:"routes"`
+			Slow   map[string]int `json:"slow"`
+		} `json:"targets"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	for _, tg := range st.Targets {
+		for k, v := range tg.Routes {
+			routes[k] += v
+		}
+		for k, v := range tg.Slow {
+			slow[k] += v
+		}
+	}
+	return routes, slow
+}
+
+// TestVersionMatrix runs playbooks with every other ansible-core version,
+// stock and through the bridge, and checks that the results are equal and
+// that the bridge's fast paths served them: modules in the persistent
+// interpreter, become steps in the become user's, housekeeping cached,
+// and nothing unrecognised.
+func TestVersionMatrix(t *testing.T) {
+	requireLab(t)
+	for _, v := range matrixVersions(t) {
+		t.Run(v, func(t *testing.T) {
+			bin, err := exec.Command("../scripts/ansible-versions.sh", "bin", v).Output()
+			if err != nil {
+				t.Fatalf("ansible-core %s: %v", v, err)
+			}
+			ansibleBin := strings.TrimSpace(string(bin))
+			ver, _ := exec.Command(filepath.Join(ansibleBin, "ansible-playbook"), "--version").Output()
+			t.Logf("ansible-core %s: %s", v, strings.SplitN(string(ver), "\n", 2)[0])
+			for _, tc := range matrixPlaybooks {
+				for _, m := range matrixModes {
+					t.Run(tc.name+"/"+m.String(), func(t *testing.T) {
+						requireBridge(t)
+						spec := runSpec{Playbook: tc.name + ".yml", Mode: m, AnsibleBin: ansibleBin}
+						if tc.setup != nil {
+							spec.HostVars = tc.setup(t)
+						}
+						spec.Side = stock
+						want := runPlaybook(t, spec)
+						t.Run("stock-expectations", func(t *testing.T) { tc.check(t, want) })
+						fallbacks := watchShimLog(t)
+						if tc.setup != nil {
+							spec.HostVars = tc.setup(t)
+						}
+						spec.Side = bridgeSide()
+						before, slowBefore := routesNow(t)
+						got := runPlaybook(t, spec)
+						after, slowAfter := routesNow(t)
+						t.Run("bridge-expectations", func(t *testing.T) { tc.check(t, got) })
+						if tc.reconcile != nil && got.Spec.Side == bridge {
+							tc.reconcile(t, got, want)
+						}
+						compareRuns(t, got, want)
+						wantServedByBridge(t, got, fallbacks())
+						if got.Spec.Side != bridge {
+							return
+						}
+						delta := map[string]int{}
+						for k, n := range after {
+							if d := n - before[k]; d > 0 {
+								delta[k] = d
+							}
+						}
+						t.Logf("ansible-core %s %s %s: routes %v", v, tc.name, m, delta)
+						for k, n := range slowAfter {
+							if n > slowBefore[k] {
+								t.Errorf("slow path: %s (%d)", k, n-slowBefore[k])
+							}
+						}
+						if delta["module"] == 0 {
+							t.Errorf("no module ran in the persistent interpreter: routes %v", delta)
+						}
+						if !m.Pipelining && delta["cached"] == 0 {
+							t.Errorf("no housekeeping answered by the bridge: routes %v", delta)
+						}
+						if tc.name == "become" && delta["become"] == 0 {
+							t.Errorf("no become step in a become interpreter: routes %v", delta)
+						}
+					})
+				}
+			}
+		})
+	}
+}
