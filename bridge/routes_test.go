@@ -91,10 +91,44 @@ func TestModuleRoute(t *testing.T) {
 		t.Errorf("held wrapper not on the target: %v", err)
 	}
 
-	// A wrapper the bridge cannot take apart still runs, through exec.
+	// Python that is no wrapper runs through exec, and is not worth a
+	// line in status.
 	r = h.run("ssh", h.sshArgs("127.0.0.1", pipelined), "print('not a wrapper')\n")
 	if r.code != 0 || r.stdout != "not a wrapper\n" {
 		t.Fatalf("plain python on stdin: %+v", r)
+	}
+	if slow := h.srv.Status().Targets[0].Slow; len(slow) != 0 {
+		t.Errorf("slow paths %v after plain python", slow)
+	}
+
+	// A wrapper of a format the bridge does not know (a newer
+	// ansible-core, say) runs through exec as python would run it, and is
+	// counted with the reason, which the daemon logs once per target.
+	mutated := strings.Replace(wrapper, "    ZIPDATA = \"\"\"", "    ZIPDATA_V9 = \"\"\"", 1)
+	for i := 0; i < 2; i++ {
+		execs := h.ts.execs.Load()
+		r = h.run("ssh", h.sshArgs("127.0.0.1", pipelined), mutated)
+		if r.code != 1 || !strings.Contains(r.stderr, "NameError") || h.ts.execs.Load() != execs+1 {
+			t.Fatalf("mutated wrapper: %+v, %d execs", r, h.ts.execs.Load()-execs)
+		}
+	}
+	slow := h.srv.Status().Targets[0].Slow
+	if len(slow) != 1 {
+		t.Fatalf("slow paths %v, want one reason", slow)
+	}
+	for reason, n := range slow {
+		if n != 2 || !strings.Contains(reason, "unrecognised module wrapper") || !strings.Contains(reason, "no zip literal") {
+			t.Errorf("slow path %q counted %d times", reason, n)
+		}
+	}
+	logged := 0
+	for _, e := range h.logs.AllEntries() {
+		if strings.HasPrefix(e.Message, "slow path") {
+			logged++
+		}
+	}
+	if logged != 1 {
+		t.Errorf("slow path logged %d times, want once", logged)
 	}
 }
 

@@ -16,12 +16,14 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"golang.org/x/crypto/ssh"
 )
 
 // harness runs a Server against an in-process SSH server.
 type harness struct {
 	t    *testing.T
+	logs *logtest.Hook // what the daemon logged
 	srv  *Server
 	ts   *testServer
 	sock string
@@ -34,6 +36,7 @@ func newHarness(t *testing.T, maxSessions int) *harness {
 	log := logrus.New()
 	log.SetOutput(testWriter{t})
 	log.SetLevel(logrus.DebugLevel)
+	hook := logtest.NewLocal(log)
 	dial := func(ctx context.Context, s *sshclient.Settings, _ sshclient.Prompter, _ logrus.FieldLogger) (*ssh.Client, error) {
 		cfg := &ssh.ClientConfig{
 			User:            s.User,
@@ -60,7 +63,7 @@ func newHarness(t *testing.T, maxSessions int) *harness {
 		<-done
 	})
 	_, port, _ := net.SplitHostPort(ts.addr)
-	return &harness{t: t, srv: srv, ts: ts, sock: sock, port: port}
+	return &harness{t: t, logs: hook, srv: srv, ts: ts, sock: sock, port: port}
 }
 
 type testWriter struct{ t *testing.T }
