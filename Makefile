@@ -10,6 +10,14 @@
 #   make demo    stock ssh vs the bridge on a small playbook, timed
 #
 # make test needs root and the packages from scripts/setup.sh.
+#
+# ANSIBLE picks the ansible-core (scripts/ansible-versions.sh installs it
+# from ../shared/peers into a cache outside the repository):
+#   make test ANSIBLE=2.19    the whole suite with 2.19's ansible-playbook
+#   make test                 Debian's 2.14 for the suite, and the version
+#                             matrix test on every other installable version
+#   make bench ANSIBLE=2.22   the bench with 2.22 (bench-2.22.md)
+#   make bench ANSIBLE=all    the bench once per version
 
 GO ?= go
 # A static binary without symbol tables starts about 1.5 ms sooner, and
@@ -19,6 +27,9 @@ BUILDFLAGS ?= -ldflags=-s\ -w
 GOTESTFLAGS ?=
 TEST_TIMEOUT ?= 60m
 STATICCHECK_VERSION ?= v0.8.2
+ANSIBLE ?=
+# The chosen version's bin dir, first on PATH ("" for Debian's or all).
+ANSIBLE_PATH = $(if $(filter-out all,$(ANSIBLE)),$(shell scripts/ansible-versions.sh bin $(ANSIBLE)):)
 
 .PHONY: build unit test lint bench demo lab-up lab-down
 
@@ -40,6 +51,7 @@ test:
 	scripts/lab.sh up
 	@rc=0; \
 	eval "$$(scripts/lab.sh env)"; \
+	export PATH="$(ANSIBLE_PATH)$$PATH" AB_ANSIBLE="$(ANSIBLE)"; \
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $$($(GO) list ./... | grep -v '/integration$$') || rc=$$?; \
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./integration/ || rc=$$?; \
 	scripts/lab.sh down || true; \
@@ -51,7 +63,10 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 bench:
-	$(GO) run ./scripts/bench -out bench.md -repeat 3 -latency-run 10ms -latency-n 100
+	@set -e; for v in $(if $(filter all,$(ANSIBLE)),$$(scripts/ansible-versions.sh list),$(or $(ANSIBLE),debian)); do \
+		if [ $$v = debian ]; then p=; out=bench.md; else p=$$(scripts/ansible-versions.sh bin $$v):; out=bench-$$v.md; fi; \
+		PATH="$$p$$PATH" $(GO) run ./scripts/bench -out $$out -repeat 3 -latency-run 10ms -latency-n 100; \
+	done
 
 demo:
 	scripts/demo.sh

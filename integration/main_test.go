@@ -194,6 +194,11 @@ func prerequisites() string {
 	if suite.lab.Password == "" {
 		return "AB_PASSWORD is not set: eval \"$(scripts/lab.sh env)\""
 	}
+	// Results are for this ansible-core (make test ANSIBLE=… puts another
+	// version first on PATH): say which.
+	if out, err := exec.Command("ansible-playbook", "--version").Output(); err == nil {
+		fmt.Fprintf(os.Stderr, "integration: %s\n", strings.SplitN(string(out), "\n", 2)[0])
+	}
 	return ""
 }
 
