@@ -28,6 +28,11 @@
 //     canned result OpenSSH and the target would give. No fake ssh can be
 //     faster; the acceptance target is bridge wall ≤ 1.5 × the floor of the
 //     same pipelining setting.
+//   - mitogen: Mitogen's mitogen_linear strategy (the peer tarball,
+//     unpacked by scripts/ansible-versions.sh mitogen) with the real ssh,
+//     the incumbent the bridge is measured against: a "bridge ÷ Mitogen"
+//     table follows the main one (targets: pipelining ≤ 0.9 ×, Ansible's
+//     defaults ≤ 1.5 ×).
 //
 // Every run starts cold. A stock run gets a fresh ControlPath directory and
 // its ControlPersist master is stopped afterwards; a bridge run uses a

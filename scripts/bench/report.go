@@ -45,6 +45,13 @@ func renderReport(ctx context.Context, cfg config, results []result) string {
 			"(interleaved: round after round of every mode); its bytes and turns are that run's.\n", cfg.repeat)
 	}
 
+	if m := mitogenRows(cfg, results); m != "" {
+		b.WriteString("\n### bridge ÷ Mitogen (lower is better)\n\n")
+		fmt.Fprintf(&b, "Targets: bridge-pipelining ≤ %.1f × Mitogen, bridge-default ≤ %.1f × Mitogen (✓ met, ✗ not).\n\n", mitogenTarget, mitogenDefaultTarget)
+		b.WriteString("| playbook | Mitogen wall (s) | bridge-pipelining ÷ Mitogen | bridge-default ÷ Mitogen | Mitogen bytes/task | Mitogen turns/task |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|\n")
+		b.WriteString(m)
+	}
 	ratios := ratioRows(cfg, results)
 	if ratios != "" {
 		b.WriteString("\n### bridge ÷ stock (lower is better)\n\n")
@@ -175,6 +182,47 @@ func ratioRows(cfg config, results []result) string {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", pbLabel(pb, cfg.n), name,
 				ratio(br, sd, wall), ratio(br, sp, wall), ratio(br, sd, bytes), ratio(br, sp, bytes))
 		}
+	}
+	return b.String()
+}
+
+// The bridge's targets against Mitogen (wall time, same playbook).
+const (
+	mitogenTarget        = 0.9 // bridge with pipelining
+	mitogenDefaultTarget = 1.5 // bridge with Ansible's defaults
+)
+
+// mitogenRows returns one row per playbook with a Mitogen run: the bridge
+// modes' wall time ÷ Mitogen's.
+func mitogenRows(cfg config, results []result) string {
+	var b strings.Builder
+	for _, pb := range cfg.playbooks {
+		mg := findResult(results, pb, "mitogen")
+		if mg == nil {
+			continue
+		}
+		if mg.err != nil || !mg.ran || mg.wall <= 0 {
+			fmt.Fprintf(&b, "| %s | n/a (failed) | — | — | — | — |\n", pbLabel(pb, cfg.n))
+			continue
+		}
+		ratio := func(name string, target float64) string {
+			br := findResult(results, pb, name)
+			switch {
+			case br == nil:
+				return "—"
+			case br.err != nil || !br.ran:
+				return "n/a (failed)"
+			}
+			x := br.wall.Seconds() / mg.wall.Seconds()
+			mark := "✓"
+			if x > target {
+				mark = "✗"
+			}
+			return fmt.Sprintf("%.2f %s", x, mark)
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %s | %s | %.1f KiB | %.2f |\n", pbLabel(pb, cfg.n), mg.wall.Seconds(),
+			ratio("bridge-pipelining", mitogenTarget), ratio("bridge-default", mitogenDefaultTarget),
+			float64(mg.stats.BytesUp+mg.stats.BytesDown)/float64(cfg.n)/1024, float64(mg.stats.Turns)/float64(cfg.n))
 	}
 	return b.String()
 }

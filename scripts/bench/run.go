@@ -43,6 +43,9 @@ type tools struct {
 	bridgeErr error
 	floorDir  string
 	floorErr  error
+	// mitogenDir is Mitogen's strategy plugin directory.
+	mitogenDir string
+	mitogenErr error
 }
 
 // bench runs every selected (playbook, mode), the main table and then the
@@ -70,6 +73,12 @@ func bench(ctx context.Context, cfg config) (failed bool, err error) {
 		tl.bridge, tl.bridgeErr = buildBridge(ctx, cfg.root, dir)
 		if tl.bridgeErr != nil {
 			fmt.Fprintf(os.Stderr, "bench: bridge modes cannot run: %v\n", tl.bridgeErr)
+		}
+	}
+	if slices.ContainsFunc(cfg.modes, func(m mode) bool { return m.mitogen }) {
+		tl.mitogenDir, tl.mitogenErr = findMitogen(ctx, cfg.root)
+		if tl.mitogenErr != nil {
+			fmt.Fprintf(os.Stderr, "bench: mitogen cannot run: %v\n", tl.mitogenErr)
 		}
 	}
 	if slices.ContainsFunc(cfg.modes, func(m mode) bool { return m.floor }) {
@@ -171,6 +180,8 @@ func runTable(ctx context.Context, cfg config, dir string, tl tools) ([]result, 
 					r = result{playbook: pb, mode: m, err: fmt.Errorf("not run: %w", firstLine(tl.bridgeErr))}
 				case m.floor && tl.floorDir == "":
 					r = result{playbook: pb, mode: m, err: fmt.Errorf("not run: %w", firstLine(tl.floorErr))}
+				case m.mitogen && tl.mitogenDir == "":
+					r = result{playbook: pb, mode: m, err: fmt.Errorf("not run: %w", firstLine(tl.mitogenErr))}
 				default:
 					fmt.Fprintf(os.Stderr, "bench: %s / %s%s ... ", pbLabel(pb, cfg.n), m.name, roundLabel(round, rounds))
 					r = runOne(ctx, cfg, dir, books[pb], pb, m, tl, round)
@@ -272,6 +283,8 @@ func runOne(ctx context.Context, cfg config, dir, book, pb string, m mode, tl to
 		)
 	case m.floor:
 		env = append(env, "PATH="+tl.floorDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	case m.mitogen:
+		env = append(env, "ANSIBLE_STRATEGY_PLUGINS="+tl.mitogenDir, "ANSIBLE_STRATEGY=mitogen_linear")
 	}
 
 	runCtx, cancel := context.WithTimeout(ctx, cfg.timeout)

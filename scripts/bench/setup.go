@@ -17,6 +17,7 @@ type mode struct {
 	name       string
 	bridge     bool // the shims first on PATH
 	floor      bool // the canned-answer ssh/sftp/scp (scripts/floor) first on PATH
+	mitogen    bool // Mitogen's strategy (mitogen_linear) with the real ssh
 	pipelining bool // ANSIBLE_PIPELINING=True
 }
 
@@ -29,6 +30,9 @@ func allModes() []mode {
 		{name: "bridge-pipelining", bridge: true, pipelining: true},
 		{name: "floor-default", floor: true},
 		{name: "floor-pipelining", floor: true, pipelining: true},
+		// Mitogen does not use Ansible's pipelining setting; its floor
+		// and the bridge it is compared with are the pipelining ones.
+		{name: "mitogen", mitogen: true, pipelining: true},
 	}
 }
 
@@ -62,7 +66,7 @@ func parseModes(s string) ([]mode, error) {
 			}
 		}
 		if !matched {
-			return nil, fmt.Errorf("unknown mode %q in -modes (want %s, stock, bridge, floor or all)", f, strings.Join(modeNames(), ", "))
+			return nil, fmt.Errorf("unknown mode %q in -modes (want %s, stock, bridge, floor, mitogen or all)", f, strings.Join(modeNames(), ", "))
 		}
 	}
 	var out []mode
@@ -92,6 +96,20 @@ func parsePlaybooks(s string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// findMitogen unpacks the peer Mitogen (scripts/ansible-versions.sh
+// mitogen) and returns its strategy plugin directory.
+func findMitogen(ctx context.Context, root string) (string, error) {
+	out, err := exec.CommandContext(ctx, filepath.Join(root, "scripts", "ansible-versions.sh"), "mitogen").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return "", fmt.Errorf("scripts/ansible-versions.sh mitogen: %s", bytes.TrimSpace(ee.Stderr))
+		}
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // labEnv is the loopback lab, as `scripts/lab.sh env` exports it.
