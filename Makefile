@@ -5,8 +5,9 @@
 #   make test    loopback lab up, every test including end-to-end, lab down
 #   make lint    gofmt, go vet, staticcheck
 #   make bench   benchmark runner (scripts/bench): bench.md and bench.svg, the
-#                median of 3 interleaved runs per row, plus a second table at
-#                20 ms added RTT; needs the lab (scripts/lab.sh up)
+#                median of 3 interleaved runs per row (stock, bridge, floor,
+#                Mitogen), a second table at 20 ms added RTT, and 50 targets
+#                at once; ~20 minutes; needs the lab (scripts/lab.sh up)
 #   make demo    stock ssh vs the bridge on a small playbook, timed
 #
 # make test needs root and the packages from scripts/setup.sh.
@@ -65,7 +66,7 @@ lint:
 bench:
 	@set -e; for v in $(if $(filter all,$(ANSIBLE)),$$(scripts/ansible-versions.sh list),$(or $(ANSIBLE),debian)); do \
 		if [ $$v = debian ]; then p=; out=bench.md; else p=$$(scripts/ansible-versions.sh bin $$v):; out=bench-$$v.md; fi; \
-		PATH="$$p$$PATH" $(GO) run ./scripts/bench -out $$out -repeat 3 -latency-run 10ms -latency-n 100; \
+		PATH="$$p$$PATH" $(GO) run ./scripts/bench -out $$out -repeat 3 -latency-run 10ms -latency-n 100 -fleet 50; \
 	done
 
 demo:

@@ -96,6 +96,9 @@ var stringRewrites = []struct {
 	// Controller temp dirs and files.
 	{regexp.MustCompile(`ansible-local-[0-9]+[a-z0-9_]+`), "ansible-local-X"},
 	{regexp.MustCompile(`\btmp[a-z0-9_]{8}\b`), "tmpX"},
+	// A copy's content in a controller temp file (2.18+ shows its name
+	// as _original_basename).
+	{regexp.MustCompile(`^\.[a-z0-9_]{8}$`), ".X"},
 	// Module temp files on the target (copy, template, lineinfile, ...).
 	{regexp.MustCompile(`\.Ansible[A-Za-z0-9_]*\.[A-Za-z0-9_]{8}\b`), ".AnsibleX"},
 	// Async job ids and their status files.

@@ -62,6 +62,15 @@
 // with the relay adding one-way latency D (RTT +2D), to show round trips
 // per task where they cost. `make bench` uses 10ms (RTT +20ms), n=20.
 //
+// # Fleet
+//
+// With -fleet N (make bench uses 50), N targets at once: the lab's sshd at
+// 127.0.0.2 and up (a relay on each address), forks=N, -fleet-tasks
+// `command: hostname` tasks each, in stock-pipelining, mitogen and
+// bridge-pipelining. The table gives wall time, the controller's CPU time
+// (ansible-playbook, every process it waited for, and the bridge daemon)
+// per task, and TCP connections per target.
+//
 // # Chart
 //
 // With -out FILE.md (or -svg), bench also writes an SVG bar chart of the
@@ -96,6 +105,9 @@ type config struct {
 	timeout   time.Duration
 	keep      bool
 	repeat    int // runs per (playbook, mode) in the main table; the median is reported
+	// The fleet scenario: fleetHosts targets at once (0: off), fleetTasks
+	// tasks each, forks = fleetHosts.
+	fleetHosts, fleetTasks int
 
 	lab  labEnv
 	root string // module root, where `go build .` makes the binary
@@ -113,6 +125,8 @@ func main() {
 	flag.StringVar(&cfg.svg, "svg", "", "write the SVG chart to this `file` (default: -out with .svg)")
 	flag.DurationVar(&cfg.timeout, "timeout", 15*time.Minute, "kill a single ansible-playbook run after this long")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory (it is always kept when a run fails)")
+	flag.IntVar(&cfg.fleetHosts, "fleet", 0, "after the tables, run the fleet scenario with this many `targets` (127.0.0.2 on, forks = targets; 0: off) in modes "+strings.Join(fleetModes, ", "))
+	flag.IntVar(&cfg.fleetTasks, "fleet-tasks", 20, "tasks per target in the fleet scenario")
 	flag.IntVar(&cfg.repeat, "repeat", 1, "runs of each playbook and mode in the main table, interleaved; the table shows the run with the median wall time")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./scripts/bench [flags]\n\n"+

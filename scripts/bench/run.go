@@ -126,12 +126,24 @@ func bench(ctx context.Context, cfg config) (failed bool, err error) {
 			}
 		}
 	}
+	var fleet []fleetResult
+	if cfg.fleetHosts > 0 && ctx.Err() == nil {
+		fleet = runFleet(ctx, cfg, dir, tl)
+		for _, r := range fleet {
+			if r.err != nil {
+				failed = true
+			}
+		}
+	}
 	if ctx.Err() != nil {
 		failed = true
 	}
 	report := renderReport(ctx, cfg, tables[0].results)
 	for _, t := range tables[1:] {
 		report += renderLatencyReport(t.cfg, t.results)
+	}
+	if len(fleet) > 0 {
+		report += renderFleet(cfg, fleet)
 	}
 	fmt.Print(report)
 	if cfg.out != "" {
