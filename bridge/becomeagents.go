@@ -225,7 +225,14 @@ func (s *Server) startBecomeAgent(ctx context.Context, iv *invocation, t *target
 	// the attempt; once the interpreter runs, its session outlives this
 	// invocation.
 	stopCancel := context.AfterFunc(ctx, func() { sess.Close() })
-	gate := newStdinGate(shimIn, sessIn, iv.secrets)
+	// If Ansible gives up before the marker, the tool must not wait on:
+	// its stdin ends, and the session closes, which hangs up a terminal
+	// (sudo on -tt waits on its prompt until then), as the end of stock's
+	// ssh does.
+	gate := newStdinGate(shimIn, sessIn, iv.secrets, func() {
+		_ = sessIn.Close()
+		_ = sess.Close()
+	})
 	// stderr: the tool's prompt (sudo -S) and complaints go to the shim
 	// as they come; after the success marker, the interpreter's log.
 	errOut := &switchWriter{w: iv.stderr()}
@@ -408,7 +415,8 @@ type stdinGate struct {
 	pw      *io.PipeWriter
 }
 
-func newStdinGate(shim io.Reader, tool io.Writer, secrets interface{ AddSecret(string) }) *stdinGate {
+// gaveUp, if set, runs when the shim's stdin ends before stop.
+func newStdinGate(shim io.Reader, tool io.Writer, secrets interface{ AddSecret(string) }, gaveUp func()) *stdinGate {
 	pr, pw := io.Pipe()
 	g := &stdinGate{pr: pr, pw: pw}
 	go func() {
@@ -440,6 +448,13 @@ func newStdinGate(shim io.Reader, tool io.Writer, secrets interface{ AddSecret(s
 				}
 			}
 			if err != nil {
+				// Ansible closes the ssh's stdin before the marker only
+				// when it gives up (a wrong or missing password).
+				g.mu.Lock()
+				if !g.stopped && gaveUp != nil {
+					gaveUp()
+				}
+				g.mu.Unlock()
 				g.pw.CloseWithError(err)
 				return
 			}

@@ -50,6 +50,12 @@ func (s *Server) serveHousekeeping(ctx context.Context, iv *invocation, t *targe
 		}
 		return code, true
 	case cmdMkTemp:
+		if !transfersThroughBridge(iv.hello.Env) {
+			// The uploads will not come through the bridge: the directory
+			// must exist on the target (see transfers.go).
+			t.countSlow(iv, "sftp/scp are not the bridge's shims (only ssh_executable set?): temp dirs and modules go to the target; put the shim directory first on PATH, or set sftp_executable and scp_executable too")
+			return 0, false
+		}
 		if t.house.baseKnown(c.base) {
 			t.countRoute(iv, routeCached)
 			t.house.addTemp(c.base, c.dir)

@@ -185,7 +185,7 @@ func (h *harness) runAfter(prog string, argv []string, marker, stdin string) res
 		h.t.Fatal(err)
 	}
 	defer c.Close()
-	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.t.TempDir(), Env: []string{"HOME=" + h.t.TempDir(), "USER=tester", "LANG=C.UTF-8"}, Umask: 0o22})
+	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.t.TempDir(), Env: []string{"HOME=" + h.t.TempDir(), "USER=tester", "LANG=C.UTF-8", "PATH=" + h.path}, Umask: 0o22})
 	if err := wire.Write(c, wire.Hello, hello); err != nil {
 		h.t.Fatal(err)
 	}
@@ -213,6 +213,33 @@ func (h *harness) runAfter(prog string, argv []string, marker, stdin string) res
 		case wire.Exit:
 			code, _ := wire.ExitCode(f.Payload)
 			return result{stdout: out.String(), stderr: errb.String(), code: code}
+		}
+	}
+}
+
+// TestTransfersThroughBridge: temp dirs are held only when Ansible's
+// uploads will come through the shims.
+func TestTransfersThroughBridge(t *testing.T) {
+	shims := shimPath(t)
+	real := t.TempDir()
+	for _, name := range []string{"scp", "sftp"} {
+		if err := os.WriteFile(filepath.Join(real, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		env  []string
+		want bool
+	}{
+		{[]string{"PATH=" + shims}, true},
+		{[]string{"PATH=" + real + ":" + shims}, false}, // only ssh_executable set
+		{[]string{"PATH=" + real, "ANSIBLE_SSH_TRANSFER_METHOD=piped"}, true},
+		{[]string{"PATH=" + real, "ANSIBLE_SFTP_EXECUTABLE=" + filepath.Join(strings.Split(shims, ":")[0], "sftp"), "ANSIBLE_SSH_TRANSFER_METHOD=sftp"}, true},
+		{[]string{"PATH=" + real, "ANSIBLE_SFTP_EXECUTABLE=" + filepath.Join(strings.Split(shims, ":")[0], "sftp")}, false}, // smart: scp too
+		{nil, false},
+	} {
+		if got := transfersThroughBridge(tc.env); got != tc.want {
+			t.Errorf("transfersThroughBridge(%q) = %v, want %v", tc.env, got, tc.want)
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 // harness runs a Server against an in-process SSH server.
 type harness struct {
 	t    *testing.T
+	path string // the shim's PATH: sftp and scp are shims
 	logs *logtest.Hook // what the daemon logged
 	srv  *Server
 	ts   *testServer
@@ -63,7 +64,24 @@ func newHarness(t *testing.T, maxSessions int) *harness {
 		<-done
 	})
 	_, port, _ := net.SplitHostPort(ts.addr)
-	return &harness{t: t, logs: hook, srv: srv, ts: ts, sock: sock, port: port}
+	return &harness{t: t, path: shimPath(t), logs: hook, srv: srv, ts: ts, sock: sock, port: port}
+}
+
+// shimPath returns a PATH whose sftp and scp are shims, as after
+// `ansible-bridge shims DIR`.
+func shimPath(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "ansible-bridge")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ssh", "scp", "sftp"} {
+		if err := os.Symlink(bin, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir + ":/usr/bin:/bin"
 }
 
 type testWriter struct{ t *testing.T }
@@ -93,7 +111,7 @@ func (h *harness) runEnv(prog string, argv []string, stdin string, env ...string
 		h.t.Fatal(err)
 	}
 	defer c.Close()
-	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.t.TempDir(), Env: append([]string{"HOME=" + h.t.TempDir(), "USER=tester", "TERM=xterm", "LANG=C.UTF-8"}, env...), Umask: 0o22})
+	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.t.TempDir(), Env: append([]string{"HOME=" + h.t.TempDir(), "USER=tester", "TERM=xterm", "LANG=C.UTF-8", "PATH=" + h.path}, env...), Umask: 0o22})
 	if err := wire.Write(c, wire.Hello, hello); err != nil {
 		h.t.Fatal(err)
 	}

@@ -2,14 +2,17 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 )
@@ -175,4 +178,55 @@ func dropWorldReadable(result map[string]any) bool {
 		result["warnings"] = keep
 	}
 	return true
+}
+
+// TestWrongPasswordLeavesNothing: after a become step with a wrong
+// password (become.yml has sudo's and su's), nothing is left waiting: no
+// sudo or su at its prompt on the target, no invocation in flight in the
+// daemon. Stock's ssh passes Ansible's giving up on as EOF and a hangup.
+func TestWrongPasswordLeavesNothing(t *testing.T) {
+	requireLab(t)
+	for _, m := range []mode{{false, "sftp"}, {true, "sftp"}} {
+		t.Run(m.String(), func(t *testing.T) {
+			requireBridge(t)
+			spec := runSpec{Playbook: "become.yml", Mode: m, Side: bridge, HostVars: setupBecome(t)}
+			r := runPlaybook(t, spec)
+			if e := r.event(t, "tpw", "sudo with a wrong password"); e.Status != "failed" {
+				t.Fatalf("sudo with a wrong password: %s", e.Status)
+			}
+			// Ansible gave up on those steps well before the playbook
+			// ended; allow the daemon a moment to see the end of the
+			// last one.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				prompting, _ := exec.Command("pgrep", "-f", "via ansible, key=").Output()
+				inFlight := daemonInFlight(t)
+				if len(prompting) == 0 && inFlight == 0 {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after the run: become tools at their prompt: %q; %d invocations in flight", prompting, inFlight)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// daemonInFlight counts the shim invocations the daemon is serving.
+func daemonInFlight(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command(suite.bin, "status", "--json")
+	cmd.Env = bridgeEnv(os.Environ())
+	out, err := cmd.Output()
+	if err != nil {
+		return 0 // no daemon: nothing in flight
+	}
+	var st struct {
+		InFlight []json.RawMessage `json:"in_flight"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("status --json: %v", err)
+	}
+	return len(st.InFlight)
 }
