@@ -23,7 +23,7 @@ import (
 // harness runs a Server against an in-process SSH server.
 type harness struct {
 	t    *testing.T
-	path string // the shim's PATH: sftp and scp are shims
+	path string        // the shim's PATH: sftp and scp are shims
 	logs *logtest.Hook // what the daemon logged
 	srv  *Server
 	ts   *testServer
