@@ -1,6 +1,8 @@
 # ansible-bridge. Targets:
 #
 #   make build   bin/ansible-bridge and bin/ansible-bridge-shim
+#   make install PREFIX=~/.local   both into PREFIX/bin, and the ssh, scp and
+#                sftp shims into PREFIX/share/ansible-bridge/bin
 #   make unit    go test ./... without the lab (end-to-end tests skip)
 #   make test    loopback lab up, every test including end-to-end, lab down
 #   make lint    gofmt, go vet, staticcheck
@@ -32,7 +34,7 @@ ANSIBLE ?=
 # The chosen version's bin dir, first on PATH ("" for Debian's or all).
 ANSIBLE_PATH = $(if $(filter-out all,$(ANSIBLE)),$(shell scripts/ansible-versions.sh bin $(ANSIBLE)):)
 
-.PHONY: build unit test lint bench demo lab-up lab-down
+.PHONY: build install unit test lint bench demo lab-up lab-down
 
 # bin/ansible-bridge-shim is the shim alone (fakessh/cmd): it starts faster
 # than the full binary, and `ansible-bridge shims DIR` links to it when it
@@ -40,6 +42,12 @@ ANSIBLE_PATH = $(if $(filter-out all,$(ANSIBLE)),$(shell scripts/ansible-version
 build:
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o bin/ansible-bridge .
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o bin/ansible-bridge-shim ./fakessh/cmd/ansible-bridge-shim
+
+PREFIX ?= $(HOME)/.local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 bin/ansible-bridge bin/ansible-bridge-shim $(DESTDIR)$(PREFIX)/bin/
+	$(DESTDIR)$(PREFIX)/bin/ansible-bridge shims $(DESTDIR)$(PREFIX)/share/ansible-bridge/bin
 
 # AB_LAB is dropped so that a lab exported in the caller's shell is not used.
 unit:

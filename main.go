@@ -47,7 +47,8 @@ commands:
   daemon [--socket PATH] [--idle DUR]   run the bridge daemon in the foreground
   shims DIR                             create ssh, scp and sftp in DIR
   env [DIR]                             print the shell line that puts the shims on PATH
-  status [--json]                       targets, connections, invocations per route, bytes
+  status [--json]                       targets, connections, invocations per route, slow paths
+  doctor                                check the setup (shims, socket dir, daemon, real ssh, FUSE, ansible-core)
   top [--interval DUR] [--once]         live view of targets, interpreters, invocations in flight
   mount DIR                             mount the debug file system (temp dirs, journal, status)
   stop                                  stop the daemon
@@ -62,6 +63,13 @@ environment:
   ANSIBLE_BRIDGE_LOG      daemon log file (default bridge.daemon.log next to bridge.sock)
   ANSIBLE_BRIDGE_MOUNT    a dir the daemon mounts the debug file system on
   ANSIBLE_BRIDGE_DISABLE  1: the shims exec the real ssh/scp/sftp
+  ANSIBLE_BRIDGE_FASTPATH 0: no cached answers, held temp dirs or interpreters
+                          (plain passthrough over the persistent connection)
+  ANSIBLE_BRIDGE_REAL_SSH (_SCP, _SFTP)
+                          the real binary to fall back to (default: the first
+                          on PATH that is not the shim)
+  ANSIBLE_BRIDGE_CPUPROFILE
+                          a file the daemon writes a CPU profile to
 `
 
 func runCLI(args []string) int {
@@ -79,6 +87,8 @@ func runCLI(args []string) int {
 		return cmdEnv(rest)
 	case "status":
 		return cmdCtl("status", rest)
+	case "doctor":
+		return cmdDoctor(rest)
 	case "stop":
 		return cmdCtl("stop", rest)
 	case "mount":
@@ -259,10 +269,15 @@ func cmdEnv(args []string) int {
 	if fs.NArg() > 0 {
 		dir = fs.Arg(0)
 	}
-	fmt.Printf("export PATH=%s:\"$PATH\"\n", shellQuote(dir))
+	if _, err := os.Stat(filepath.Join(dir, "ssh")); err != nil {
+		fmt.Fprintf(os.Stderr, "ansible-bridge env: no ssh shim in %s: run `ansible-bridge shims %s` (or make install) first\n", dir, dir)
+		return 1
+	}
+	fmt.Printf("# ansible-bridge: its ssh, scp and sftp first on PATH\nexport PATH=%s:\"$PATH\"\n", shellQuote(dir))
 	if !*noPipelining {
 		// Through the bridge pipelining costs nothing in compatibility
 		// (see README); a value the user set wins.
+		fmt.Println("# and Ansible's pipelining on, unless ANSIBLE_PIPELINING is already set (--no-pipelining: leave it)")
 		fmt.Println(`export ANSIBLE_PIPELINING="${ANSIBLE_PIPELINING:-True}"`)
 	}
 	return 0

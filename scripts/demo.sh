@@ -32,6 +32,7 @@ trap cleanup EXIT
 
 echo "building ansible-bridge"
 CGO_ENABLED=0 go build -ldflags="-s -w" -o "$BIN" .
+CGO_ENABLED=0 go build -ldflags="-s -w" -o "$DEMO/ansible-bridge-shim" ./fakessh/cmd/ansible-bridge-shim
 "$BIN" shims "$DEMO/shims" >/dev/null
 
 cat >"$DEMO/inventory.ini" <<EOF

@@ -5,6 +5,8 @@
 #     scripts/lab.sh env     # print shell exports for the tests
 #     scripts/lab.sh status  # is the lab's sshd running?
 #     scripts/lab.sh down    # stop the lab's sshd, remove the no-Python chroot
+#     scripts/lab.sh purge   # down, then remove the users, their homes, the
+#                            # sudoers file and $AB_LAB
 #
 #     eval "$(scripts/lab.sh env)" && go test ./integration/
 #
@@ -136,6 +138,20 @@ make_user() { # name
 	chmod 0600 "$ak"
 }
 
+# check_sudoers fails, naming the file and the reason, when sudo's
+# configuration does not parse. visudo -c also rejects files of mode 0644,
+# which sudo itself accepts: those are reported, not fatal.
+check_sudoers() {
+	local out
+	if out=$(visudo -c 2>&1); then
+		return 0
+	fi
+	if grep -v -e 'bad permissions' -e 'parsed OK' <<<"$out" | grep -q .; then
+		die "sudo's configuration does not parse (visudo -c):"$'\n'"$out"
+	fi
+	log "note: visudo -c complains about file modes that sudo accepts:"$'\n'"$out"
+}
+
 write_sudoers() {
 	local tmp
 	tmp=$(mktemp)
@@ -149,7 +165,7 @@ EOF
 	visudo -q -c -f "$tmp" >/dev/null || die "generated sudoers file is invalid"
 	install -m 0440 -o root -g root "$tmp" "$SUDOERS"
 	rm -f "$tmp"
-	visudo -q -c >/dev/null || die "sudoers configuration is invalid"
+	check_sudoers
 	# Ansible's stock behaviour with a tty-less sudo is what the corpus
 	# records; a global requiretty would change it.
 	if grep -rqsE '^[[:space:]]*Defaults([[:space:]]|,)(.*[^!])?requiretty' /etc/sudoers /etc/sudoers.d/; then
@@ -249,6 +265,9 @@ make_nopy_root() {
 up() {
 	need_root
 	command -v "$SSHD" >/dev/null || die "$SSHD missing: run scripts/setup.sh"
+	# Everything that can fail is checked before anything changes.
+	command -v visudo >/dev/null || die "visudo missing: run scripts/setup.sh (package sudo)"
+	check_sudoers
 	install -d -m 0755 "$LAB"
 	local who
 	who=$(owner)
@@ -399,6 +418,26 @@ down() {
 	unlock_lab
 }
 
+# purge undoes everything up made: sshd stopped, the chroot, the users
+# and their homes, the sudoers file, and the state directory.
+purge() {
+	down
+	local u
+	for u in "$USER_NOPW" "$USER_PW" "$USER_NOPY"; do
+		if id -u "$u" >/dev/null 2>&1; then
+			pkill -KILL -u "$u" 2>/dev/null || true
+			userdel -r "$u" 2>/dev/null || userdel "$u"
+			log "removed user $u"
+		fi
+	done
+	rm -f "$SUDOERS"
+	case $LAB in
+	/*/*) rm -rf --one-file-system -- "$LAB" ;;
+	*) log "AB_LAB=$LAB looks unsafe to remove; left in place" ;;
+	esac
+	log "purged: users, $SUDOERS and $LAB removed"
+}
+
 env_() {
 	cat <<EOF
 export AB_LAB='$LAB'
@@ -425,10 +464,11 @@ status() {
 case ${1:-} in
 up) up ;;
 down) down ;;
+purge) purge ;;
 env) env_ ;;
 status) status ;;
 *)
-	echo "usage: $0 up|down|env|status" >&2
+	echo "usage: $0 up|down|purge|env|status" >&2
 	exit 2
 	;;
 esac

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// doctorFixture is a machine as doctor sees it: a PATH dir with the real
+// ssh, scp and sftp, a shim dir linking to a binary named ansible-bridge,
+// and a socket path.
+func doctorFixture(t *testing.T, shimsFirst bool) doctorEnv {
+	t.Helper()
+	base := t.TempDir()
+	real, shims := filepath.Join(base, "real"), filepath.Join(base, "shims")
+	bin := filepath.Join(base, "ansible-bridge")
+	for _, d := range []string{real, shims} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"ssh", "scp", "sftp"} {
+		if err := os.WriteFile(filepath.Join(real, p), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(bin, filepath.Join(shims, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := real + ":" + shims
+	if shimsFirst {
+		path = shims + ":" + real
+	}
+	return doctorEnv{
+		path:   path,
+		socket: filepath.Join(base, "sock", "bridge.sock"),
+		uid:    os.Getuid(),
+		ansibleVersion: func() (string, error) {
+			return "ansible-playbook [core 2.19.11]\n  python version = 3.11.2 (main)\n", nil
+		},
+		ansibleConfig: func() map[string]string { return map[string]string{} },
+	}
+}
+
+func doctorResult(cs []check, name string) check {
+	for _, c := range cs {
+		if c.name == name {
+			return c
+		}
+	}
+	return check{name: name, detail: "missing"}
+}
+
+func TestDoctor(t *testing.T) {
+	t.Run("good setup", func(t *testing.T) {
+		env := doctorFixture(t, true)
+		for _, c := range runDoctor(env) {
+			if !c.ok && c.name != "FUSE (debug mount)" {
+				t.Errorf("%s: %s", c.name, c.detail)
+			}
+		}
+		if c := doctorResult(runDoctor(env), "ansible-core"); !strings.Contains(c.detail, "2.19") || !strings.Contains(c.detail, "python 3.11.2") {
+			t.Errorf("ansible-core: %s", c.detail)
+		}
+	})
+	t.Run("shims not first", func(t *testing.T) {
+		env := doctorFixture(t, false)
+		if c := doctorResult(runDoctor(env), "ssh shim"); c.ok || c.fix == "" {
+			t.Errorf("ssh shim: %+v", c)
+		}
+		// ssh_executable in ansible.cfg pointing at the shim is fine.
+		shim := filepath.Join(strings.Split(env.path, ":")[1], "ssh")
+		env.ansibleConfig = func() map[string]string { return map[string]string{"ssh_executable": shim} }
+		if c := doctorResult(runDoctor(env), "ssh shim"); !c.ok {
+			t.Errorf("ssh_executable set: %+v", c)
+		}
+	})
+	t.Run("open socket dir", func(t *testing.T) {
+		env := doctorFixture(t, true)
+		dir := filepath.Dir(env.socket)
+		if err := os.Mkdir(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(dir, 0o777)
+		if c := doctorResult(runDoctor(env), "socket directory"); c.ok || !strings.Contains(c.detail, "0777") || c.fix == "" {
+			t.Errorf("socket directory: %+v", c)
+		}
+	})
+	t.Run("fallbacks", func(t *testing.T) {
+		env := doctorFixture(t, true)
+		if err := os.Mkdir(filepath.Dir(env.socket), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		log := "2026-11-24T00:00:00Z fallback prog=ssh real=/usr/bin/ssh reason=\"cannot parse arguments: command-line line 0: no argument after keyword \\\"controlpersist\\\"\\r\\n\" argc=2\n" +
+			"2026-11-24T00:00:01Z fallback prog=ssh real=/usr/bin/ssh reason=\"unsupported: -L\" argc=5\n"
+		if err := os.WriteFile(filepath.Join(filepath.Dir(env.socket), "bridge.shim.log"), []byte(log), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := doctorResult(runDoctor(env), "fallbacks")
+		if c.ok || !strings.Contains(c.detail, "1× ssh: unsupported: -L") || strings.Contains(c.detail, "controlpersist") {
+			t.Errorf("fallbacks: %+v", c)
+		}
+	})
+	t.Run("old ansible", func(t *testing.T) {
+		env := doctorFixture(t, true)
+		env.ansibleVersion = func() (string, error) { return "ansible-playbook [core 2.12.1]\n", nil }
+		if c := doctorResult(runDoctor(env), "ansible-core"); c.ok {
+			t.Errorf("2.12 recognised: %+v", c)
+		}
+		env.ansibleVersion = func() (string, error) { return "", errors.New("not found") }
+		if c := doctorResult(runDoctor(env), "ansible-core"); c.ok {
+			t.Errorf("missing ansible: %+v", c)
+		}
+	})
+}
