@@ -1,16 +1,11 @@
 package bridge
 
 import (
-	"bytes"
-	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 )
 
 // pong is in the output of pingWrapper's module.
@@ -147,7 +142,7 @@ func TestBecomeRoute(t *testing.T) {
 	cmd := `/bin/sh -c '` + sudo + ` -H -S -n  -u root /bin/sh -c '"'"'echo BECOME-SUCCESS-abcdefghijklmnopqrstuvwxyzabcdef ; ` + py + `'"'"' && sleep 0'`
 	for i := 1; i <= 2; i++ {
 		execs := h.ts.execs.Load()
-		r := h.runAfter("ssh", h.sshArgs("127.0.0.1", cmd), "BECOME-SUCCESS-", wrapper)
+		r := h.runStdinAfter("ssh", h.sshArgs("127.0.0.1", cmd), "BECOME-SUCCESS-", wrapper)
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "BECOME-SUCCESS-abcdefghijklmnopqrstuvwxyzabcdef\n") || !strings.Contains(r.stdout, pong) {
 			t.Fatalf("become step %d: %+v", i, r)
 		}
@@ -174,47 +169,6 @@ func targetPython(t *testing.T) string {
 		t.Skip(err)
 	}
 	return p
-}
-
-// runAfter is run for a become step as Ansible's ssh plugin makes it: the
-// pipelined module goes to stdin only once marker is in the output.
-func (h *harness) runAfter(prog string, argv []string, marker, stdin string) result {
-	h.t.Helper()
-	c, err := net.Dial("unix", h.sock)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer c.Close()
-	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.t.TempDir(), Env: []string{"HOME=" + h.t.TempDir(), "USER=tester", "LANG=C.UTF-8", "PATH=" + h.path}, Umask: 0o22})
-	if err := wire.Write(c, wire.Hello, hello); err != nil {
-		h.t.Fatal(err)
-	}
-	var out, errb bytes.Buffer
-	sent := false
-	for {
-		f, err := wire.Read(c)
-		if err != nil {
-			h.t.Fatalf("read: %v (stderr so far %q)", err, errb.String())
-		}
-		switch f.Type {
-		case wire.Stdout:
-			out.Write(f.Payload)
-			if !sent && bytes.Contains(out.Bytes(), []byte(marker)) {
-				sent = true
-				go func() {
-					_ = wire.Write(c, wire.Stdin, []byte(stdin))
-					_ = wire.Write(c, wire.StdinEOF, nil)
-				}()
-			}
-		case wire.Stderr:
-			errb.Write(f.Payload)
-		case wire.Fallback:
-			return result{fallback: string(f.Payload)}
-		case wire.Exit:
-			code, _ := wire.ExitCode(f.Payload)
-			return result{stdout: out.String(), stderr: errb.String(), code: code}
-		}
-	}
 }
 
 // TestTransfersThroughBridge: temp dirs are held only when Ansible's

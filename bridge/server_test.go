@@ -106,6 +106,14 @@ func (h *harness) run(prog string, argv []string, stdin string) result {
 // runEnv is run with extra shim environment variables.
 func (h *harness) runEnv(prog string, argv []string, stdin string, env ...string) result {
 	h.t.Helper()
+	return h.runStdinAfter(prog, argv, "", stdin, env...)
+}
+
+// runStdinAfter plays the shim's side of one invocation; stdin goes to
+// the daemon once marker is in the output ("": at once), as Ansible's ssh
+// plugin sends a become step's pipelined module after BECOME-SUCCESS.
+func (h *harness) runStdinAfter(prog string, argv []string, marker, stdin string, env ...string) result {
+	h.t.Helper()
 	c, err := net.Dial("unix", h.sock)
 	if err != nil {
 		h.t.Fatal(err)
@@ -116,6 +124,16 @@ func (h *harness) runEnv(prog string, argv []string, stdin string, env ...string
 		h.t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
+	accepted, sent := false, false
+	send := func() {
+		sent = true
+		go func() {
+			if stdin != "" {
+				_ = wire.Write(c, wire.Stdin, []byte(stdin))
+			}
+			_ = wire.Write(c, wire.StdinEOF, nil)
+		}()
+	}
 	for {
 		f, err := wire.Read(c)
 		if err != nil {
@@ -123,12 +141,7 @@ func (h *harness) runEnv(prog string, argv []string, stdin string, env ...string
 		}
 		switch f.Type {
 		case wire.Accept:
-			go func() {
-				if stdin != "" {
-					_ = wire.Write(c, wire.Stdin, []byte(stdin))
-				}
-				_ = wire.Write(c, wire.StdinEOF, nil)
-			}()
+			accepted = true
 		case wire.Stdout:
 			out.Write(f.Payload)
 		case wire.Stderr:
@@ -138,6 +151,9 @@ func (h *harness) runEnv(prog string, argv []string, stdin string, env ...string
 		case wire.Exit:
 			code, _ := wire.ExitCode(f.Payload)
 			return result{stdout: out.String(), stderr: errb.String(), code: code}
+		}
+		if accepted && !sent && (marker == "" || bytes.Contains(out.Bytes(), []byte(marker))) {
+			send()
 		}
 	}
 }

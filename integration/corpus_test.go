@@ -48,30 +48,43 @@ func TestCorpus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, m := range allModes {
 				t.Run(m.String(), func(t *testing.T) {
-					requireBridge(t)
-					spec := runSpec{Playbook: tc.name + ".yml", Mode: m}
-					if tc.setup != nil {
-						spec.HostVars = tc.setup(t)
-					}
-					spec.Side = stock
-					want := runPlaybook(t, spec)
-					t.Run("stock-expectations", func(t *testing.T) { tc.check(t, want) })
-					fallbacks := watchShimLog(t)
-					if tc.setup != nil {
-						spec.HostVars = tc.setup(t)
-					}
-					spec.Side = bridgeSide()
-					got := runPlaybook(t, spec)
-					t.Run("bridge-expectations", func(t *testing.T) { tc.check(t, got) })
-					if tc.reconcile != nil && got.Spec.Side == bridge {
-						tc.reconcile(t, got, want)
-					}
-					compareRuns(t, got, want)
-					wantServedByBridge(t, got, fallbacks())
+					runCompared(t, tc, runSpec{Playbook: tc.name + ".yml", Mode: m}, nil)
 				})
 			}
 		})
 	}
+}
+
+// runCompared runs tc's playbook as spec says, stock and then through the
+// bridge, checks both runs' expectations, and compares them. around, if
+// set, wraps the bridge run (to measure the daemon before and after).
+func runCompared(t *testing.T, tc corpusCase, spec runSpec, around func(run func() *runResult) *runResult) (got, want *runResult) {
+	t.Helper()
+	requireBridge(t)
+	if tc.setup != nil {
+		spec.HostVars = tc.setup(t)
+	}
+	spec.Side = stock
+	want = runPlaybook(t, spec)
+	t.Run("stock-expectations", func(t *testing.T) { tc.check(t, want) })
+	fallbacks := watchShimLog(t)
+	if tc.setup != nil {
+		spec.HostVars = tc.setup(t)
+	}
+	spec.Side = bridgeSide()
+	run := func() *runResult { return runPlaybook(t, spec) }
+	if around != nil {
+		got = around(run)
+	} else {
+		got = run()
+	}
+	t.Run("bridge-expectations", func(t *testing.T) { tc.check(t, got) })
+	if tc.reconcile != nil && got.Spec.Side == bridge {
+		tc.reconcile(t, got, want)
+	}
+	compareRuns(t, got, want)
+	wantServedByBridge(t, got, fallbacks())
+	return got, want
 }
 
 // wantServedByBridge fails t if the bridge handed any of the run's steps to

@@ -97,28 +97,12 @@ func TestVersionMatrix(t *testing.T) {
 			for _, tc := range matrixPlaybooks {
 				for _, m := range matrixModes {
 					t.Run(tc.name+"/"+m.String(), func(t *testing.T) {
-						requireBridge(t)
-						spec := runSpec{Playbook: tc.name + ".yml", Mode: m, AnsibleBin: ansibleBin}
-						if tc.setup != nil {
-							spec.HostVars = tc.setup(t)
-						}
-						spec.Side = stock
-						want := runPlaybook(t, spec)
-						t.Run("stock-expectations", func(t *testing.T) { tc.check(t, want) })
-						fallbacks := watchShimLog(t)
-						if tc.setup != nil {
-							spec.HostVars = tc.setup(t)
-						}
-						spec.Side = bridgeSide()
-						before, slowBefore := routesNow(t)
-						got := runPlaybook(t, spec)
-						after, slowAfter := routesNow(t)
-						t.Run("bridge-expectations", func(t *testing.T) { tc.check(t, got) })
-						if tc.reconcile != nil && got.Spec.Side == bridge {
-							tc.reconcile(t, got, want)
-						}
-						compareRuns(t, got, want)
-						wantServedByBridge(t, got, fallbacks())
+						var before, after, slowBefore, slowAfter map[string]int
+						got, _ := runCompared(t, tc, runSpec{Playbook: tc.name + ".yml", Mode: m, AnsibleBin: ansibleBin}, func(run func() *runResult) *runResult {
+							before, slowBefore = routesNow(t)
+							defer func() { after, slowAfter = routesNow(t) }()
+							return run()
+						})
 						if got.Spec.Side != bridge {
 							return
 						}
