@@ -29,6 +29,7 @@ PKGS=(
 	fuse3           # fusermount3 for the bridge's debug mount
 	tmux            # scripts/demo.sh and manual debugging
 	make            # Makefile targets used by .ci/run
+	procps          # pgrep/pkill, used by the lab and the tests
 	git
 	ca-certificates # HTTPS to the Go module proxy
 )
