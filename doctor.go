@@ -88,41 +88,20 @@ func runDoctor(env doctorEnv) []check {
 	return out
 }
 
-// lookPathIn is exec.LookPath with the given PATH.
-func lookPathIn(prog, path string) string {
-	for _, dir := range filepath.SplitList(path) {
-		p := filepath.Join(dir, prog)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p
-		}
-	}
-	return ""
-}
-
-// isBridge reports whether p resolves to the bridge or its shim binary.
-func isBridge(p string) bool {
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return false
-	}
-	b := filepath.Base(real)
-	return b == "ansible-bridge" || b == fakessh.ShimBinary
-}
-
 func checkShims(env doctorEnv) []check {
 	var out []check
 	var cfg map[string]string
 	for _, prog := range []string{"ssh", "scp", "sftp"} {
 		c := check{name: prog + " shim"}
-		p := lookPathIn(prog, env.path)
+		p := fakessh.LookPathIn(prog, env.path)
 		switch {
-		case p != "" && isBridge(p):
+		case p != "" && fakessh.IsBridgeBinary(p):
 			c.ok, c.detail = true, p+" on PATH is the bridge's"
 		default:
 			if cfg == nil {
 				cfg = env.ansibleConfig()
 			}
-			if exe := cfg[prog+"_executable"]; exe != "" && isBridge(exe) {
+			if exe := cfg[prog+"_executable"]; exe != "" && fakessh.IsBridgeBinary(exe) {
 				c.ok, c.detail = true, fmt.Sprintf("ansible.cfg %s_executable = %s is the bridge's", prog, exe)
 				break
 			}
@@ -221,7 +200,7 @@ func checkReal(env doctorEnv, prog string) check {
 	}
 	for _, dir := range filepath.SplitList(env.path) {
 		p := filepath.Join(dir, prog)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 && !isBridge(p) {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 && !fakessh.IsBridgeBinary(p) {
 			c.ok, c.detail = true, p
 			return c
 		}
@@ -234,7 +213,7 @@ func checkReal(env doctorEnv, prog string) check {
 func checkFUSE(env doctorEnv) check {
 	c := check{name: "FUSE (debug mount)"}
 	_, devErr := os.Stat("/dev/fuse")
-	fm := lookPathIn("fusermount3", env.path)
+	fm := fakessh.LookPathIn("fusermount3", env.path)
 	switch {
 	case devErr != nil:
 		c.detail = "/dev/fuse missing: ansible-bridge mount will not work (everything else does)"

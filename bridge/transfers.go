@@ -1,8 +1,6 @@
 package bridge
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -14,9 +12,6 @@ import (
 // With only ssh_executable pointing at the shim, Ansible runs the real
 // sftp or scp from PATH, which would find no directory: then temp dirs
 // are made on the target as Ansible asks.
-
-// shimNames are the binaries ssh, scp and sftp shims link to.
-var shimNames = map[string]bool{"ansible-bridge": true, fakessh.ShimBinary: true}
 
 // transferCache remembers the answer per environment: a playbook asks the
 // same for every task.
@@ -52,38 +47,12 @@ func transfersThroughBridge(env []string) bool {
 	ok := true
 	switch method {
 	case "sftp":
-		ok = isShim(lookPath(sftp, path))
+		ok = fakessh.IsBridgeBinary(fakessh.LookPathIn(sftp, path))
 	case "scp":
-		ok = isShim(lookPath(scp, path))
+		ok = fakessh.IsBridgeBinary(fakessh.LookPathIn(scp, path))
 	default: // smart: sftp, then scp if it fails
-		ok = isShim(lookPath(sftp, path)) && isShim(lookPath(scp, path))
+		ok = fakessh.IsBridgeBinary(fakessh.LookPathIn(sftp, path)) && fakessh.IsBridgeBinary(fakessh.LookPathIn(scp, path))
 	}
 	transferCache.Store(key, ok)
 	return ok
-}
-
-// lookPath finds prog as a shell would with the given PATH.
-func lookPath(prog, path string) string {
-	if strings.Contains(prog, "/") {
-		return prog
-	}
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
-		}
-		p := filepath.Join(dir, prog)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p
-		}
-	}
-	return ""
-}
-
-// isShim reports whether p is a link to (or copy named as) the bridge.
-func isShim(p string) bool {
-	if p == "" {
-		return false
-	}
-	real, err := filepath.EvalSymlinks(p)
-	return err == nil && shimNames[filepath.Base(real)]
 }

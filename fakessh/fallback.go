@@ -31,6 +31,37 @@ func fallback(prog string, argv []string, verbose int, reason string) int {
 	return 255
 }
 
+// LookPathIn finds prog as a shell would with the given PATH, or "".
+func LookPathIn(prog, path string) string {
+	if strings.Contains(prog, "/") {
+		return prog
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, prog)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+// IsBridgeBinary reports whether p is (a link to) ansible-bridge or the
+// shim binary: a shim.
+func IsBridgeBinary(p string) bool {
+	if p == "" {
+		return false
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return false
+	}
+	b := filepath.Base(real)
+	return b == "ansible-bridge" || b == ShimBinary
+}
+
 // FindReal returns the first prog on PATH that is not this binary.
 // ANSIBLE_BRIDGE_REAL_SSH (SCP, SFTP) overrides the search.
 func FindReal(prog string) (string, error) {
