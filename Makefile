@@ -34,7 +34,7 @@ ANSIBLE ?=
 # The chosen version's bin dir, first on PATH ("" for Debian's or all).
 ANSIBLE_PATH = $(if $(filter-out all,$(ANSIBLE)),$(shell scripts/ansible-versions.sh bin $(ANSIBLE)):)
 
-.PHONY: build install unit test lint bench demo lab-up lab-down
+.PHONY: build install unit agent-test test lint bench demo lab-up lab-down
 
 # bin/ansible-bridge-shim is the shim alone (fakessh/cmd): it starts faster
 # than the full binary, and `ansible-bridge shims DIR` links to it when it
@@ -50,13 +50,23 @@ install: build
 	$(DESTDIR)$(PREFIX)/bin/ansible-bridge shims $(DESTDIR)$(PREFIX)/share/ansible-bridge/bin
 
 # AB_LAB is dropped so that a lab exported in the caller's shell is not used.
-unit:
+unit: agent-test
 	env -u AB_LAB $(GO) test -count=1 $(GOTESTFLAGS) ./...
+
+# The agent's Python unit tests (interp/agent_test.py, stdlib unittest) on
+# every Python 3 here, as the Go tests of package interp use them.
+PYTHONS ?= $(wildcard /usr/bin/python3 $(HOME)/.pyenv/versions/*/bin/python3 /root/.pyenv/versions/*/bin/python3)
+agent-test:
+	@for py in $(sort $(PYTHONS)); do \
+		$$py -c 'import sys; sys.exit(sys.version_info < (3, 6))' 2>/dev/null || continue; \
+		echo "agent tests with $$py"; \
+		$$py -m unittest discover -s interp -p 'agent_test.py' || exit 1; \
+	done
 
 # The lab goes down even when the tests fail; the tests' exit status is kept.
 # End-to-end tests run after the others, not alongside: they edit the
 # machine's /etc/environment, which interpreters in unit tests watch.
-test:
+test: agent-test
 	scripts/lab.sh up
 	@rc=0; \
 	eval "$$(scripts/lab.sh env)"; \
