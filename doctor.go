@@ -155,10 +155,24 @@ var fallbackLine = regexp.MustCompile(`fallback prog=(\S+) real=\S+ reason=("(?:
 // real binary, with its count. Ansible's ControlPersist probe is expected.
 func checkFallbacks(env doctorEnv) check {
 	c := check{name: "fallbacks", ok: true}
-	f, err := os.Open(wire.SideFile(env.socket, "shim.log"))
-	if err != nil {
+	lines := fallbackSummary(env.socket)
+	if len(lines) == 0 {
 		c.detail = "none recorded"
 		return c
+	}
+	c.ok = false
+	c.detail = "the shims ran the real binary: " + strings.Join(lines, "; ")
+	c.fix = "these invocations ran at stock speed; see README, Fallback (" + wire.SideFile(env.socket, "shim.log") + ")"
+	return c
+}
+
+// fallbackSummary reads the shim log of socket: each reason the shims ran
+// the real binary, with its count ("3× ssh: unsupported: -L"), sorted.
+// Fallbacks the user asked for (ANSIBLE_BRIDGE_DISABLE) are left out.
+func fallbackSummary(socket string) []string {
+	f, err := os.Open(wire.SideFile(socket, "shim.log"))
+	if err != nil {
+		return nil
 	}
 	defer f.Close()
 	counts := map[string]int{}
@@ -177,19 +191,12 @@ func checkFallbacks(env doctorEnv) check {
 		}
 		counts[m[1]+": "+strings.TrimSpace(reason)]++
 	}
-	if len(counts) == 0 {
-		c.detail = "none recorded"
-		return c
-	}
 	var lines []string
 	for r, n := range counts {
 		lines = append(lines, fmt.Sprintf("%d× %s", n, r))
 	}
 	sort.Strings(lines)
-	c.ok = false
-	c.detail = "the shims ran the real binary: " + strings.Join(lines, "; ")
-	c.fix = "these invocations ran at stock speed; see README, Fallback (" + wire.SideFile(env.socket, "shim.log") + ")"
-	return c
+	return lines
 }
 
 func checkReal(env doctorEnv, prog string) check {

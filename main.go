@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,6 +31,7 @@ import (
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
+// version is set by make build (-X main.version=$(git describe)).
 var version = "dev"
 
 func main() {
@@ -315,12 +317,18 @@ func cmdCtl(name string, args []string) int {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: no daemon at %s: %v\n", wire.SocketPath(), err)
+		if name == "status" && !slices.Contains(args, "--json") {
+			printFallbacks()
+		}
 		if name == "stop" {
 			return 0
 		}
 		return 1
 	}
 	defer c.Close()
+	if name == "status" && !slices.Contains(args, "--json") {
+		defer printFallbacks()
+	}
 	cwd, _ := os.Getwd()
 	hello, _ := json.Marshal(wire.HelloMsg{Prog: "ctl", Argv: append([]string{name}, args...), Cwd: cwd})
 	if err := wire.Write(c, wire.Hello, hello); err != nil {
@@ -406,8 +414,13 @@ func cmdTop(args []string) int {
 			os.Stdout.Write(screen.Bytes())
 			return 0
 		}
-		// Home, clear; raw mode needs CR LF.
-		os.Stdout.WriteString("\x1b[H\x1b[2J" + strings.ReplaceAll(screen.String(), "\n", "\r\n"))
+		if term.IsTerminal(int(os.Stdout.Fd())) {
+			// Home, clear; raw mode needs CR LF.
+			os.Stdout.WriteString("\x1b[H\x1b[2J" + strings.ReplaceAll(screen.String(), "\n", "\r\n"))
+		} else {
+			// A pipe or file gets plain screens, one after another.
+			os.Stdout.Write(append(screen.Bytes(), '\n'))
+		}
 		select {
 		case <-quit:
 			return 0
@@ -415,6 +428,20 @@ func cmdTop(args []string) int {
 			return 0
 		case <-time.After(*interval):
 		}
+	}
+}
+
+// printFallbacks adds to status what the shims ran the real binary for
+// (their log), and why nothing could be recorded when the socket directory
+// is not to be trusted.
+func printFallbacks() {
+	sock := wire.SocketPath()
+	if err := wire.CheckPrivateDir(filepath.Dir(sock), os.Getuid()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		fmt.Printf("every shim runs the real binary, unrecorded: %v (ansible-bridge doctor)\n", err)
+		return
+	}
+	for _, l := range fallbackSummary(sock) {
+		fmt.Printf("fallback to the real binary: %s\n", l)
 	}
 }
 

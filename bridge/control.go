@@ -205,7 +205,7 @@ func writeStatus(iv *invocation, st Status) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tCONNS\tDIALS\tBYTES IN\tBYTES OUT\tROUTES")
+	fmt.Fprintln(tw, "TARGET\tCONNS\tDIALS\tSHIM IN\tSHIM OUT\tROUTES")
 	for _, t := range st.Targets {
 		var routes []string
 		for r, n := range t.Routes {
@@ -216,6 +216,7 @@ func writeStatus(iv *invocation, st Status) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", t.Target, state, t.Dials, t.BytesIn, t.BytesOut, strings.Join(routes, " "))
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "(SHIM IN/OUT: bytes the shims sent to and received from the daemon: stdin, stdout and stderr)")
 	for _, t := range st.Targets {
 		var reasons []string
 		for r := range t.Slow {

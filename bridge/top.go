@@ -22,7 +22,7 @@ func RenderTop(w io.Writer, st Status, width int, now time.Time) {
 	line("ansible-bridge  pid %d  up %s  %d invocations, %d in flight  %s",
 		st.PID, st.Uptime, st.Invocations, len(st.InFlight), now.Format("15:04:05"))
 	line("")
-	line("%-32s %5s %8s %10s %10s  %s", "TARGET", "CONNS", "RTT", "BYTES IN", "BYTES OUT", "INVOCATIONS BY ROUTE")
+	line("%-32s %5s %8s %10s %10s  %s", "TARGET", "CONNS", "RTT", "SHIM IN", "SHIM OUT", "INVOCATIONS BY ROUTE")
 	for _, t := range st.Targets {
 		line("%-32s %5d %8s %10s %10s  %s", t.Target, t.Connections, millis(t.RTTMillis),
 			humanBytes(t.BytesIn), humanBytes(t.BytesOut), routes(t.Routes))
@@ -34,7 +34,7 @@ func RenderTop(w io.Writer, st Status, width int, now time.Time) {
 	line("%-32s %-24s %-10s %7s %8s %9s %6s", "INTERPRETERS OF", "PYTHON", "USER", "PID", "AGE", "REQUESTS", "BUSY")
 	for _, t := range st.Targets {
 		for _, in := range t.Interpreters {
-			line("%-32s %-24s %-10s %7d %8s %9d %6d", t.Target, in.Python, in.User, in.PID,
+			line("%-32s %-24s %-10s %7d %8s %9d %6d", t.Target, clip(in.Python, 24), clip(in.User, 10), in.PID,
 				(time.Duration(in.AgeSecs) * time.Second).String(), in.Requests, in.InFlight)
 		}
 	}
@@ -43,6 +43,15 @@ func RenderTop(w io.Writer, st Status, width int, now time.Time) {
 	for _, iv := range st.InFlight {
 		line("%-7d %-5s %-32s %-8s %9s  %s", iv.ID, iv.Prog, iv.Target, iv.Route, millis(iv.ElapsedMS), iv.Command)
 	}
+}
+
+// clip shortens s to n runes, marking the cut, so columns stay aligned.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return "…" + string(r[len(r)-n+1:])
 }
 
 func millis(ms float64) string {

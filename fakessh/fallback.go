@@ -91,6 +91,9 @@ func FindReal(prog string) (string, error) {
 }
 
 func logFallback(prog string, argv []string, reason, real string, findErr error) {
+	if prog == "ssh" && len(argv) == 2 && argv[0] == "-o" && argv[1] == "ControlPersist" {
+		return // Ansible's probe of ssh's ControlPersist support, every run: expected
+	}
 	sock := wire.SocketPath()
 	if wire.EnsurePrivateDir(filepath.Dir(sock)) != nil {
 		return
