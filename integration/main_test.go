@@ -144,22 +144,33 @@ func indent(s, prefix string) string {
 	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
 }
 
-// lockLab takes an exclusive lock on the lab, waiting for any other
-// integration run to finish.
+// lockLab takes exclusive locks on the lab, waiting for any other
+// integration run to finish: the lab's own (scripts/lab.sh down waits for
+// it), and a machine-wide one, since the lab's users and their homes are
+// shared by every lab on the machine whatever its port.
 func lockLab() (func(), error) {
-	p := filepath.Join(suite.lab.Dir, "integration.lock")
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lab lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		fmt.Fprintf(os.Stderr, "integration: waiting for another run holding %s\n", p)
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	var held []*os.File
+	unlock := func() {
+		for _, f := range held {
 			f.Close()
-			return nil, fmt.Errorf("lab lock: %w", err)
 		}
 	}
-	return func() { f.Close() }, nil
+	for _, p := range []string{"/run/ab-lab-integration.lock", filepath.Join(suite.lab.Dir, "integration.lock")} {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			unlock()
+			return nil, fmt.Errorf("lab lock: %w", err)
+		}
+		held = append(held, f)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			fmt.Fprintf(os.Stderr, "integration: waiting for another run holding %s\n", p)
+			if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+				unlock()
+				return nil, fmt.Errorf("lab lock: %w", err)
+			}
+		}
+	}
+	return unlock, nil
 }
 
 // prerequisites returns why the integration tests cannot run here, or "".
