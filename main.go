@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -30,9 +32,43 @@ import (
 	"golang.org/x/term"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-// version is set by make build (-X main.version=$(git describe)).
+// version is set by make build (-X main.version=$(git describe)); the
+// build info adds the module version, VCS revision and Go version.
 var version = "dev"
+
+// revision is make build's `git rev-parse HEAD`, for builds whose build
+// info has no VCS stamp (a git worktree, GOFLAGS=-buildvcs=false).
+var revision = ""
+
+// versionLine is what `ansible-bridge version` prints: the version make
+// build stamped, then the module version, VCS revision (with "+dirty" for
+// a modified tree) and time, and the Go version, from the build info.
+func versionLine(bi *debug.BuildInfo, ok bool) string {
+	if !ok {
+		return fmt.Sprintf("ansible-bridge %s (no build info) %s", version, runtime.Version())
+	}
+	mod := bi.Main.Version
+	if mod == "" {
+		mod = "(devel)"
+	}
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	rev := settings["vcs.revision"]
+	switch {
+	case rev == "" && revision != "":
+		rev = revision + " (make build)"
+	case rev == "":
+		rev = "unknown (built outside git, or with -buildvcs=false)"
+	case settings["vcs.modified"] == "true":
+		rev += "+dirty"
+	}
+	if t := settings["vcs.time"]; t != "" {
+		rev += " " + t
+	}
+	return fmt.Sprintf("ansible-bridge %s\nmodule %s %s\nrevision %s\ngo %s", version, bi.Main.Path, mod, rev, bi.GoVersion)
+}
 
 func main() {
 	// Invoked as ssh, scp or sftp, the binary never gets here: package
@@ -52,9 +88,10 @@ commands:
   status [--json]                       targets, connections, invocations per route, slow paths
   doctor                                check the setup (shims, socket dir, daemon, real ssh, FUSE, ansible-core)
   top [--interval DUR] [--once]         live view of targets, interpreters, invocations in flight
+                                        (one plain screen when stdout is not a terminal)
   mount DIR                             mount the debug file system (temp dirs, journal, status)
   stop                                  stop the daemon
-  version                               print the version
+  version                               print the version, module version, VCS revision and Go version
 
 environment:
   ANSIBLE_BRIDGE_SOCKET   daemon socket (default $XDG_RUNTIME_DIR/ansible-bridge/bridge.sock
@@ -72,6 +109,15 @@ environment:
                           on PATH that is not the shim)
   ANSIBLE_BRIDGE_CPUPROFILE
                           a file the daemon writes a CPU profile to
+  ANSIBLE_BRIDGE_ARGV0    run as this program (ssh, scp, sftp, ansible-bridge) whatever
+                          the binary's name; set for the daemon a shim starts
+
+also read: PATH (where the real ssh, scp and sftp are), XDG_RUNTIME_DIR (the
+default socket), XDG_DATA_HOME (env's default DIR), ANSIBLE_CONFIG,
+ANSIBLE_SSH_EXECUTABLE, ANSIBLE_SCP_EXECUTABLE and ANSIBLE_SFTP_EXECUTABLE
+(doctor, and whether transfers come through the bridge), and from the
+environment Ansible gives the shims, as ssh would: HOME, USER, LOGNAME,
+SSH_AUTH_SOCK, TERM, ANSIBLE_SSH_TRANSFER_METHOD and those SendEnv names.
 `
 
 func runCLI(args []string) int {
@@ -98,7 +144,7 @@ func runCLI(args []string) int {
 	case "top":
 		return cmdTop(rest)
 	case "version", "--version":
-		fmt.Println("ansible-bridge", version)
+		fmt.Println(versionLine(debug.ReadBuildInfo()))
 		return 0
 	case "help", "-h", "--help":
 		fmt.Print(usage)
@@ -377,8 +423,10 @@ func cmdTop(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	// A pipe or file gets one plain screen, as with --once.
+	live := !*once && term.IsTerminal(int(os.Stdout.Fd()))
 	quit := make(chan struct{})
-	if !*once && term.IsTerminal(int(os.Stdin.Fd())) {
+	if live && term.IsTerminal(int(os.Stdin.Fd())) {
 		if old, err := term.MakeRaw(int(os.Stdin.Fd())); err == nil {
 			defer term.Restore(int(os.Stdin.Fd()), old)
 			go func() {
@@ -410,17 +458,15 @@ func cmdTop(args []string) int {
 		} else {
 			bridge.RenderTop(&screen, st, width, time.Now())
 		}
-		if *once {
+		if !live {
 			os.Stdout.Write(screen.Bytes())
+			if err != nil {
+				return 1
+			}
 			return 0
 		}
-		if term.IsTerminal(int(os.Stdout.Fd())) {
-			// Home, clear; raw mode needs CR LF.
-			os.Stdout.WriteString("\x1b[H\x1b[2J" + strings.ReplaceAll(screen.String(), "\n", "\r\n"))
-		} else {
-			// A pipe or file gets plain screens, one after another.
-			os.Stdout.Write(append(screen.Bytes(), '\n'))
-		}
+		// Home, clear; raw mode needs CR LF.
+		os.Stdout.WriteString("\x1b[H\x1b[2J" + strings.ReplaceAll(screen.String(), "\n", "\r\n"))
 		select {
 		case <-quit:
 			return 0
