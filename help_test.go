@@ -112,7 +112,8 @@ func TestHelpListsEnvironment(t *testing.T) {
 	for _, name := range regexp.MustCompile(`\bANSIBLE_BRIDGE_[A-Z0-9_]*[A-Z0-9]`).FindAllString(usage, -1) {
 		found := false
 		for r := range reads {
-			if r == name || strings.HasSuffix(r, "_") && strings.HasPrefix(name, r) {
+			// A prefix counts only if it is the bridge's own ("ANSIBLE_" is not).
+			if r == name || strings.HasSuffix(r, "_") && strings.HasPrefix(r, "ANSIBLE_BRIDGE_") && strings.HasPrefix(name, r) {
 				found = true
 			}
 		}
