@@ -347,6 +347,9 @@ func shellQuote(s string) string {
 func cmdCtl(name string, args []string) int {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 		fmt.Printf("usage: ansible-bridge %s%s\n", name, map[string]string{"status": " [--json]"}[name])
+		if name == "status" {
+			fmt.Print("\nthe daemon's targets, connections and invocations (it is not started)\n\n" + bridge.StatusColumns)
+		}
 		return 0
 	}
 	var c net.Conn

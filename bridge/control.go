@@ -51,6 +51,27 @@ func (s *Server) serveControl(iv *invocation, inv *fakessh.SSHInvocation, settin
 	return 0
 }
 
+// StatusColumns defines the columns of `ansible-bridge status`, for its
+// --help.
+const StatusColumns = `columns, one row per target (user@host:port):
+  CONNS     SSH connections open to the target now (more than one only when
+            the server refuses another session: MaxSessions)
+  DIALS     connections made since the daemon started (a redial after a
+            dead connection, ControlPersist expiry or reset_connection counts)
+  WIRE IN   bytes received from the target over its connections, SSH
+            encryption and framing included
+  WIRE OUT  bytes sent to the target likewise
+  SHIM IN   bytes the shims sent to the daemon for the target (their stdin:
+            uploads, pipelined modules)
+  SHIM OUT  bytes the daemon sent back to the shims (stdout and stderr)
+  ROUTES    invocations per route: cached (answered by the daemon), module and
+            become (run in a persistent interpreter), exec (passthrough), dd,
+            sftp and scp (file transfers), control (ssh -O), fallback (handed
+            to the real binary)
+then, per target, the invocations that took the slow path with the reason,
+and what the shims ran the real binary for (from the shim log).
+`
+
 // Status is the daemon's state as reported by `ansible-bridge status`.
 type Status struct {
 	PID         int                `json:"pid"`
@@ -69,8 +90,12 @@ type TargetStatus struct {
 	Routes      map[string]int `json:"routes"` // invocations per route
 	// Slow counts invocations that took the slow path, by reason.
 	Slow         map[string]int      `json:"slow,omitempty"`
-	BytesIn      int64               `json:"bytes_in"`
-	BytesOut     int64               `json:"bytes_out"`
+	BytesIn      int64               `json:"bytes_in"`  // from the shims (their stdin)
+	BytesOut     int64               `json:"bytes_out"` // to the shims (stdout, stderr)
+	// WireIn and WireOut are the bytes received from and sent to the
+	// target over its connections, SSH's encryption and framing included.
+	WireIn  int64 `json:"wire_in"`
+	WireOut int64 `json:"wire_out"`
 	RTTMillis    float64             `json:"rtt_ms"` // last keepalive round trip
 	Interpreters []InterpreterStatus `json:"interpreters"`
 }
@@ -122,6 +147,7 @@ func (s *Server) Status() Status {
 		}
 		t.mu.Unlock()
 		ts.BytesIn, ts.BytesOut = t.bytesIn.Load(), t.bytesOut.Load()
+		ts.WireIn, ts.WireOut = t.wire.In.Load(), t.wire.Out.Load()
 		ts.RTTMillis = float64(t.rtt.Load()) / 1e6
 		ts.Interpreters = t.interpreterStatus()
 		st.Targets = append(st.Targets, ts)
@@ -205,7 +231,7 @@ func writeStatus(iv *invocation, st Status) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tCONNS\tDIALS\tSHIM IN\tSHIM OUT\tROUTES")
+	fmt.Fprintln(tw, "TARGET\tCONNS\tDIALS\tWIRE IN\tWIRE OUT\tSHIM IN\tSHIM OUT\tROUTES")
 	for _, t := range st.Targets {
 		var routes []string
 		for r, n := range t.Routes {
@@ -213,10 +239,10 @@ func writeStatus(iv *invocation, st Status) {
 		}
 		sort.Strings(routes)
 		state := fmt.Sprint(t.Connections)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", t.Target, state, t.Dials, t.BytesIn, t.BytesOut, strings.Join(routes, " "))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", t.Target, state, t.Dials, t.WireIn, t.WireOut, t.BytesIn, t.BytesOut, strings.Join(routes, " "))
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "(SHIM IN/OUT: bytes the shims sent to and received from the daemon: stdin, stdout and stderr)")
+	fmt.Fprintln(w, "(WIRE IN/OUT: bytes received from and sent to the target; SHIM IN/OUT: bytes the shims sent to and received from the daemon; ansible-bridge status --help)")
 	for _, t := range st.Targets {
 		var reasons []string
 		for r := range t.Slow {

@@ -44,8 +44,20 @@ func newHarness(t *testing.T, maxSessions int) *harness {
 			Auth:            []ssh.AuthMethod{ssh.PublicKeys(ts.clientKey)},
 			HostKeyCallback: ssh.FixedHostKey(ts.hostKey.PublicKey()),
 		}
-		c, err := ssh.Dial("tcp", net.JoinHostPort(s.HostName, strconv.Itoa(s.Port)), cfg)
-		return c, err
+		addr := net.JoinHostPort(s.HostName, strconv.Itoa(s.Port))
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		if s.Wire != nil { // as sshclient.Dial counts
+			nc = s.Wire.Wrap(nc)
+		}
+		c, chans, reqs, err := ssh.NewClientConn(nc, addr, cfg)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return ssh.NewClient(c, chans, reqs), nil
 	}
 	srv := New(Config{Dial: dial}, log)
 	sock := filepath.Join(t.TempDir(), "s", "bridge.sock")

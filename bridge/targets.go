@@ -93,6 +93,8 @@ type target struct {
 	dials int
 
 	bytesIn, bytesOut atomic.Int64
+	// wire counts the bytes of every connection to the target.
+	wire sshclient.WireCounter
 
 	house  housekeeping
 	agents agents
@@ -196,7 +198,9 @@ func (t *target) use(ctx context.Context, p sshclient.Prompter, open func(*sshCo
 }
 
 func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn, error) {
-	client, err := t.reg.dial(ctx, t.settings, p, t.log)
+	s := *t.settings
+	s.Wire = &t.wire
+	client, err := t.reg.dial(ctx, &s, p, t.log)
 	if err != nil {
 		return nil, err
 	}

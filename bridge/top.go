@@ -22,10 +22,10 @@ func RenderTop(w io.Writer, st Status, width int, now time.Time) {
 	line("ansible-bridge  pid %d  up %s  %d invocations, %d in flight  %s",
 		st.PID, st.Uptime, st.Invocations, len(st.InFlight), now.Format("15:04:05"))
 	line("")
-	line("%-32s %5s %8s %10s %10s  %s", "TARGET", "CONNS", "RTT", "SHIM IN", "SHIM OUT", "INVOCATIONS BY ROUTE")
+	line("%-32s %5s %8s %9s %9s %9s %9s  %s", "TARGET", "CONNS", "RTT", "WIRE IN", "WIRE OUT", "SHIM IN", "SHIM OUT", "INVOCATIONS BY ROUTE")
 	for _, t := range st.Targets {
-		line("%-32s %5d %8s %10s %10s  %s", t.Target, t.Connections, millis(t.RTTMillis),
-			humanBytes(t.BytesIn), humanBytes(t.BytesOut), routes(t.Routes))
+		line("%-32s %5d %8s %9s %9s %9s %9s  %s", t.Target, t.Connections, millis(t.RTTMillis),
+			humanBytes(t.WireIn), humanBytes(t.WireOut), humanBytes(t.BytesIn), humanBytes(t.BytesOut), routes(t.Routes))
 	}
 	if len(st.Targets) == 0 {
 		line("(no targets yet)")

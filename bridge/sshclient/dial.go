@@ -45,7 +45,11 @@ func dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) 
 	if err != nil {
 		return nil, err
 	}
-	bc := newBannerConn(tr.conn, s.ConnectTimeout)
+	conn := tr.conn
+	if s.Wire != nil {
+		conn = s.Wire.Wrap(conn)
+	}
+	bc := newBannerConn(conn, s.ConnectTimeout)
 	stop := context.AfterFunc(ctx, func() { bc.Close() })
 
 	hk := newHostKeyChecker(ctx, s, p, rep)

@@ -130,6 +130,9 @@ type Settings struct {
 	// Env is the invoking shim's environment the settings were resolved
 	// in; Dial uses Home and Environ from it.
 	Env Env
+	// Wire, if set, counts the bytes of the connections Dial makes. It is
+	// not part of Key.
+	Wire *WireCounter
 
 	userKHDisplay   []string // UserKnownHostsFiles as configured (~ kept)
 	globalKHDisplay []string
