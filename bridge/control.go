@@ -89,13 +89,13 @@ type TargetStatus struct {
 	Dials       int            `json:"dials"`
 	Routes      map[string]int `json:"routes"` // invocations per route
 	// Slow counts invocations that took the slow path, by reason.
-	Slow         map[string]int      `json:"slow,omitempty"`
-	BytesIn      int64               `json:"bytes_in"`  // from the shims (their stdin)
-	BytesOut     int64               `json:"bytes_out"` // to the shims (stdout, stderr)
+	Slow     map[string]int `json:"slow,omitempty"`
+	BytesIn  int64          `json:"bytes_in"`  // from the shims (their stdin)
+	BytesOut int64          `json:"bytes_out"` // to the shims (stdout, stderr)
 	// WireIn and WireOut are the bytes received from and sent to the
 	// target over its connections, SSH's encryption and framing included.
-	WireIn  int64 `json:"wire_in"`
-	WireOut int64 `json:"wire_out"`
+	WireIn       int64               `json:"wire_in"`
+	WireOut      int64               `json:"wire_out"`
 	RTTMillis    float64             `json:"rtt_ms"` // last keepalive round trip
 	Interpreters []InterpreterStatus `json:"interpreters"`
 }
