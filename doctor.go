@@ -38,6 +38,7 @@ type doctorEnv struct {
 	// ansibleConfig returns the ssh_executable, sftp_executable and
 	// scp_executable of the effective ansible.cfg ("" when unset).
 	ansibleConfig func() map[string]string
+	fuseDev       string // /dev/fuse
 }
 
 func cmdDoctor(args []string) int {
@@ -57,6 +58,7 @@ func cmdDoctor(args []string) int {
 			return string(out), err
 		},
 		ansibleConfig: ansibleExecutables,
+		fuseDev:       "/dev/fuse",
 	}
 	failed := 0
 	for _, c := range runDoctor(env) {
@@ -219,17 +221,17 @@ func checkReal(env doctorEnv, prog string) check {
 
 func checkFUSE(env doctorEnv) check {
 	c := check{name: "FUSE (debug mount)"}
-	_, devErr := os.Stat("/dev/fuse")
+	_, devErr := os.Stat(env.fuseDev)
 	fm := fakessh.LookPathIn("fusermount3", env.path)
 	switch {
 	case devErr != nil:
-		c.detail = "/dev/fuse missing: ansible-bridge mount will not work (everything else does)"
+		c.detail = env.fuseDev + " missing: ansible-bridge mount will not work (everything else does)"
 		c.fix = "load the fuse module, or run where /dev/fuse exists"
 	case fm == "":
 		c.detail = "fusermount3 not on PATH: ansible-bridge mount will not work (everything else does)"
 		c.fix = "apt-get install fuse3"
 	default:
-		c.ok, c.detail = true, "/dev/fuse and "+fm
+		c.ok, c.detail = true, env.fuseDev+" and "+fm
 	}
 	return c
 }
@@ -248,6 +250,7 @@ func checkAnsible(env doctorEnv) check {
 	m := ansibleCoreRE.FindStringSubmatch(out)
 	if m == nil {
 		c.detail = "cannot tell the version of: " + strings.SplitN(out, "\n", 2)[0]
+		c.fix = "check that ansible-playbook on PATH is ansible-core's (ansible-playbook --version says [core X.Y.Z])"
 		return c
 	}
 	major, _ := strconv.Atoi(m[1])

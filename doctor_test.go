@@ -32,6 +32,13 @@ func doctorFixture(t *testing.T, shimsFirst bool) doctorEnv {
 			t.Fatal(err)
 		}
 	}
+	// FUSE as doctor sees it: a device node stand-in and fusermount3.
+	fuseDev := filepath.Join(base, "fuse")
+	for _, f := range []string{fuseDev, filepath.Join(real, "fusermount3")} {
+		if err := os.WriteFile(f, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	path := real + ":" + shims
 	if shimsFirst {
 		path = shims + ":" + real
@@ -44,6 +51,7 @@ func doctorFixture(t *testing.T, shimsFirst bool) doctorEnv {
 			return "ansible-playbook [core 2.19.11]\n  python version = 3.11.2 (main)\n", nil
 		},
 		ansibleConfig: func() map[string]string { return map[string]string{} },
+		fuseDev:       fuseDev,
 	}
 }
 
@@ -60,7 +68,7 @@ func TestDoctor(t *testing.T) {
 	t.Run("good setup", func(t *testing.T) {
 		env := doctorFixture(t, true)
 		for _, c := range runDoctor(env) {
-			if !c.ok && c.name != "FUSE (debug mount)" {
+			if !c.ok {
 				t.Errorf("%s: %s", c.name, c.detail)
 			}
 		}
@@ -70,8 +78,12 @@ func TestDoctor(t *testing.T) {
 	})
 	t.Run("shims not first", func(t *testing.T) {
 		env := doctorFixture(t, false)
-		if c := doctorResult(runDoctor(env), "ssh shim"); c.ok || c.fix == "" {
-			t.Errorf("ssh shim: %+v", c)
+		real := strings.Split(env.path, ":")[0]
+		for _, prog := range []string{"ssh", "scp", "sftp"} {
+			c := doctorResult(runDoctor(env), prog+" shim")
+			if c.ok || !strings.Contains(c.detail, filepath.Join(real, prog)) || !strings.Contains(c.fix, "ansible-bridge env") {
+				t.Errorf("%s shim: %+v", prog, c)
+			}
 		}
 		// ssh_executable in ansible.cfg pointing at the shim is fine.
 		shim := filepath.Join(strings.Split(env.path, ":")[1], "ssh")
@@ -115,6 +127,88 @@ func TestDoctor(t *testing.T) {
 		env.ansibleVersion = func() (string, error) { return "", errors.New("not found") }
 		if c := doctorResult(runDoctor(env), "ansible-core"); c.ok {
 			t.Errorf("missing ansible: %+v", c)
+		}
+	})
+	t.Run("newer ansible", func(t *testing.T) {
+		env := doctorFixture(t, true)
+		env.ansibleVersion = func() (string, error) { return "ansible-playbook [core 2.23.0]\n  python version = 3.13.1\n", nil }
+		if c := doctorResult(runDoctor(env), "ansible-core"); c.ok || !strings.Contains(c.detail, "2.14 to 2.22") || c.fix == "" {
+			t.Errorf("2.23: %+v", c)
+		}
+	})
+	t.Run("unreadable ansible version", func(t *testing.T) {
+		env := doctorFixture(t, true)
+		env.ansibleVersion = func() (string, error) { return "ansible-playbook 2.9.6\n", nil }
+		if c := doctorResult(runDoctor(env), "ansible-core"); c.ok || !strings.Contains(c.detail, "ansible-playbook 2.9.6") || c.fix == "" {
+			t.Errorf("old-style version line: %+v", c)
+		}
+	})
+	t.Run("no real ssh", func(t *testing.T) {
+		env := doctorFixture(t, true)
+		for _, prog := range []string{"ssh", "scp", "sftp"} {
+			t.Setenv("ANSIBLE_BRIDGE_REAL_"+strings.ToUpper(prog), "")
+		}
+		real := strings.Split(env.path, ":")[1]
+		if err := os.Remove(filepath.Join(real, "scp")); err != nil {
+			t.Fatal(err)
+		}
+		cs := runDoctor(env)
+		if c := doctorResult(cs, "real scp"); c.ok || !strings.Contains(c.detail, "no scp on PATH") || !strings.Contains(c.fix, "openssh-client") {
+			t.Errorf("real scp: %+v", c)
+		}
+		// The shim itself does not count as the real one.
+		if c := doctorResult(cs, "real ssh"); !c.ok || c.detail != filepath.Join(real, "ssh") {
+			t.Errorf("real ssh: %+v", c)
+		}
+		// ANSIBLE_BRIDGE_REAL_SCP names one.
+		t.Setenv("ANSIBLE_BRIDGE_REAL_SCP", "/opt/scp")
+		if c := doctorResult(runDoctor(env), "real scp"); !c.ok || !strings.Contains(c.detail, "ANSIBLE_BRIDGE_REAL_SCP") {
+			t.Errorf("real scp from ANSIBLE_BRIDGE_REAL_SCP: %+v", c)
+		}
+	})
+	t.Run("no FUSE", func(t *testing.T) {
+		env := doctorFixture(t, true)
+		real := strings.Split(env.path, ":")[1]
+		if err := os.Remove(filepath.Join(real, "fusermount3")); err != nil {
+			t.Fatal(err)
+		}
+		if c := doctorResult(runDoctor(env), "FUSE (debug mount)"); c.ok || !strings.Contains(c.detail, "fusermount3 not on PATH") || !strings.Contains(c.fix, "fuse3") {
+			t.Errorf("no fusermount3: %+v", c)
+		}
+		if err := os.Remove(env.fuseDev); err != nil {
+			t.Fatal(err)
+		}
+		if c := doctorResult(runDoctor(env), "FUSE (debug mount)"); c.ok || !strings.Contains(c.detail, env.fuseDev+" missing") || c.fix == "" {
+			t.Errorf("no %s: %+v", env.fuseDev, c)
+		}
+	})
+	t.Run("socket dir 0755", func(t *testing.T) {
+		env := doctorFixture(t, true)
+		dir := filepath.Dir(env.socket)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cs := runDoctor(env)
+		if c := doctorResult(cs, "socket directory"); c.ok || !strings.Contains(c.detail, dir) || !strings.Contains(c.detail, "0755") ||
+			!strings.Contains(c.detail, "every shim runs the real ssh") || !strings.Contains(c.fix, "0700") {
+			t.Errorf("socket directory: %+v", c)
+		}
+		// The daemon check refuses to talk to whatever listens there.
+		if c := doctorResult(cs, "daemon"); c.ok || !strings.Contains(c.detail, "0755") || c.fix == "" {
+			t.Errorf("daemon: %+v", c)
+		}
+	})
+	t.Run("socket dir a symlink", func(t *testing.T) {
+		env := doctorFixture(t, true)
+		private := t.TempDir() // 0700, ours
+		if err := os.Symlink(private, filepath.Dir(env.socket)); err != nil {
+			t.Fatal(err)
+		}
+		if c := doctorResult(runDoctor(env), "socket directory"); c.ok || !strings.Contains(c.detail, "symlink") {
+			t.Errorf("socket directory: %+v", c)
 		}
 	})
 }

@@ -277,3 +277,51 @@ func TestLeanShim(t *testing.T) {
 		t.Fatalf("no daemon after the lean shim ran (ssh -O check said %q): %v\n%s", out, err, st)
 	}
 }
+
+// TestOpenSocketDirNamed: with ANSIBLE_BRIDGE_SOCKET in a 0755 directory
+// every shim runs the real ssh, and status and doctor say why, naming the
+// directory and its mode, instead of only "no daemon".
+func TestOpenSocketDirNamed(t *testing.T) {
+	bin := buildBinary(t)
+	base := t.TempDir()
+	dir := filepath.Join(base, "sock")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	realSSH := filepath.Join(base, "real-ssh")
+	if err := os.WriteFile(realSSH, []byte("#!/bin/sh\necho REAL-SSH \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "ANSIBLE_BRIDGE_SOCKET="+filepath.Join(dir, "bridge.sock"), "ANSIBLE_BRIDGE_REAL_SSH="+realSSH)
+	run := func(argv0 string, args ...string) (string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(env, "ANSIBLE_BRIDGE_ARGV0="+argv0)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s %v: %v", argv0, args, err)
+		}
+		return string(out), code
+	}
+	if out, code := run("ssh", "-o", "ControlMaster=auto", "127.0.0.1", "true"); code != 0 || !strings.HasPrefix(out, "REAL-SSH ") {
+		t.Fatalf("shim: exit %d, %q; want the real ssh", code, out)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 0 {
+		t.Errorf("the shim wrote into the open directory: %v %v", entries, err)
+	}
+	want := dir + " has mode 0755 (want 0700)"
+	out, code := run("ansible-bridge", "status")
+	if code == 0 || !strings.Contains(out, want) || !strings.Contains(out, "every shim runs the real binary") || !strings.Contains(out, "ansible-bridge doctor") {
+		t.Errorf("status: exit %d, output:\n%s\nwant it to say %q, that every shim runs the real binary, and to point at doctor", code, out, want)
+	}
+	out, code = run("ansible-bridge", "doctor")
+	if code != 1 || !strings.Contains(out, "FAIL socket directory: ") || !strings.Contains(out, want) || !strings.Contains(out, "fix: ") {
+		t.Errorf("doctor: exit %d, output:\n%s\nwant FAIL socket directory with %q and a fix", code, out, want)
+	}
+}
