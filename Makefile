@@ -22,7 +22,14 @@
 #   make bench ANSIBLE=2.22   the bench with 2.22 (bench-2.22.md)
 #   make bench ANSIBLE=all    the bench once per version
 
-GO ?= go
+# sudo's secure_path leaves out /usr/local/go/bin, where Go's tarball puts
+# go: `sudo make demo` and `sudo make test` find it there too.
+GO ?= $(or $(shell command -v go 2>/dev/null),$(wildcard /usr/local/go/bin/go),go)
+export GO
+# and the tests that run go themselves find it on PATH.
+ifneq ($(findstring /,$(GO)),)
+export PATH := $(patsubst %/,%,$(dir $(GO))):$(PATH)
+endif
 # A static binary without symbol tables starts about 1.5 ms sooner, and
 # Ansible starts it (as ssh) several times per task.
 # The version is git describe's; the revision is stamped too, for when Go

@@ -84,7 +84,8 @@ call Ansible makes over one persistent SSH connection per target.
 commands:
   daemon [--socket PATH] [--idle DUR]   run the bridge daemon in the foreground
   shims DIR                             create ssh, scp and sftp in DIR
-  env [DIR]                             print the shell line that puts the shims on PATH
+  env [DIR]                             print the shell lines that put the shims on PATH (default: the
+                                        shims make install put beside this binary) and turn on pipelining
   status [--json]                       targets, connections, invocations per route, slow paths
   doctor                                check the setup (shims, socket dir, daemon, real ssh, FUSE, ansible-core)
   top [--interval DUR] [--once]         live view of targets, interpreters, invocations in flight
@@ -291,7 +292,18 @@ func isExecutable(path string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }
 
+// defaultShimDir is where make install put the shims for this binary
+// (PREFIX/bin/ansible-bridge: PREFIX/share/ansible-bridge/bin), else
+// $XDG_DATA_HOME/ansible-bridge/bin or ~/.local/share/ansible-bridge/bin.
 func defaultShimDir() string {
+	if self, err := os.Executable(); err == nil {
+		if self, err = filepath.EvalSymlinks(self); err == nil {
+			d := filepath.Join(filepath.Dir(self), "..", "share", "ansible-bridge", "bin")
+			if _, err := os.Stat(filepath.Join(d, "ssh")); err == nil {
+				return filepath.Clean(d)
+			}
+		}
+	}
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
 		return filepath.Join(d, "ansible-bridge", "bin")
 	}

@@ -11,6 +11,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 TASKS=${DEMO_TASKS:-30}
 PIPELINING=${ANSIBLE_PIPELINING:-False}
+GO=${GO:-go}
+
+# What can fail is checked before the lab changes the machine.
+command -v "$GO" >/dev/null ||
+	{ echo "demo.sh: go not found (PATH=$PATH; sudo resets PATH): install Go, or run make demo, which also looks in /usr/local/go/bin" >&2; exit 1; }
+command -v ansible-playbook >/dev/null || { echo "demo.sh: ansible-playbook not found: run scripts/setup.sh" >&2; exit 1; }
 
 scripts/lab.sh up
 eval "$(scripts/lab.sh env)"
@@ -31,8 +37,8 @@ cleanup() {
 trap cleanup EXIT
 
 echo "building ansible-bridge"
-CGO_ENABLED=0 go build -ldflags="-s -w" -o "$BIN" .
-CGO_ENABLED=0 go build -ldflags="-s -w" -o "$DEMO/ansible-bridge-shim" ./fakessh/cmd/ansible-bridge-shim
+CGO_ENABLED=0 "$GO" build -ldflags="-s -w" -o "$BIN" .
+CGO_ENABLED=0 "$GO" build -ldflags="-s -w" -o "$DEMO/ansible-bridge-shim" ./fakessh/cmd/ansible-bridge-shim
 "$BIN" shims "$DEMO/shims" >/dev/null
 
 cat >"$DEMO/inventory.ini" <<EOF

@@ -18,6 +18,14 @@
 #                   sshd wants every component root-owned and not group- or
 #                   world-writable, so it cannot live under /tmp)
 #
+# For tests of lab.sh itself (integration/newcomer), so that they cannot
+# touch the users and sudo configuration the real lab uses:
+#
+#     AB_USER_PREFIX  the users are PREFIXtest, PREFIXpw, PREFIXnopy and the
+#                     sudoers file /etc/sudoers.d/PREFIX-lab (default ab)
+#     AB_SUDOERS      the sudoers file `up` checks, includes and all, before
+#                     it changes anything (default /etc/sudoers)
+#
 # What `up` sets up (idempotently):
 #
 #   - user abtest, shell /bin/sh, empty home (no rc files), passwordless
@@ -50,9 +58,12 @@ set -euo pipefail
 
 LAB=${AB_LAB:-/tmp/ab-lab}
 PORT=${AB_PORT:-2222}
-USER_NOPW=abtest
-USER_PW=abpw
-USER_NOPY=abnopy
+PREFIX=${AB_USER_PREFIX:-ab}
+[[ $PREFIX =~ ^[a-z][a-z0-9]{0,15}$ ]] || { echo "lab.sh: AB_USER_PREFIX=$PREFIX: want a lower-case name of at most 16 characters" >&2; exit 1; }
+USER_NOPW=${PREFIX}test
+USER_PW=${PREFIX}pw
+USER_NOPY=${PREFIX}nopy
+SUDOERS_MAIN=${AB_SUDOERS:-/etc/sudoers}
 NOPY_ROOT=${AB_NOPY_ROOT:-/srv/ab-lab-nopy-$PORT}
 # What abnopy's chroot holds besides /bin/sh: what Ansible's shell
 # commands run (temp dirs, transfers, discovery, cleanup) and what the
@@ -60,7 +71,7 @@ NOPY_ROOT=${AB_NOPY_ROOT:-/srv/ab-lab-nopy-$PORT}
 NOPY_TOOLS=(mkdir chmod rm sleep cat dd uname env hostname id ls)
 SFTP_SERVER=/usr/lib/openssh/sftp-server
 PASSWORD=abpw-Secret-123
-SUDOERS=/etc/sudoers.d/ab-lab
+SUDOERS=/etc/sudoers.d/$PREFIX-lab
 SSHD=/usr/sbin/sshd
 
 die() {
@@ -84,6 +95,11 @@ owner() {
 	else
 		id -un
 	fi
+}
+
+# port_open succeeds when anything accepts a connection on 127.0.0.1:$PORT.
+port_open() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null
 }
 
 # banner_ok succeeds when an SSH server answers on 127.0.0.1:$PORT.
@@ -139,15 +155,18 @@ make_user() { # name
 }
 
 # check_sudoers fails, naming the file and the reason, when sudo's
-# configuration does not parse. visudo -c also rejects files of mode 0644,
-# which sudo itself accepts: those are reported, not fatal.
+# configuration ($SUDOERS_MAIN and what it includes) does not parse.
+# visudo -c also rejects files of mode 0644, which sudo itself accepts:
+# those are reported, not fatal.
 check_sudoers() {
-	local out
-	if out=$(visudo -c 2>&1); then
+	local out bad
+	if out=$(visudo -c -f "$SUDOERS_MAIN" 2>&1); then
 		return 0
 	fi
 	if grep -v -e 'bad permissions' -e 'parsed OK' <<<"$out" | grep -q .; then
-		die "sudo's configuration does not parse (visudo -c):"$'\n'"$out"
+		bad=$(grep -oE '(/[^ :]+)(:[0-9]+)*: syntax error|parse error in [^ ]+' <<<"$out" |
+			sed -E 's/^parse error in //; s/(:[0-9]+)*: syntax error$//' | sort -u | tr '\n' ' ')
+		die "sudo's configuration does not parse${bad:+ (${bad% })}; fix or remove that file, then rerun. visudo -c -f $SUDOERS_MAIN says:"$'\n'"$out"
 	fi
 	log "note: visudo -c complains about file modes that sudo accepts:"$'\n'"$out"
 }
@@ -166,10 +185,32 @@ EOF
 	install -m 0440 -o root -g root "$tmp" "$SUDOERS"
 	rm -f "$tmp"
 	check_sudoers
+}
+
+# preflight checks everything `up` can check before it changes anything:
+# tools, sudo's configuration, the chroot path, and that the port is free
+# unless this lab's own sshd holds it.
+preflight() {
+	local tool
+	command -v "$SSHD" >/dev/null || die "$SSHD missing: run scripts/setup.sh"
+	command -v visudo >/dev/null || die "visudo missing: run scripts/setup.sh (package sudo)"
+	[[ -x $SFTP_SERVER ]] || die "$SFTP_SERVER missing: run scripts/setup.sh"
+	for tool in "${NOPY_TOOLS[@]}" ssh ssh-keygen sshpass useradd chpasswd; do
+		command -v "$tool" >/dev/null || die "$tool not found: run scripts/setup.sh"
+	done
+	check_sudoers
 	# Ansible's stock behaviour with a tty-less sudo is what the corpus
 	# records; a global requiretty would change it.
 	if grep -rqsE '^[[:space:]]*Defaults([[:space:]]|,)(.*[^!])?requiretty' /etc/sudoers /etc/sudoers.d/; then
 		die "'Defaults requiretty' is set in /etc/sudoers or /etc/sudoers.d; remove it"
+	fi
+	case $NOPY_ROOT in
+	/tmp/* | /var/tmp/* | /dev/shm/*) die "AB_NOPY_ROOT=$NOPY_ROOT: sshd refuses a chroot under a world-writable directory" ;;
+	/*) ;;
+	*) die "AB_NOPY_ROOT=$NOPY_ROOT is not absolute" ;;
+	esac
+	if ! sshd_pid >/dev/null && port_open; then
+		die "127.0.0.1:$PORT is taken by another server; set AB_PORT to a free port (e.g. sudo AB_PORT=2299 make demo)"
 	fi
 }
 
@@ -264,10 +305,8 @@ make_nopy_root() {
 
 up() {
 	need_root
-	command -v "$SSHD" >/dev/null || die "$SSHD missing: run scripts/setup.sh"
 	# Everything that can fail is checked before anything changes.
-	command -v visudo >/dev/null || die "visudo missing: run scripts/setup.sh (package sudo)"
-	check_sudoers
+	preflight
 	install -d -m 0755 "$LAB"
 	local who
 	who=$(owner)
@@ -312,8 +351,8 @@ up() {
 			unlock_lab
 		fi
 		mv "$LAB/sshd_config.new" "$LAB/sshd_config"
-		if banner_ok; then
-			die "127.0.0.1:$PORT is taken by another server; set AB_PORT"
+		if port_open; then
+			die "127.0.0.1:$PORT is taken by another server; set AB_PORT to a free port"
 		fi
 		rm -f "$LAB/sshd.pid"
 		# -D: no daemonizing, so the pid is ours; setsid+nohup detach it
