@@ -333,7 +333,15 @@ func cmdEnv(args []string) int {
 		fmt.Fprintf(os.Stderr, "ansible-bridge env: no ssh shim in %s: run `ansible-bridge shims %s` (or make install) first\n", dir, dir)
 		return 1
 	}
-	fmt.Printf("# ansible-bridge: its ssh, scp and sftp first on PATH\nexport PATH=%s:\"$PATH\"\n", shellQuote(dir))
+	path := shellQuote(dir)
+	// ansible-bridge itself (status, doctor, stop) too, when its directory
+	// is not on PATH yet (make install PREFIX=~/.local on a fresh account).
+	if self, err := os.Executable(); err == nil {
+		if bindir := filepath.Dir(self); !slices.Contains(filepath.SplitList(os.Getenv("PATH")), bindir) {
+			path += ":" + shellQuote(bindir)
+		}
+	}
+	fmt.Printf("# ansible-bridge: its ssh, scp and sftp first on PATH (and ansible-bridge on it)\nexport PATH=%s:\"$PATH\"\n", path)
 	if !*noPipelining {
 		// Through the bridge pipelining costs nothing in compatibility
 		// (see README); a value the user set wins.
