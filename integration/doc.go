@@ -117,4 +117,10 @@
 // stock Ansible fails `become_user: nobody` when pipelining is off. The
 // corpus keeps that task, with ignore_errors, and the test expects it to fail
 // in both runs in that setting.
+//
+// Package integration/newcomer runs the README's own commands from a fresh
+// clone (setup, the demo with its port taken and with a sudoers file that
+// does not parse, make install, env) and checks the failures are clear and
+// come before anything is created; it uses a lab of its own settings and
+// creates none.
 package integration
