@@ -325,3 +325,19 @@ func TestOpenSocketDirNamed(t *testing.T) {
 		t.Errorf("doctor: exit %d, output:\n%s\nwant FAIL socket directory with %q and a fix", code, out, want)
 	}
 }
+
+// TestTopIntoPipe: top with stdout a pipe prints one plain screen and
+// exits, without terminal codes (with the old loop, this never returns).
+func TestTopIntoPipe(t *testing.T) {
+	bin := buildBinary(t)
+	sock := filepath.Join(t.TempDir(), "s", "bridge.sock")
+	cmd := exec.Command(bin, "top", "--interval", "1h")
+	cmd.Env = append(os.Environ(), "ANSIBLE_BRIDGE_SOCKET="+sock)
+	out, err := cmd.Output()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Errorf("top with no daemon: %v, want exit 1", err)
+	}
+	if strings.Count(string(out), "no daemon at "+sock) != 1 || strings.Contains(string(out), "\x1b[") {
+		t.Errorf("top into a pipe wrote %q, want one plain screen", out)
+	}
+}
