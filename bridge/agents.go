@@ -16,6 +16,7 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/bootstrap"
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/interp"
+	"golang.org/x/crypto/ssh"
 )
 
 // DefaultMaxInterpreters is how many interpreters a target may have at
@@ -417,12 +418,12 @@ type sessionRunner struct {
 	env [][2]string
 }
 
-func (r *sessionRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func() error, error) {
+func (r *sessionRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func(context.Context) error, error) {
 	c, sess, err := r.t.newSession(ctx, r.p, r.env)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	fail := func(err error) (io.WriteCloser, io.Reader, io.Reader, func() error, error) {
+	fail := func(err error) (io.WriteCloser, io.Reader, io.Reader, func(context.Context) error, error) {
 		sess.Close()
 		c.release()
 		return nil, nil, nil, nil, fmt.Errorf("start interpreter session: %w", err)
@@ -442,13 +443,30 @@ func (r *sessionRunner) Start(ctx context.Context, command string) (io.WriteClos
 	if err := sess.Start(command); err != nil {
 		return fail(err)
 	}
-	var once sync.Once
-	wait := func() error {
-		err := sess.Wait()
-		once.Do(c.release)
-		return err
+	return stdin, stdout, stderr, sessionWait(sess, c.release), nil
+}
+
+// sessionWait returns an interp.Conn Wait for sess, whose end it awaits
+// from now on, then calls release. A wait whose ctx ends first closes the
+// session and returns; the await ends once the server confirms the close
+// (or the connection goes), not when a stuck remote command would exit.
+func sessionWait(sess *ssh.Session, release func()) func(context.Context) error {
+	ended := make(chan struct{})
+	var err error
+	go func() {
+		err = sess.Wait()
+		release()
+		close(ended)
+	}()
+	return func(ctx context.Context) error {
+		select {
+		case <-ended:
+			return err
+		case <-ctx.Done():
+			_ = sess.Close()
+			return fmt.Errorf("remote command still running: %w", ctx.Err())
+		}
 	}
-	return stdin, stdout, stderr, wait, nil
 }
 
 // startAgent boots an interpreter for python through r.

@@ -8,13 +8,18 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/bootstrap"
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/interp"
 	"github.com/sirupsen/logrus"
 )
@@ -294,5 +299,50 @@ func becomeStart(t *testing.T, tg *target, key string, f *fakeAgents) {
 	c, err := f.start(context.Background(), strings.TrimPrefix(key, becomeKeyPrefix), nil)
 	if !res.done(tg, c, "pw", err) && c != nil {
 		tg.dropAgent(c)
+	}
+}
+
+// TestSessionWaitEndsStuckCommand: an interpreter session whose command
+// does not exit is closed when its wait gives up, and its connection is
+// released (so that reset_connection or ControlPersist can close it).
+func TestSessionWaitEndsStuckCommand(t *testing.T) {
+	h := newHarness(t, 0)
+	port, _ := strconv.Atoi(h.port)
+	tg := h.srv.targets.get(&sshclient.Settings{User: "test", HostName: "127.0.0.1", Port: port})
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Opening the fifo for writing lets the command end, after the test.
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+	})
+	r := &sessionRunner{t: tg}
+	stdin, _, _, wait, err := r.Start(context.Background(), "cat "+fifo+" >/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close() // as Client.Close does: this command does not care
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait with an ended ctx: %v, want context.Canceled", err)
+	}
+	// This wait returns once the session is over and released.
+	_ = wait(context.Background())
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	for _, c := range tg.conns {
+		c.mu.Lock()
+		active := c.active
+		c.mu.Unlock()
+		if active != 0 {
+			t.Errorf("connection still has %d sessions in use", active)
+		}
+	}
+	if len(tg.conns) != 1 {
+		t.Errorf("%d connections, want the one that was used", len(tg.conns))
 	}
 }

@@ -278,11 +278,7 @@ func (s *Server) startBecomeAgent(ctx context.Context, iv *invocation, t *target
 	errOut.set(agentErrW)
 	ag, err := bootstrap.Attach(context.WithoutCancel(ctx), interp.Conn{
 		Stdin: sessIn, Stdout: out, Stderr: agentErr,
-		Wait: func() error {
-			err := sess.Wait()
-			release()
-			return err
-		},
+		Wait: sessionWait(sess, release),
 	}, t.log.WithField("become", w.Identity()))
 	if err != nil {
 		iv.errorf("ansible-bridge: become interpreter did not start: %v", err)
