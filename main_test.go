@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 )
 
 // TestShimSkipsDaemonInit checks that the binary, invoked as ssh, runs the
@@ -339,5 +341,44 @@ func TestTopIntoPipe(t *testing.T) {
 	}
 	if strings.Count(string(out), "no daemon at "+sock) != 1 || strings.Contains(string(out), "\x1b[") {
 		t.Errorf("top into a pipe wrote %q, want one plain screen", out)
+	}
+}
+
+// TestHugeHelloFallsBack: argv and environment beyond what one frame to
+// the daemon may carry (OpenSSH has no such limit) run the real ssh, with
+// the reason in the shim log like any other fallback.
+func TestHugeHelloFallsBack(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	realSSH := filepath.Join(dir, "real-ssh")
+	if err := os.WriteFile(realSSH, []byte("#!/bin/sh\necho REAL-SSH \"$1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "s", "bridge.sock")
+	env := append(os.Environ(), "ANSIBLE_BRIDGE_SOCKET="+sock, "ANSIBLE_BRIDGE_IDLE=0")
+	t.Cleanup(func() {
+		stop := exec.Command(bin, "stop")
+		stop.Env = env
+		stop.Run()
+	})
+	shim := exec.Command(bin, "-v", "127.0.0.1", "true")
+	shim.Env = append(env, "ANSIBLE_BRIDGE_ARGV0=ssh", "ANSIBLE_BRIDGE_REAL_SSH="+realSSH)
+	// One string may not pass 128 KiB (MAX_ARG_STRLEN): many of 100 KiB.
+	for i := 0; i*100<<10 <= wire.MaxPayload; i++ {
+		shim.Env = append(shim.Env, fmt.Sprintf("HUGE%d=%s", i, strings.Repeat("x", 100<<10)))
+	}
+	var stderr strings.Builder
+	shim.Stderr = &stderr
+	stdout, err := shim.Output()
+	if err != nil || string(stdout) != "REAL-SSH -v\n" {
+		t.Fatalf("shim: %v, stdout %q, stderr %q; want the real ssh's output", err, stdout, stderr.String())
+	}
+	const reason = "too large for the bridge"
+	if !strings.Contains(stderr.String(), reason) {
+		t.Errorf("shim -v stderr %q does not say %q", stderr.String(), reason)
+	}
+	log, err := os.ReadFile(filepath.Join(dir, "s", "bridge.shim.log"))
+	if err != nil || !strings.Contains(string(log), reason) {
+		t.Errorf("shim log %q (%v) does not record %q", log, err, reason)
 	}
 }

@@ -96,8 +96,9 @@ func Payload() []byte {
 // tests (see LocalRunner).
 type Runner interface {
 	// Start runs command and returns its stdin, stdout and stderr, and a
-	// wait function that returns when the command has ended.
-	Start(ctx context.Context, command string) (stdin io.WriteCloser, stdout io.Reader, stderr io.Reader, wait func() error, err error)
+	// wait function that returns when the command has ended, or ends it
+	// when its ctx ends first (see interp.Conn).
+	Start(ctx context.Context, command string) (stdin io.WriteCloser, stdout io.Reader, stderr io.Reader, wait func(context.Context) error, err error)
 }
 
 // Start runs the agent with python through r, sends it the payload and

@@ -137,7 +137,7 @@ func TestCommandIsShellSafe(t *testing.T) {
 // short reads everywhere.
 type smallPipeRunner struct{ chunk int }
 
-func (s smallPipeRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func() error, error) {
+func (s smallPipeRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func(context.Context) error, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, nil, nil, nil, err
@@ -159,7 +159,12 @@ func (s smallPipeRunner) Start(ctx context.Context, command string) (io.WriteClo
 		return nil, nil, nil, nil, err
 	}
 	pr.Close()
-	return chunkWriter{pw, s.chunk}, stdout, stderr, cmd.Wait, nil
+	wait := func(ctx context.Context) error {
+		stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+		defer stop()
+		return cmd.Wait()
+	}
+	return chunkWriter{pw, s.chunk}, stdout, stderr, wait, nil
 }
 
 type chunkWriter struct {
@@ -215,7 +220,7 @@ func TestStartSmallPipe(t *testing.T) {
 // (and bytes that look like a frame) before running the command.
 type noisyRunner struct{ LocalRunner }
 
-func (n noisyRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func() error, error) {
+func (n noisyRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func(context.Context) error, error) {
 	return n.LocalRunner.Start(ctx, `echo "Welcome to the target"; printf '\000\000\000\005\003\000\000\000\000'; echo; `+command)
 }
 

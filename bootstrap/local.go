@@ -18,7 +18,7 @@ type LocalRunner struct {
 var _ Runner = LocalRunner{}
 
 // Start implements Runner.
-func (l LocalRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func() error, error) {
+func (l LocalRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func(context.Context) error, error) {
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Env = l.Env
 	cmd.Dir = l.Dir
@@ -37,5 +37,10 @@ func (l LocalRunner) Start(ctx context.Context, command string) (io.WriteCloser,
 	if err := cmd.Start(); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	return stdin, stdout, stderr, cmd.Wait, nil
+	wait := func(ctx context.Context) error {
+		stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+		defer stop()
+		return cmd.Wait()
+	}
+	return stdin, stdout, stderr, wait, nil
 }

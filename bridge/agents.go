@@ -16,6 +16,7 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/bootstrap"
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/interp"
+	"golang.org/x/crypto/ssh"
 )
 
 // DefaultMaxInterpreters is how many interpreters a target may have at
@@ -26,16 +27,41 @@ const DefaultMaxInterpreters = 20
 // none may be added: the step runs through passthrough instead.
 var errInterpreterLimit = errors.New("interpreter limit reached and all interpreters busy")
 
+// slotState is where an agent slot is in its life.
+type slotState int
+
+const (
+	slotStarting slotState = iota // booting, outside any lock; ready not yet closed
+	slotReady                     // client is set (it may have died since)
+	slotFailed                    // the python is missing: err, kept so the target stays on passthrough
+	slotClosed                    // retired; whoever holds it closes its client
+)
+
 // agentSlot is one persistent interpreter of a target, per python
-// command line. A failed start is remembered, so that a target without
-// that python stays on passthrough (raw still works there).
+// command line (or become identity and python). All fields are guarded
+// by agents.mu; nothing holds that lock while an interpreter boots or
+// closes, so status never waits on either.
 type agentSlot struct {
-	mu       sync.Mutex
+	state    slotState
+	ready    chan struct{} // closed when the start ends, whatever its outcome
 	client   *interp.Client
-	failed   error
-	lastUsed time.Time // guarded by agents.mu
+	err      error
+	lastUsed time.Time
 	started  time.Time
 	password *passwordHash // a become interpreter's password, if it took one
+}
+
+// alive reports whether s has a running interpreter.
+func (s *agentSlot) alive() bool {
+	if s.state != slotReady {
+		return false
+	}
+	select {
+	case <-s.client.Done():
+		return false
+	default:
+		return true
+	}
 }
 
 // passwordHash keeps a password only as a salted hash, to check that a
@@ -65,46 +91,126 @@ func (h *passwordHash) matches(pw string) bool {
 type agents struct {
 	mu    sync.Mutex
 	slots map[string]*agentSlot
-	max   int // at most this many running; 0 means DefaultMaxInterpreters
+	// live counts interpreters booting, running or being closed, recorded
+	// or not: what max bounds. A retired interpreter counts until its
+	// Close has returned.
+	live int
+	max  int // 0 means DefaultMaxInterpreters
+	// start boots an interpreter; nil means bootstrap.Start over a
+	// session of the target's connection. Tests replace it.
+	start func(ctx context.Context, python string, r bootstrap.Runner) (*interp.Client, error)
 }
 
-// makeRoom retires the least recently used idle interpreter when the
-// target has its maximum running, so that a new one may start. keep is
-// the slot about to start. It fails when all of them are busy.
-func (t *target) makeRoom(keep *agentSlot) error {
+func (a *agents) limit() int {
+	if a.max <= 0 {
+		return DefaultMaxInterpreters
+	}
+	return a.max
+}
+
+// reserveLocked counts a new interpreter against the limit and returns a
+// starting slot for it, recorded under key when record is set. At the
+// limit it takes the place of the least recently used idle interpreter:
+// the caller closes victim before booting, so the limit holds at every
+// moment. It fails when all of them are busy or starting.
+func (a *agents) reserveLocked(key string, record bool) (slot *agentSlot, victim *interp.Client, victimKey string, err error) {
+	limit := a.limit()
+	if a.live >= limit {
+		// Interpreters that died on their own free their place.
+		for k, s := range a.slots {
+			if s.state == slotReady && !s.alive() {
+				delete(a.slots, k)
+				s.state = slotClosed
+				a.live--
+			}
+		}
+	}
+	if a.live >= limit {
+		var lru *agentSlot
+		for k, s := range a.slots {
+			if s.state == slotReady && s.client.Stats().InFlight == 0 && (lru == nil || s.lastUsed.Before(lru.lastUsed)) {
+				lru, victimKey = s, k
+			}
+		}
+		if lru == nil {
+			return nil, nil, "", errInterpreterLimit
+		}
+		delete(a.slots, victimKey)
+		lru.state = slotClosed
+		victim = lru.client // its place in live passes to the new one
+	} else {
+		a.live++
+	}
+	slot = &agentSlot{state: slotStarting, ready: make(chan struct{}), lastUsed: time.Now()}
+	if record {
+		if a.slots == nil {
+			a.slots = map[string]*agentSlot{}
+		}
+		a.slots[key] = slot
+	}
+	return slot, victim, victimKey, nil
+}
+
+// finish records how slot's start ended (c, or err) and wakes those
+// waiting for it. A failure is kept for key only when sticky. It reports
+// false when c was not recorded (the slot was retired meanwhile, or was
+// never recorded): c is then the caller's, to use for its step and
+// release with dropAgent.
+func (a *agents) finish(key string, slot *agentSlot, c *interp.Client, password string, err error, sticky bool) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	defer close(slot.ready)
+	recorded := a.slots[key] == slot
+	if err != nil {
+		a.live--
+		if recorded && sticky && slot.state == slotStarting {
+			slot.state, slot.err = slotFailed, err
+		} else {
+			slot.state = slotClosed
+			if recorded {
+				delete(a.slots, key)
+			}
+		}
+		return false
+	}
+	if !recorded || slot.state != slotStarting {
+		slot.state = slotClosed
+		return false
+	}
+	slot.state, slot.client, slot.started = slotReady, c, time.Now()
+	if password != "" {
+		slot.password = newPasswordHash(password)
+	}
+	return true
+}
+
+// dropAgent closes an interpreter that no slot records and gives its
+// place back.
+func (t *target) dropAgent(c *interp.Client) {
+	_ = c.Close()
 	t.agents.mu.Lock()
-	limit := t.agents.max
-	if limit <= 0 {
-		limit = DefaultMaxInterpreters
-	}
-	running := 0
-	var lru *agentSlot
-	var lruKey string
-	for k, s := range t.agents.slots {
-		if s == keep {
-			continue
-		}
-		c := s.running()
-		if c == nil {
-			continue
-		}
-		running++
-		if c.Stats().InFlight == 0 && (lru == nil || s.lastUsed.Before(lru.lastUsed)) {
-			lru, lruKey = s, k
-		}
-	}
-	if running < limit {
-		t.agents.mu.Unlock()
-		return nil
-	}
-	if lru == nil {
-		t.agents.mu.Unlock()
-		return errInterpreterLimit
-	}
-	delete(t.agents.slots, lruKey)
+	t.agents.live--
 	t.agents.mu.Unlock()
-	t.log.WithField("python", lruKey).WithField("limit", limit).Info("interpreter limit reached; retiring the least recently used idle one")
-	lru.close()
+}
+
+// retire closes the interpreters of slots already taken out of the map
+// (marked closed); a slot still starting is closed by its starter.
+func (t *target) retire(slots []*agentSlot) {
+	for _, s := range slots {
+		if s.client != nil {
+			t.dropAgent(s.client)
+		}
+	}
+}
+
+// takeLocked marks s closed and returns it if its interpreter is the
+// caller's to close.
+func takeLocked(s *agentSlot) []*agentSlot {
+	state := s.state
+	s.state = slotClosed
+	if state == slotReady {
+		return []*agentSlot{s}
+	}
 	return nil
 }
 
@@ -114,11 +220,10 @@ func (t *target) interpreterStatus() []InterpreterStatus {
 	defer t.agents.mu.Unlock()
 	var out []InterpreterStatus
 	for python, s := range t.agents.slots {
-		c := s.running()
-		if c == nil {
+		if !s.alive() {
 			continue
 		}
-		info, stats := c.Info(), c.Stats()
+		info, stats := s.client.Info(), s.client.Stats()
 		out = append(out, InterpreterStatus{
 			Python: strings.ReplaceAll(strings.TrimPrefix(python, becomeKeyPrefix), "\x00", " "), User: info.User, PID: info.PID,
 			AgeSecs:  time.Since(s.started).Seconds(),
@@ -129,121 +234,141 @@ func (t *target) interpreterStatus() []InterpreterStatus {
 	return out
 }
 
-// running returns the slot's live client, or nil.
-func (s *agentSlot) running() *interp.Client {
-	if !s.mu.TryLock() {
-		// Starting right now: counts as running, not idle.
-		return nil
-	}
-	defer s.mu.Unlock()
-	if s.client == nil {
-		return nil
-	}
-	select {
-	case <-s.client.Done():
-		return nil
-	default:
-		return s.client
-	}
-}
-
-func (s *agentSlot) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.client != nil {
-		_ = s.client.Close()
-	}
-}
-
 // agent returns the running interpreter for python, starting it over a
-// session of the target's connection when needed.
+// session of the target's connection when needed; concurrent callers
+// wait for one start.
 // env holds the variables ssh would send (SendEnv) for the invocation that
 // starts it, so the interpreter sees the login environment a stock step
 // would.
 func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string, env [][2]string) (*interp.Client, error) {
-	t.agents.mu.Lock()
-	if t.agents.slots == nil {
-		t.agents.slots = map[string]*agentSlot{}
-	}
-	slot := t.agents.slots[python]
-	if slot == nil {
-		slot = &agentSlot{}
-		t.agents.slots[python] = slot
-	}
-	slot.lastUsed = time.Now()
-	t.agents.mu.Unlock()
-
-	slot.mu.Lock()
-	defer slot.mu.Unlock()
-	if slot.failed != nil {
-		return nil, slot.failed
-	}
-	if slot.client != nil {
-		select {
-		case <-slot.client.Done():
-			t.log.WithError(slot.client.Err()).Info("interpreter gone; starting a new one")
-			slot.client = nil
-		default:
-			return slot.client, nil
+	a := &t.agents
+	for {
+		a.mu.Lock()
+		if s := a.slots[python]; s != nil {
+			s.lastUsed = time.Now()
+			switch {
+			case s.state == slotStarting:
+				ready := s.ready
+				a.mu.Unlock()
+				select {
+				case <-ready:
+					continue
+				case <-ctx.Done():
+					return nil, fmt.Errorf("wait for the interpreter to start: %w", ctx.Err())
+				}
+			case s.state == slotFailed:
+				err := s.err
+				a.mu.Unlock()
+				return nil, err
+			case s.alive():
+				a.mu.Unlock()
+				return s.client, nil
+			default:
+				t.log.WithError(s.client.Err()).Info("interpreter gone; starting a new one")
+				delete(a.slots, python)
+				s.state = slotClosed
+				a.live--
+			}
 		}
+		slot, victim, victimKey, err := a.reserveLocked(python, true)
+		a.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		if victim != nil {
+			t.log.WithField("python", victimKey).WithField("limit", a.limit()).Info("interpreter limit reached; retiring the least recently used idle one")
+			_ = victim.Close()
+		}
+		c, err := t.startAgent(ctx, &sessionRunner{t: t, p: p, env: env}, python)
+		// A shim that went away says nothing about the target's python.
+		sticky := err != nil && ctx.Err() == nil
+		if sticky {
+			t.log.WithError(err).WithField("python", python).Info("no persistent interpreter; this target stays on passthrough for it")
+		}
+		if !a.finish(python, slot, c, "", err, sticky) {
+			if err != nil {
+				return nil, err
+			}
+			t.dropAgent(c)
+			return nil, fmt.Errorf("interpreter for %s retired while starting: %w", python, interp.ErrAgentGone)
+		}
+		t.log.WithField("python", python).WithField("pid", c.Info().PID).Info("interpreter started")
+		return c, nil
 	}
-	if err := t.makeRoom(slot); err != nil {
-		return nil, err
-	}
-	c, err := bootstrap.Start(ctx, &sessionRunner{t: t, p: p, env: env}, python, t.log)
-	if err != nil {
-		t.log.WithError(err).WithField("python", python).Info("no persistent interpreter; this target stays on passthrough for it")
-		slot.failed = err
-		return nil, err
-	}
-	info := c.Info()
-	t.log.WithField("python", python).WithField("pid", info.PID).Info("interpreter started")
-	slot.client, slot.started = c, time.Now()
-	return c, nil
 }
 
 // runningAgent returns the running interpreter for key, or nil, and the
-// password it was started with (nil if none).
-func (t *target) runningAgent(key string) (*interp.Client, *passwordHash) {
-	t.agents.mu.Lock()
-	s := t.agents.slots[key]
-	if s != nil {
+// password it was started with (nil if none). It waits (bounded by ctx)
+// for one being started.
+func (t *target) runningAgent(ctx context.Context, key string) (*interp.Client, *passwordHash) {
+	for {
+		t.agents.mu.Lock()
+		s := t.agents.slots[key]
+		if s == nil {
+			t.agents.mu.Unlock()
+			return nil, nil
+		}
 		s.lastUsed = time.Now()
+		if s.state == slotStarting {
+			ready := s.ready
+			t.agents.mu.Unlock()
+			select {
+			case <-ready:
+				continue
+			case <-ctx.Done():
+				return nil, nil
+			}
+		}
+		defer t.agents.mu.Unlock()
+		if !s.alive() {
+			return nil, nil
+		}
+		return s.client, s.password
 	}
-	t.agents.mu.Unlock()
-	if s == nil {
-		return nil, nil
-	}
-	return s.running(), s.password
 }
 
-// agentRoom makes room for a new interpreter under key (see makeRoom).
-func (t *target) agentRoom(key string) error {
-	t.agents.mu.Lock()
-	keep := t.agents.slots[key]
-	t.agents.mu.Unlock()
-	return t.makeRoom(keep)
+// agentReservation is a place for an interpreter that the caller starts
+// itself (a become interpreter, through Ansible's wrapper).
+type agentReservation struct {
+	key  string
+	slot *agentSlot
 }
 
-// setAgent records an interpreter started by the caller under key, and
-// the password that started it ("" for none). It reports false, and
-// records nothing, when another one started meanwhile is running: the
-// caller uses its own for its step, then closes it.
-func (t *target) setAgent(key string, c *interp.Client, password string) bool {
-	slot := &agentSlot{client: c, lastUsed: time.Now(), started: time.Now()}
-	if password != "" {
-		slot.password = newPasswordHash(password)
-	}
+// reserveAgent makes room for an interpreter under key (see
+// reserveLocked). If one is already running or starting there, the
+// caller's is for its own step only: counted, but not recorded.
+func (t *target) reserveAgent(key string) (*agentReservation, error) {
 	t.agents.mu.Lock()
-	defer t.agents.mu.Unlock()
-	if t.agents.slots == nil {
-		t.agents.slots = map[string]*agentSlot{}
+	old := t.agents.slots[key]
+	record := old == nil || !(old.state == slotStarting || old.alive())
+	if record && old != nil {
+		delete(t.agents.slots, key)
+		if old.state == slotReady {
+			old.state = slotClosed
+			t.agents.live-- // dead already: nothing to close
+		}
 	}
-	if old := t.agents.slots[key]; old != nil && old.running() != nil {
-		return false
+	slot, victim, victimKey, err := t.agents.reserveLocked(key, record)
+	t.agents.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	t.agents.slots[key] = slot
-	return true
+	if victim != nil {
+		t.log.WithField("python", victimKey).WithField("limit", t.agents.limit()).Info("interpreter limit reached; retiring the least recently used idle one")
+		_ = victim.Close()
+	}
+	return &agentReservation{key: key, slot: slot}, nil
+}
+
+// done records the interpreter started for r (c nil and err set if it did
+// not start), with the password that started it ("" for none). It
+// reports false when c was not recorded: the caller uses it for its step,
+// then releases it with dropAgent.
+func (r *agentReservation) done(t *target, c *interp.Client, password string, err error) bool {
+	if c == nil && err == nil {
+		err = errors.New("interpreter not started")
+	}
+	return t.agents.finish(r.key, r.slot, c, password, err, false)
 }
 
 // anyAgent returns a running interpreter of the target's login user, or
@@ -252,18 +377,8 @@ func (t *target) anyAgent() *interp.Client {
 	t.agents.mu.Lock()
 	defer t.agents.mu.Unlock()
 	for key, s := range t.agents.slots {
-		if strings.HasPrefix(key, becomeKeyPrefix) {
-			continue
-		}
-		s.mu.Lock()
-		c := s.client
-		s.mu.Unlock()
-		if c != nil {
-			select {
-			case <-c.Done():
-			default:
-				return c
-			}
+		if !strings.HasPrefix(key, becomeKeyPrefix) && s.alive() {
+			return s.client
 		}
 	}
 	return nil
@@ -273,24 +388,26 @@ func (t *target) anyAgent() *interp.Client {
 // new one.
 func (t *target) retireAgent(python string) {
 	t.agents.mu.Lock()
-	slot := t.agents.slots[python]
-	delete(t.agents.slots, python)
-	t.agents.mu.Unlock()
-	if slot != nil {
-		slot.close()
+	var closing []*agentSlot
+	if s := t.agents.slots[python]; s != nil {
+		delete(t.agents.slots, python)
+		closing = takeLocked(s)
 	}
+	t.agents.mu.Unlock()
+	t.retire(closing)
 }
 
 // retireAgents closes the target's interpreters (reset_connection) and
 // forgets failed starts, so that a later step tries again.
 func (t *target) retireAgents() {
 	t.agents.mu.Lock()
-	slots := t.agents.slots
+	var closing []*agentSlot
+	for _, s := range t.agents.slots {
+		closing = append(closing, takeLocked(s)...)
+	}
 	t.agents.slots = nil
 	t.agents.mu.Unlock()
-	for _, s := range slots {
-		s.close()
-	}
+	t.retire(closing)
 }
 
 // sessionRunner starts remote commands on the target's connection for
@@ -301,12 +418,12 @@ type sessionRunner struct {
 	env [][2]string
 }
 
-func (r *sessionRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func() error, error) {
+func (r *sessionRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func(context.Context) error, error) {
 	c, sess, err := r.t.newSession(ctx, r.p, r.env)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	fail := func(err error) (io.WriteCloser, io.Reader, io.Reader, func() error, error) {
+	fail := func(err error) (io.WriteCloser, io.Reader, io.Reader, func(context.Context) error, error) {
 		sess.Close()
 		c.release()
 		return nil, nil, nil, nil, fmt.Errorf("start interpreter session: %w", err)
@@ -326,11 +443,36 @@ func (r *sessionRunner) Start(ctx context.Context, command string) (io.WriteClos
 	if err := sess.Start(command); err != nil {
 		return fail(err)
 	}
-	var once sync.Once
-	wait := func() error {
-		err := sess.Wait()
-		once.Do(c.release)
-		return err
+	return stdin, stdout, stderr, sessionWait(sess, c.release), nil
+}
+
+// sessionWait returns an interp.Conn Wait for sess, whose end it awaits
+// from now on, then calls release. A wait whose ctx ends first closes the
+// session and returns; the await ends once the server confirms the close
+// (or the connection goes), not when a stuck remote command would exit.
+func sessionWait(sess *ssh.Session, release func()) func(context.Context) error {
+	ended := make(chan struct{})
+	var err error
+	go func() {
+		err = sess.Wait()
+		release()
+		close(ended)
+	}()
+	return func(ctx context.Context) error {
+		select {
+		case <-ended:
+			return err
+		case <-ctx.Done():
+			_ = sess.Close()
+			return fmt.Errorf("remote command still running: %w", ctx.Err())
+		}
 	}
-	return stdin, stdout, stderr, wait, nil
+}
+
+// startAgent boots an interpreter for python through r.
+func (t *target) startAgent(ctx context.Context, r bootstrap.Runner, python string) (*interp.Client, error) {
+	if t.agents.start != nil {
+		return t.agents.start(ctx, python, r)
+	}
+	return bootstrap.Start(ctx, r, python, t.log)
 }

@@ -10,6 +10,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/pkg/sftp"
 )
@@ -129,8 +132,9 @@ func getAtomic(sc *sftp.Client, src, dst string, umask int, preserve bool) (int6
 	if err := tmp.Chmod(mode); err != nil {
 		return n, err
 	}
+	var timesErr error
 	if preserve {
-		_ = os.Chtimes(tmp.Name(), st.ModTime(), st.ModTime())
+		timesErr = localChtimes(tmp.Name(), st.ModTime(), st.ModTime())
 	}
 	if err := tmp.Sync(); err != nil {
 		return n, err
@@ -142,7 +146,36 @@ func getAtomic(sc *sftp.Client, src, dst string, umask int, preserve bool) (int6
 		return n, err
 	}
 	committed = true
+	if timesErr != nil {
+		return n, &timesError{err: timesErr}
+	}
 	return n, nil
+}
+
+// Where -p sets times; tests make them fail.
+var (
+	localChtimes  = os.Chtimes
+	remoteChtimes = func(sc *sftp.Client, p string, atime, mtime time.Time) error { return sc.Chtimes(p, atime, mtime) }
+)
+
+// timesError: the file was copied, but -p could not set its times. sftp
+// and scp then say so and carry on, their exit status unchanged.
+type timesError struct{ err error }
+
+func (e *timesError) Error() string { return "set times: " + e.err.Error() }
+func (e *timesError) Unwrap() error { return e.err }
+
+// strerror renders a local error as C's strerror does.
+func strerror(err error) string {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return err.Error()
+	}
+	s := errno.Error()
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 func isUnsupported(err error) bool {

@@ -48,7 +48,7 @@ func (s *Server) serveBecome(ctx context.Context, iv *invocation, t *target, inv
 	python := strings.Join(c.python, " ")
 	key := becomeKeyPrefix + w.Identity() + "\x00" + python
 	tty := wantTTY(inv, iv.hello.StdinTTY)
-	ag, secret := t.runningAgent(key)
+	ag, secret := t.runningAgent(ctx, key)
 	var stdin io.Reader
 	if ag != nil {
 		if err := iv.accept(""); err != nil {
@@ -79,20 +79,23 @@ func (s *Server) serveBecome(ctx context.Context, iv *invocation, t *target, inv
 		}
 	}
 	if ag == nil {
-		if err := t.agentRoom(key); err != nil {
+		res, err := t.reserveAgent(key)
+		if err != nil {
 			return 0, false
 		}
 		var code int
 		var password string
 		ag, stdin, password, code, err = s.startBecomeAgent(ctx, iv, t, inv, settings, w, command, python, tty, stdin)
+		recorded := res.done(t, ag, password, err)
 		if ag == nil {
 			if err != nil {
 				iv.log.WithError(err).Info("become interpreter not started")
 			}
 			return code, true
 		}
-		if !t.setAgent(key, ag, password) {
-			defer ag.Close()
+		if !recorded {
+			// Another one runs under key: this one was for this step.
+			defer t.dropAgent(ag)
 		}
 	}
 	t.countRoute(iv, routeBecome)
@@ -275,11 +278,7 @@ func (s *Server) startBecomeAgent(ctx context.Context, iv *invocation, t *target
 	errOut.set(agentErrW)
 	ag, err := bootstrap.Attach(context.WithoutCancel(ctx), interp.Conn{
 		Stdin: sessIn, Stdout: out, Stderr: agentErr,
-		Wait: func() error {
-			err := sess.Wait()
-			release()
-			return err
-		},
+		Wait: sessionWait(sess, release),
 	}, t.log.WithField("become", w.Identity()))
 	if err != nil {
 		iv.errorf("ansible-bridge: become interpreter did not start: %v", err)

@@ -44,7 +44,11 @@
 //     target's persistent interpreter for that python (package interp,
 //     started by package bootstrap); agents.go keeps at most
 //     Config.MaxInterpreters per target, least recently used idle one
-//     retired first.
+//     retired first. A slot is starting, ready, failed or closed under
+//     one lock per target, never held while an interpreter boots or
+//     closes: callers of a starting slot wait on its ready channel,
+//     status does not wait at all, and a boot counts against the limit
+//     from the moment it is reserved.
 //   - become: a sudo/su/doas wrapper (package become) around a module
 //     runs in an interpreter of the become user, started once through
 //     Ansible's own wrapper with the password exchange relayed

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+	"github.com/pkg/sftp"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"golang.org/x/crypto/ssh"
@@ -367,5 +368,49 @@ func assertNoTemp(t *testing.T, dir string) {
 		if strings.HasPrefix(e.Name(), ".") {
 			t.Fatalf("temp file left behind: %s", e.Name())
 		}
+	}
+}
+
+// TestPreserveTimesFailure: when -p cannot set a file's times, sftp and
+// scp say so as OpenSSH does (fsetstat on upload, utimes on download) and
+// the copy stands, exit status 0.
+func TestPreserveTimesFailure(t *testing.T) {
+	h := newHarness(t, 0)
+	dir := t.TempDir()
+	local := filepath.Join(dir, "src")
+	if err := os.WriteFile(local, []byte("data\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote := filepath.Join(dir, "remote")
+	defer func(l func(string, time.Time, time.Time) error, r func(*sftp.Client, string, time.Time, time.Time) error) {
+		localChtimes, remoteChtimes = l, r
+	}(localChtimes, remoteChtimes)
+	localChtimes = func(string, time.Time, time.Time) error { return &os.PathError{Op: "chtimes", Err: syscall.EPERM} }
+	remoteChtimes = func(*sftp.Client, string, time.Time, time.Time) error {
+		return &sftp.StatusError{Code: uint32(sftp.ErrSSHFxPermissionDenied)}
+	}
+	for _, tc := range []struct {
+		name, prog string
+		args       []string
+		stdin      string
+		stderr     string
+		file       string
+	}{
+		{"sftp put -p", "sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), "put -p " + local + " " + remote + "\n",
+			"Couldn't fsetstat: Permission denied\r\n", remote},
+		{"sftp get -p", "sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), "get -p " + local + " " + remote + ".got\n",
+			`Can't set times on "` + remote + `.got": Operation not permitted` + "\r\n", remote + ".got"},
+		{"scp -p up", "scp", h.sshArgs("-p", local, "[127.0.0.1]:"+remote+".scp"), "",
+			"scp: Couldn't fsetstat: Permission denied\r\n", remote + ".scp"},
+		{"scp -p down", "scp", h.sshArgs("-p", "[127.0.0.1]:"+local, remote+".scpgot"), "",
+			`scp: Can't set times on "` + remote + `.scpgot": Operation not permitted` + "\r\n", remote + ".scpgot"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := h.run(tc.prog, tc.args, tc.stdin)
+			if r.code != 0 || r.stderr != tc.stderr {
+				t.Errorf("exit %d, stderr %q; want 0, %q", r.code, r.stderr, tc.stderr)
+			}
+			assertFile(t, tc.file, []byte("data\n"), 0o600)
+		})
 	}
 }

@@ -160,6 +160,7 @@ type batchRun struct {
 	sc                  *sftp.Client
 	lcwd, rcwd, home    string
 	preserve, recursive bool
+	scp                 bool // scp, not sftp: errors start with "scp: "
 	fast                bool // shared temp dirs may hold uploads
 }
 
@@ -345,9 +346,31 @@ func (b *batchRun) put(src, dst string, preserve bool) error {
 		return fmt.Errorf("dest open \"%s\": %s", dst, sftpErrText(err))
 	}
 	if preserve {
-		_ = b.sc.Chtimes(dst, st.ModTime(), st.ModTime())
+		if err := remoteChtimes(b.sc, dst, st.ModTime(), st.ModTime()); err != nil {
+			// OpenSSH's fsetstat failure: reported, the upload stands.
+			b.warnf("Couldn't fsetstat: %s", sftpErrText(err))
+		}
 	}
 	return nil
+}
+
+// warnf prints an error that does not fail the transfer, as sftp's
+// error() does (scp's with its name first).
+func (b *batchRun) warnf(format string, args ...any) {
+	if b.scp {
+		format = "scp: " + format
+	}
+	b.iv.errorf(format, args...)
+}
+
+// timesFailed reports a timesError for dst as OpenSSH's download does.
+func (b *batchRun) timesFailed(dst string, err error) bool {
+	var te *timesError
+	if !errors.As(err, &te) {
+		return false
+	}
+	b.warnf("Can't set times on \"%s\": %s", dst, strerror(te.err))
+	return true
 }
 
 func (b *batchRun) get(src, dst string, preserve bool) error {
@@ -366,7 +389,7 @@ func (b *batchRun) get(src, dst string, preserve bool) error {
 	}
 	n, err := getAtomic(b.sc, src, dst, b.iv.hello.Umask, preserve)
 	b.t.bytesOut.Add(n)
-	if err != nil {
+	if err != nil && !b.timesFailed(dst, err) {
 		return msgf("Couldn't write to \"%s\": %s", dst, sftpErrText(err))
 	}
 	return nil
@@ -424,7 +447,7 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 		return 255
 	}
 	go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
-	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive, fast: iv.getenv(FastPathEnv) != "0"}
+	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive, fast: iv.getenv(FastPathEnv) != "0", scp: true}
 	b.rcwd, b.home = home, home
 	status := 0
 	for _, src := range inv.Sources {
@@ -512,7 +535,7 @@ func (b *batchRun) scpGet(src, dst, display string) error {
 	}
 	n, err := getAtomic(b.sc, src, dst, b.iv.hello.Umask, b.preserve)
 	b.t.bytesOut.Add(n)
-	if err != nil {
+	if err != nil && !b.timesFailed(dst, err) {
 		return fmt.Errorf("%s: %s", dst, sftpErrText(err))
 	}
 	return nil

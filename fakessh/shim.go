@@ -34,6 +34,15 @@ func Main(prog string, argv []string) int {
 	if reason := unsupported(prog, argv); reason != "" {
 		return fallback(prog, argv, verbose, reason)
 	}
+	hello := helloFor(prog, argv)
+	payload, err := json.Marshal(hello)
+	if err != nil {
+		return fallback(prog, argv, verbose, "cannot encode the invocation: "+err.Error())
+	}
+	if len(payload) > wire.MaxPayload {
+		// OpenSSH has no such limit; the daemon takes no larger frame.
+		return fallback(prog, argv, verbose, fmt.Sprintf("argv and environment too large for the bridge (%d bytes, at most %d)", len(payload), wire.MaxPayload))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), daemonStartTimeout)
 	conn, err := DialDaemon(ctx, wire.SocketPath())
 	cancel()
@@ -41,7 +50,7 @@ func Main(prog string, argv []string) int {
 		return fallback(prog, argv, verbose, "bridge daemon unavailable: "+err.Error())
 	}
 	defer conn.Close()
-	code, fb, err := converse(conn, prog, argv)
+	code, fb, err := converse(conn, hello, payload)
 	if fb != "" {
 		return fallback(prog, argv, verbose, "daemon: "+fb)
 	}
@@ -101,12 +110,7 @@ func verbosity(prog string, argv []string) int {
 // converse runs one invocation over conn. It returns the exit status, or a
 // non-empty fallback reason when the daemon declines before any input was
 // consumed.
-func converse(conn net.Conn, prog string, argv []string) (code int, fallbackReason string, err error) {
-	hello := helloFor(prog, argv)
-	payload, err := json.Marshal(hello)
-	if err != nil {
-		return 0, "", fmt.Errorf("encode hello: %w", err)
-	}
+func converse(conn net.Conn, hello wire.HelloMsg, payload []byte) (code int, fallbackReason string, err error) {
 	var wmu sync.Mutex
 	send := func(t wire.Type, p []byte) error {
 		wmu.Lock()

@@ -177,6 +177,7 @@ func TestDebugMount(t *testing.T) {
 // TestDebugMountSurvivesSIGKILL: a daemon killed with SIGKILL leaves its
 // mount dead; the next daemon mounting there clears it and serves.
 func TestDebugMountSurvivesSIGKILL(t *testing.T) {
+	requireLab(t) // the suite builds the binary only with a lab
 	requireBridge(t)
 	requireFUSE(t)
 	d := startDebugDaemon(t, t.TempDir())

@@ -45,7 +45,9 @@ type Conn struct {
 	// Stderr, if set, is logged and its tail kept for error messages.
 	Stderr io.Reader
 	// Wait, if set, waits for the remote command to end (called by Close).
-	Wait func() error
+	// When ctx ends first it must end the command (close the channel,
+	// kill the process) and return, so that nothing is left waiting on it.
+	Wait func(ctx context.Context) error
 }
 
 // AgentInfo describes a running agent, from its hello frame.
@@ -181,7 +183,7 @@ func NewClient(ctx context.Context, conn Conn, log logrus.FieldLogger) (*Client,
 		}
 		msg := strings.TrimSpace(c.stderrTail.String())
 		if conn.Wait != nil {
-			werr := waitTimeout(conn.Wait, 2*time.Second)
+			werr := waitBounded(context.WithoutCancel(ctx), conn.Wait, 2*time.Second)
 			if werr != nil {
 				if msg != "" {
 					msg += "; "
@@ -205,15 +207,16 @@ func NewClient(ctx context.Context, conn Conn, log logrus.FieldLogger) (*Client,
 	return c, nil
 }
 
-func waitTimeout(wait func() error, d time.Duration) error {
-	ch := make(chan error, 1)
-	go func() { ch <- wait() }()
-	select {
-	case err := <-ch:
-		return err
-	case <-time.After(d):
-		return errors.New("remote command still running")
+// waitBounded waits at most d for the remote command; past that, wait
+// ends it.
+func waitBounded(ctx context.Context, wait func(context.Context) error, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	err := wait(ctx)
+	if ctx.Err() != nil {
+		return fmt.Errorf("remote command still running after %v, ended: %w", d, ctx.Err())
 	}
+	return err
 }
 
 // readHello skips noise up to the magic, then reads the hello response.
@@ -585,7 +588,7 @@ func (c *Client) Close() error {
 		case <-time.After(time.Second):
 		}
 		if c.conn.Wait != nil {
-			if werr := waitTimeout(c.conn.Wait, 5*time.Second); werr != nil {
+			if werr := waitBounded(context.Background(), c.conn.Wait, 5*time.Second); werr != nil {
 				err = errors.Join(err, fmt.Errorf("interp: wait: %w", werr))
 			}
 		}
