@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/interp"
@@ -36,19 +38,65 @@ func newRegistry(log logrus.FieldLogger, dial DialFunc, maxAgents int) *registry
 	return &registry{log: log, dial: dial, maxAgents: maxAgents, targets: map[string]*target{}}
 }
 
-func (r *registry) get(s *sshclient.Settings) *target {
+// get returns the target for s, creating it if needed, and makes iv one
+// of its invocations (under the registry's lock, so that forget never
+// drops a target an invocation is about to use).
+func (r *registry) get(s *sshclient.Settings, iv *invocation) *target {
 	key := s.Key()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.targets[key]
 	if t == nil {
-		label := fmt.Sprintf("%s@%s:%d", s.User, s.HostName, s.Port)
-		t = &target{label: label, settings: s, reg: r, log: r.log.WithField("target", label), routes: map[string]int{}, slow: map[string]int{}}
+		label := r.uniqueLabelLocked(targetLabel(s))
+		t = &target{label: label, key: key, settings: s, reg: r, log: r.log.WithField("target", label), routes: map[string]int{}, slow: map[string]int{}}
 		t.lastUse.Store(time.Now().UnixNano())
 		t.agents.max = r.maxAgents
 		r.targets[key] = t
 	}
+	t.attach(iv)
 	return t
+}
+
+// Bounds of a target's label: it names the target in status, top, logs
+// and the debug mount (where a name must fit in 255 bytes).
+const (
+	maxLabelUser = 32
+	maxLabelHost = 64
+)
+
+// targetLabel is user@host:port, each part clipped and without control
+// characters.
+func targetLabel(s *sshclient.Settings) string {
+	return fmt.Sprintf("%s@%s:%d", clipLabelPart(s.User, maxLabelUser), clipLabelPart(s.HostName, maxLabelHost), s.Port)
+}
+
+func clipLabelPart(s string, max int) string {
+	r := []rune(strings.Map(func(c rune) rune {
+		if unicode.IsControl(c) {
+			return '?'
+		}
+		return c
+	}, s))
+	if len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return string(r)
+}
+
+// uniqueLabelLocked returns label, or label#N with the smallest N from 2
+// that no target has: targets with other options (another key) to the
+// same user@host:port must not share a name, and a target keeps its name
+// for its life.
+func (r *registry) uniqueLabelLocked(label string) string {
+	used := map[string]bool{}
+	for _, t := range r.targets {
+		used[t.label] = true
+	}
+	name := label
+	for n := 2; used[name]; n++ {
+		name = fmt.Sprintf("%s#%d", label, n)
+	}
+	return name
 }
 
 // lookup returns the target for s if one exists, without creating it.
@@ -78,7 +126,8 @@ func (r *registry) closeAll() {
 // target is one remote endpoint: usually one connection; more only when
 // the server refuses another channel (OpenSSH's MaxSessions).
 type target struct {
-	label    string
+	label    string // unique among the registry's targets
+	key      string // settings.Key()
 	settings *sshclient.Settings
 	reg      *registry
 	log      logrus.FieldLogger
@@ -103,8 +152,9 @@ type target struct {
 	unsynced atomic.Pointer[interp.Client]
 	rtt      atomic.Int64 // last keepalive round trip, ns
 
-	inflight atomic.Int32 // invocations being served
-	lastUse  atomic.Int64 // when one last began or ended, unix ns
+	inflight  atomic.Int32 // invocations being served
+	connected atomic.Bool  // a dial has succeeded once
+	lastUse   atomic.Int64 // when one last began or ended, unix ns
 }
 
 // sshConn is one TCP connection to a target.
@@ -205,6 +255,7 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 		return nil, err
 	}
 	t.dials++
+	t.connected.Store(true)
 	c := &sshConn{t: t, client: client}
 	t.conns = append(t.conns, c)
 	t.log.WithField("connections", len(t.conns)).Info("connected")
@@ -286,10 +337,19 @@ func (t *target) attach(iv *invocation) {
 	}
 }
 
-// invocationDone records the end of an invocation attached to t.
+// invocationDone records the end of an invocation attached to t. A
+// target that never connected (a dial that failed, a host name that
+// does not resolve) is forgotten once nothing uses it: it has nothing to
+// show, and a typo must not stay in status for the daemon's life.
 func (t *target) invocationDone() {
 	t.lastUse.Store(time.Now().UnixNano())
-	t.inflight.Add(-1)
+	r := t.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t.inflight.Add(-1) == 0 && !t.connected.Load() && r.targets[t.key] == t {
+		delete(r.targets, t.key)
+		t.log.Debug("target never connected; forgotten")
+	}
 }
 
 // expireIdle closes the target's connections (and retires its
