@@ -21,6 +21,10 @@
 // target, so Ansible's forks starting at once log in once. When the
 // server refuses another channel (OpenSSH's MaxSessions) the target opens
 // a second connection; a connection found dead is redialled on next use.
+// A target is named user@host:port (parts clipped), with #2, #3… for
+// other targets to the same place with other options; it keeps its name
+// for its life. A target that never connected is forgotten once nothing
+// uses it.
 //
 // # Routes
 //
