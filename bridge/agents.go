@@ -281,13 +281,19 @@ func (t *target) retireAgent(python string) {
 	}
 }
 
-// retireAgents closes the target's interpreters (reset_connection) and
-// forgets failed starts, so that a later step tries again.
-func (t *target) retireAgents() {
+// takeAgents detaches the target's interpreters (reset_connection) and
+// forgets failed starts, so that a later step starts afresh; the caller
+// closes them (closeAgents).
+func (t *target) takeAgents() map[string]*agentSlot {
 	t.agents.mu.Lock()
 	slots := t.agents.slots
 	t.agents.slots = nil
 	t.agents.mu.Unlock()
+	return slots
+}
+
+// closeAgents closes interpreters detached by takeAgents.
+func (t *target) closeAgents(slots map[string]*agentSlot) {
 	for _, s := range slots {
 		s.close()
 	}

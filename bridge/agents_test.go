@@ -97,7 +97,7 @@ func TestControlPersistExpiry(t *testing.T) {
 	if tg.expireIdle(now.Add(time.Hour)) {
 		t.Fatal("expired with an invocation in flight")
 	}
-	tg.invocationDone()
+	tg.invocationDone(iv)
 	if !tg.expireIdle(now.Add(time.Hour)) {
 		t.Fatal("not expired after ControlPersist")
 	}

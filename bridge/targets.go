@@ -152,6 +152,7 @@ type target struct {
 	unsynced atomic.Pointer[interp.Client]
 	rtt      atomic.Int64 // last keepalive round trip, ns
 
+	drain     drain
 	inflight  atomic.Int32 // invocations being served
 	connected atomic.Bool  // a dial has succeeded once
 	lastUse   atomic.Int64 // when one last began or ended, unix ns
@@ -280,12 +281,25 @@ func (t *target) hasLive() bool {
 	return false
 }
 
-// stop detaches all connections so the next use dials afresh, like
-// `ssh -O stop`. Sessions in flight finish first unless now is set
-// (`-O exit`, daemon shutdown).
+// stop detaches all connections and interpreters so the next use dials
+// and starts afresh, like `ssh -O stop`. Invocations in flight finish
+// first (another run's task must not fail because this run reset its
+// connection): the interpreters close once they have, and each
+// connection once its last session ends; unless now is set (`-O exit`,
+// daemon shutdown).
 func (t *target) stop(now bool) {
-	t.house.reset()
-	t.retireAgents()
+	slots := t.takeAgents()
+	if now {
+		t.house.reset()
+		t.closeAgents(slots)
+	} else {
+		// Held temp dirs are files on the target to Ansible: a task of
+		// another run may be between its upload and its module run.
+		t.house.resetAnswers()
+		if t.drain.retire(slots) {
+			t.closeAgents(slots)
+		}
+	}
 	t.mu.Lock()
 	conns := t.conns
 	t.conns = nil
@@ -323,12 +337,14 @@ func (t *target) newSession(ctx context.Context, p sshclient.Prompter, env [][2]
 }
 
 // attach makes iv an invocation of t: in flight (so that the target does
-// not expire under it) until invocationDone.
+// not expire under it, nor a stop retire its interpreters) until
+// invocationDone.
 func (t *target) attach(iv *invocation) {
 	iv.mu.Lock()
 	first := iv.target == nil
 	if first {
 		iv.target = t
+		iv.epoch = t.drain.enter()
 	}
 	iv.mu.Unlock()
 	if first {
@@ -341,8 +357,14 @@ func (t *target) attach(iv *invocation) {
 // target that never connected (a dial that failed, a host name that
 // does not resolve) is forgotten once nothing uses it: it has nothing to
 // show, and a typo must not stay in status for the daemon's life.
-func (t *target) invocationDone() {
+func (t *target) invocationDone(iv *invocation) {
 	t.lastUse.Store(time.Now().UnixNano())
+	iv.mu.Lock()
+	epoch := iv.epoch
+	iv.mu.Unlock()
+	for _, slots := range t.drain.leave(epoch) {
+		go t.closeAgents(slots) // up to seconds: not on this invocation's time
+	}
 	r := t.reg
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -368,6 +390,7 @@ func (t *target) expireIdle(now time.Time) bool {
 		return false
 	}
 	t.log.WithField("control_persist", persist).Info("idle for ControlPersist; closing the connection")
+	t.house.reset()
 	t.stop(false)
 	return true
 }
@@ -456,4 +479,81 @@ func (c *sshConn) sftpClient() (*sftp.Client, error) {
 	}
 	c.sftp = sc
 	return sc, nil
+}
+
+// drain tracks which invocations were in flight when a stop detached a
+// target's interpreters, so that they are closed only once those have
+// finished. Invocations count under the epoch they attached in; a stop
+// starts a new epoch.
+type drain struct {
+	mu       sync.Mutex
+	epoch    uint64
+	inflight map[uint64]int // invocations in flight, by epoch
+	waiting  []retiree
+}
+
+// retiree is a set of interpreters that a stop detached in epoch.
+type retiree struct {
+	epoch uint64
+	slots map[string]*agentSlot
+}
+
+// enter counts an invocation in; it returns the epoch for leave.
+func (d *drain) enter() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.inflight == nil {
+		d.inflight = map[uint64]int{}
+	}
+	d.inflight[d.epoch]++
+	return d.epoch
+}
+
+// leave counts an invocation of epoch out and returns the interpreter
+// sets that nothing in flight may be using any more.
+func (d *drain) leave(epoch uint64) []map[string]*agentSlot {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.inflight[epoch]--; d.inflight[epoch] <= 0 {
+		delete(d.inflight, epoch)
+	}
+	var ready []map[string]*agentSlot
+	keep := d.waiting[:0]
+	for _, r := range d.waiting {
+		if d.busyLocked(r.epoch) {
+			keep = append(keep, r)
+		} else {
+			ready = append(ready, r.slots)
+		}
+	}
+	d.waiting = keep
+	return ready
+}
+
+// retire starts a new epoch and keeps slots until every invocation that
+// entered before has left; it reports true when none is in flight, and
+// slots may be closed at once.
+func (d *drain) retire(slots map[string]*agentSlot) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.epoch
+	d.epoch++
+	if !d.busyLocked(e) {
+		return true
+	}
+	if len(slots) > 0 {
+		d.waiting = append(d.waiting, retiree{epoch: e, slots: slots})
+	}
+	return false
+}
+
+// busyLocked tells whether an invocation that entered in epoch e or
+// before is in flight: it may hold an interpreter of e.
+func (d *drain) busyLocked(e uint64) bool {
+	for ep := range d.inflight {
+		if ep <= e {
+			return true
+		}
+	}
+	return false
 }
