@@ -397,9 +397,10 @@ func (t *target) retireAgent(python string) {
 	t.retire(closing)
 }
 
-// retireAgents closes the target's interpreters (reset_connection) and
-// forgets failed starts, so that a later step tries again.
-func (t *target) retireAgents() {
+// takeAgents detaches the target's interpreters (reset_connection) and
+// forgets failed starts, so that a later step starts afresh; the caller
+// closes them (closeAgents).
+func (t *target) takeAgents() []*agentSlot {
 	t.agents.mu.Lock()
 	var closing []*agentSlot
 	for _, s := range t.agents.slots {
@@ -407,7 +408,12 @@ func (t *target) retireAgents() {
 	}
 	t.agents.slots = nil
 	t.agents.mu.Unlock()
-	t.retire(closing)
+	return closing
+}
+
+// closeAgents closes interpreters detached by takeAgents.
+func (t *target) closeAgents(slots []*agentSlot) {
+	t.retire(slots)
 }
 
 // sessionRunner starts remote commands on the target's connection for

@@ -111,7 +111,7 @@ func TestControlPersistExpiry(t *testing.T) {
 	if tg.expireIdle(now.Add(time.Hour)) {
 		t.Fatal("expired with an invocation in flight")
 	}
-	tg.invocationDone()
+	tg.invocationDone(iv)
 	if !tg.expireIdle(now.Add(time.Hour)) {
 		t.Fatal("not expired after ControlPersist")
 	}
@@ -308,7 +308,7 @@ func becomeStart(t *testing.T, tg *target, key string, f *fakeAgents) {
 func TestSessionWaitEndsStuckCommand(t *testing.T) {
 	h := newHarness(t, 0)
 	port, _ := strconv.Atoi(h.port)
-	tg := h.srv.targets.get(&sshclient.Settings{User: "test", HostName: "127.0.0.1", Port: port})
+	tg := h.srv.targets.get(&sshclient.Settings{User: "test", HostName: "127.0.0.1", Port: port}, &invocation{})
 	fifo := filepath.Join(t.TempDir(), "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
@@ -346,3 +346,6 @@ func TestSessionWaitEndsStuckCommand(t *testing.T) {
 		t.Errorf("%d connections, want the one that was used", len(tg.conns))
 	}
 }
+
+// retireAgents closes every interpreter of t at once, as -O exit does.
+func (t *target) retireAgents() { t.closeAgents(t.takeAgents()) }

@@ -129,6 +129,9 @@ func (s *Server) serveBecome(ctx context.Context, iv *invocation, t *target, inv
 	// A change of /etc/environment does not concern the become user: the
 	// tool sets its environment (stock steps do not see it either).
 	req.IgnoreEnvChange = true
+	if u := deletedUser(wrapper); u != "" {
+		t.retireUser(ctx, iv, ag, u)
+	}
 	res, err := ag.RunModule(ctx, req)
 	return s.moduleResult(iv, settings, req, held, res, err), true
 }

@@ -21,13 +21,19 @@
 // target, so Ansible's forks starting at once log in once. When the
 // server refuses another channel (OpenSSH's MaxSessions) the target opens
 // a second connection; a connection found dead is redialled on next use.
+// A target is named user@host:port (parts clipped), with #2, #3… for
+// other targets to the same place with other options; it keeps its name
+// for its life. A target that never connected is forgotten once nothing
+// uses it.
 //
 // # Routes
 //
 //   - control: `ssh -O check|stop|exit` answered as a ControlMaster would;
 //     stop detaches the target's connections (closed when their sessions
-//     end) so the next step logs in afresh, as `meta: reset_connection`
-//     expects.
+//     end) and interpreters (closed once the invocations in flight at the
+//     stop have finished) so the next step logs in afresh, as `meta:
+//     reset_connection` expects, while another run's step in flight
+//     completes. Held temp dirs stay: to Ansible they are on the target.
 //   - exec: everything else runs as a session channel, with a PTY for
 //     -tt (no terminal modes, size 0x0 unless the shim's stdin is a
 //     terminal: what ssh sends), exit status and `Shared connection to

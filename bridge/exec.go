@@ -45,8 +45,7 @@ func (s *Server) serveSSH(ctx context.Context, iv *invocation) int {
 	if inv.Control != "" {
 		return s.serveControl(iv, inv, settings)
 	}
-	t := s.targets.get(settings)
-	t.attach(iv)
+	t := s.targets.get(settings, iv)
 	iv.log = iv.log.WithField("target", t.label)
 	command := strings.Join(inv.Command, " ")
 	if dst, ok := ddTarget(command); ok && !inv.Subsystem && inv.TTY < 2 {

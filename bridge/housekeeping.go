@@ -174,6 +174,9 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 	}
 	req, held := moduleRequest(iv, inv, t, c, wrapper)
 	t.countRoute(iv, routeModule)
+	if u := deletedUser(wrapper); u != "" {
+		t.retireUser(ctx, iv, ag, u)
+	}
 	res, err := ag.RunModule(ctx, req)
 	if errors.Is(err, interp.ErrRestart) {
 		// /etc/environment or ~/.pam_environment changed: a fresh login

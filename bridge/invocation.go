@@ -43,6 +43,7 @@ type invocation struct {
 	mu     sync.Mutex
 	route  string  // set by countRoute
 	target *target // set by countRoute
+	epoch  uint64  // the target's drain epoch when attached
 
 	entry *journal.Entry // nil-safe: nil records nothing
 	// noStdinCapture keeps stdin out of the journal; set before accept.

@@ -220,7 +220,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	tgt := iv.target
 	iv.mu.Unlock()
 	if tgt != nil {
-		tgt.invocationDone()
+		tgt.invocationDone(iv)
 	}
 	iv.entry.Finish(code)
 	iv.log.WithFields(logrus.Fields{"exit": code, "ms": float64(time.Since(iv.started).Microseconds()) / 1000}).Debug("invocation done")

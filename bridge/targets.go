@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/interp"
@@ -36,19 +38,65 @@ func newRegistry(log logrus.FieldLogger, dial DialFunc, maxAgents int) *registry
 	return &registry{log: log, dial: dial, maxAgents: maxAgents, targets: map[string]*target{}}
 }
 
-func (r *registry) get(s *sshclient.Settings) *target {
+// get returns the target for s, creating it if needed, and makes iv one
+// of its invocations (under the registry's lock, so that forget never
+// drops a target an invocation is about to use).
+func (r *registry) get(s *sshclient.Settings, iv *invocation) *target {
 	key := s.Key()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.targets[key]
 	if t == nil {
-		label := fmt.Sprintf("%s@%s:%d", s.User, s.HostName, s.Port)
-		t = &target{label: label, settings: s, reg: r, log: r.log.WithField("target", label), routes: map[string]int{}, slow: map[string]int{}}
+		label := r.uniqueLabelLocked(targetLabel(s))
+		t = &target{label: label, key: key, settings: s, reg: r, log: r.log.WithField("target", label), routes: map[string]int{}, slow: map[string]int{}}
 		t.lastUse.Store(time.Now().UnixNano())
 		t.agents.max = r.maxAgents
 		r.targets[key] = t
 	}
+	t.attach(iv)
 	return t
+}
+
+// Bounds of a target's label: it names the target in status, top, logs
+// and the debug mount (where a name must fit in 255 bytes).
+const (
+	maxLabelUser = 32
+	maxLabelHost = 64
+)
+
+// targetLabel is user@host:port, each part clipped and without control
+// characters.
+func targetLabel(s *sshclient.Settings) string {
+	return fmt.Sprintf("%s@%s:%d", clipLabelPart(s.User, maxLabelUser), clipLabelPart(s.HostName, maxLabelHost), s.Port)
+}
+
+func clipLabelPart(s string, max int) string {
+	r := []rune(strings.Map(func(c rune) rune {
+		if unicode.IsControl(c) {
+			return '?'
+		}
+		return c
+	}, s))
+	if len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return string(r)
+}
+
+// uniqueLabelLocked returns label, or label#N with the smallest N from 2
+// that no target has: targets with other options (another key) to the
+// same user@host:port must not share a name, and a target keeps its name
+// for its life.
+func (r *registry) uniqueLabelLocked(label string) string {
+	used := map[string]bool{}
+	for _, t := range r.targets {
+		used[t.label] = true
+	}
+	name := label
+	for n := 2; used[name]; n++ {
+		name = fmt.Sprintf("%s#%d", label, n)
+	}
+	return name
 }
 
 // lookup returns the target for s if one exists, without creating it.
@@ -78,7 +126,8 @@ func (r *registry) closeAll() {
 // target is one remote endpoint: usually one connection; more only when
 // the server refuses another channel (OpenSSH's MaxSessions).
 type target struct {
-	label    string
+	label    string // unique among the registry's targets
+	key      string // settings.Key()
 	settings *sshclient.Settings
 	reg      *registry
 	log      logrus.FieldLogger
@@ -103,8 +152,10 @@ type target struct {
 	unsynced atomic.Pointer[interp.Client]
 	rtt      atomic.Int64 // last keepalive round trip, ns
 
-	inflight atomic.Int32 // invocations being served
-	lastUse  atomic.Int64 // when one last began or ended, unix ns
+	drain     drain
+	inflight  atomic.Int32 // invocations being served
+	connected atomic.Bool  // a dial has succeeded once
+	lastUse   atomic.Int64 // when one last began or ended, unix ns
 }
 
 // sshConn is one TCP connection to a target.
@@ -205,6 +256,7 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 		return nil, err
 	}
 	t.dials++
+	t.connected.Store(true)
 	c := &sshConn{t: t, client: client}
 	t.conns = append(t.conns, c)
 	t.log.WithField("connections", len(t.conns)).Info("connected")
@@ -229,12 +281,25 @@ func (t *target) hasLive() bool {
 	return false
 }
 
-// stop detaches all connections so the next use dials afresh, like
-// `ssh -O stop`. Sessions in flight finish first unless now is set
-// (`-O exit`, daemon shutdown).
+// stop detaches all connections and interpreters so the next use dials
+// and starts afresh, like `ssh -O stop`. Invocations in flight finish
+// first (another run's task must not fail because this run reset its
+// connection): the interpreters close once they have, and each
+// connection once its last session ends; unless now is set (`-O exit`,
+// daemon shutdown).
 func (t *target) stop(now bool) {
-	t.house.reset()
-	t.retireAgents()
+	slots := t.takeAgents()
+	if now {
+		t.house.reset()
+		t.closeAgents(slots)
+	} else {
+		// Held temp dirs are files on the target to Ansible: a task of
+		// another run may be between its upload and its module run.
+		t.house.resetAnswers()
+		if t.drain.retire(slots) {
+			t.closeAgents(slots)
+		}
+	}
 	t.mu.Lock()
 	conns := t.conns
 	t.conns = nil
@@ -272,12 +337,14 @@ func (t *target) newSession(ctx context.Context, p sshclient.Prompter, env [][2]
 }
 
 // attach makes iv an invocation of t: in flight (so that the target does
-// not expire under it) until invocationDone.
+// not expire under it, nor a stop retire its interpreters) until
+// invocationDone.
 func (t *target) attach(iv *invocation) {
 	iv.mu.Lock()
 	first := iv.target == nil
 	if first {
 		iv.target = t
+		iv.epoch = t.drain.enter()
 	}
 	iv.mu.Unlock()
 	if first {
@@ -286,10 +353,25 @@ func (t *target) attach(iv *invocation) {
 	}
 }
 
-// invocationDone records the end of an invocation attached to t.
-func (t *target) invocationDone() {
+// invocationDone records the end of an invocation attached to t. A
+// target that never connected (a dial that failed, a host name that
+// does not resolve) is forgotten once nothing uses it: it has nothing to
+// show, and a typo must not stay in status for the daemon's life.
+func (t *target) invocationDone(iv *invocation) {
 	t.lastUse.Store(time.Now().UnixNano())
-	t.inflight.Add(-1)
+	iv.mu.Lock()
+	epoch := iv.epoch
+	iv.mu.Unlock()
+	for _, slots := range t.drain.leave(epoch) {
+		go t.closeAgents(slots) // up to seconds: not on this invocation's time
+	}
+	r := t.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t.inflight.Add(-1) == 0 && !t.connected.Load() && r.targets[t.key] == t {
+		delete(r.targets, t.key)
+		t.log.Debug("target never connected; forgotten")
+	}
 }
 
 // expireIdle closes the target's connections (and retires its
@@ -308,6 +390,7 @@ func (t *target) expireIdle(now time.Time) bool {
 		return false
 	}
 	t.log.WithField("control_persist", persist).Info("idle for ControlPersist; closing the connection")
+	t.house.reset()
 	t.stop(false)
 	return true
 }
@@ -396,4 +479,81 @@ func (c *sshConn) sftpClient() (*sftp.Client, error) {
 	}
 	c.sftp = sc
 	return sc, nil
+}
+
+// drain tracks which invocations were in flight when a stop detached a
+// target's interpreters, so that they are closed only once those have
+// finished. Invocations count under the epoch they attached in; a stop
+// starts a new epoch.
+type drain struct {
+	mu       sync.Mutex
+	epoch    uint64
+	inflight map[uint64]int // invocations in flight, by epoch
+	waiting  []retiree
+}
+
+// retiree is a set of interpreters that a stop detached in epoch.
+type retiree struct {
+	epoch uint64
+	slots []*agentSlot
+}
+
+// enter counts an invocation in; it returns the epoch for leave.
+func (d *drain) enter() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.inflight == nil {
+		d.inflight = map[uint64]int{}
+	}
+	d.inflight[d.epoch]++
+	return d.epoch
+}
+
+// leave counts an invocation of epoch out and returns the interpreter
+// sets that nothing in flight may be using any more.
+func (d *drain) leave(epoch uint64) [][]*agentSlot {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.inflight[epoch]--; d.inflight[epoch] <= 0 {
+		delete(d.inflight, epoch)
+	}
+	var ready [][]*agentSlot
+	keep := d.waiting[:0]
+	for _, r := range d.waiting {
+		if d.busyLocked(r.epoch) {
+			keep = append(keep, r)
+		} else {
+			ready = append(ready, r.slots)
+		}
+	}
+	d.waiting = keep
+	return ready
+}
+
+// retire starts a new epoch and keeps slots until every invocation that
+// entered before has left; it reports true when none is in flight, and
+// slots may be closed at once.
+func (d *drain) retire(slots []*agentSlot) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.epoch
+	d.epoch++
+	if !d.busyLocked(e) {
+		return true
+	}
+	if len(slots) > 0 {
+		d.waiting = append(d.waiting, retiree{epoch: e, slots: slots})
+	}
+	return false
+}
+
+// busyLocked tells whether an invocation that entered in epoch e or
+// before is in flight: it may hold an interpreter of e.
+func (d *drain) busyLocked(e uint64) bool {
+	for ep := range d.inflight {
+		if ep <= e {
+			return true
+		}
+	}
+	return false
 }

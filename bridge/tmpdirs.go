@@ -58,6 +58,14 @@ func (h *housekeeping) reset() {
 	h.homes, h.bases, h.temps = nil, nil, nil
 }
 
+// resetAnswers forgets the cached answers, which a fresh login may give
+// differently, but keeps the temp dirs.
+func (h *housekeeping) resetAnswers() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.homes, h.bases = nil, nil
+}
+
 func (h *housekeeping) home(cmd string) (string, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

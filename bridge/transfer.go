@@ -23,7 +23,7 @@ func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.S
 	if err != nil {
 		return nil, nil, "", nil, err
 	}
-	t := s.targets.get(settings)
+	t := s.targets.get(settings, iv)
 	t.countRoute(iv, route)
 	iv.log = iv.log.WithField("target", t.label).WithField("route", route)
 	c, sc, err := t.useSFTP(ctx, iv)

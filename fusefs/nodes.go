@@ -65,6 +65,9 @@ func (f *fsys) fill(a *fuse.Attr, ino uint64, mode uint32, size int64, mtime tim
 	a.SetTimes(&mtime, &mtime, &mtime)
 }
 
+// nameMax is the longest file name the kernel accepts (NAME_MAX).
+const nameMax = 255
+
 // dirNode is a directory whose entries come from list.
 type dirNode struct {
 	fs.Inode
@@ -123,9 +126,17 @@ func (d *dirNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	if errno != 0 {
 		return nil, errno
 	}
-	ents := make([]fuse.DirEntry, len(kids))
-	for i, k := range kids {
-		ents[i] = fuse.DirEntry{Name: k.name, Mode: k.mode, Ino: inoOf(d.path+"/"+k.name, k.mode)}
+	ents := make([]fuse.DirEntry, 0, len(kids))
+	seen := make(map[string]bool, len(kids))
+	for _, k := range kids {
+		// A listing shows only what Lookup finds: a name given twice by
+		// the Source (Lookup takes the first) or one too long for the
+		// kernel would show as an unstat-able d????????? entry.
+		if seen[k.name] || len(k.name) > nameMax {
+			continue
+		}
+		seen[k.name] = true
+		ents = append(ents, fuse.DirEntry{Name: k.name, Mode: k.mode, Ino: inoOf(d.path+"/"+k.name, k.mode)})
 	}
 	return fs.NewListDirStream(ents), 0
 }

@@ -398,3 +398,23 @@ func TestNilJournal(t *testing.T) {
 		t.Errorf("root: %v", n)
 	}
 }
+
+// A listing must hold only names Lookup resolves, once each: a Source
+// that names two targets alike, or one too long for the kernel, must not
+// give ls two entries or a d????????? one.
+func TestTreeListsResolvableNamesOnce(t *testing.T) {
+	src := newSource(t)
+	long := strings.Repeat("h", 300)
+	src.set(func(s *memSource) {
+		s.targets = []Target{{Name: tgt}, {Name: tgt}, {Name: "u@" + long + ":22"}}
+	})
+	root := newTree(t, src)
+	targets, _ := mustWalk(t, root, "targets")
+	got := names(t, targets)
+	if strings.Join(got, ",") != tgt {
+		t.Fatalf("/targets lists %q, want %q once", got, tgt)
+	}
+	for _, n := range got {
+		mustWalk(t, root, "targets/"+n)
+	}
+}

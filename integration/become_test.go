@@ -272,3 +272,52 @@ func daemonInFlight(t *testing.T) int {
 	}
 	return len(st.InFlight)
 }
+
+// userdelCase deletes a user that a become step has just run as.
+var userdelCase = corpusCase{name: "userdel", check: checkUserdel, setup: setupUserdel}
+
+func checkUserdel(t *testing.T, r *runResult) {
+	wantExit(t, r, 0)
+	wantTask(t, r, "t", "a step as the user", "ok", "abdeltmp")
+	if res := wantTask(t, r, "t", "delete the user", "ok", ""); res["changed"] != true {
+		t.Errorf("%s run: the user was not deleted: %s", r.Spec.Side, short(res))
+	}
+	if res := wantTask(t, r, "t", "no process of the user is left", "ok", ""); res["stdout"] != "" {
+		t.Errorf("%s run: processes of the deleted user: %q", r.Spec.Side, res["stdout"])
+	}
+}
+
+// setupUserdel makes sure the user does not exist before a run.
+func setupUserdel(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	del := func() {
+		if _, err := user.Lookup("abdeltmp"); err == nil {
+			if out, err := exec.Command("userdel", "-r", "abdeltmp").CombinedOutput(); err != nil {
+				t.Logf("userdel abdeltmp: %v: %s", err, out)
+			}
+		}
+	}
+	del()
+	t.Cleanup(del)
+	return nil
+}
+
+// TestUserdelAfterBecome: deleting a user just used with become succeeds
+// through the bridge as with stock, and so does a stock run after it
+// (nothing of the bridge's is left running as that user).
+func TestUserdelAfterBecome(t *testing.T) {
+	requireLab(t)
+	modes := []mode{{true, "sftp"}}
+	if hasSetfacl() {
+		modes = append(modes, mode{false, "sftp"}) // stock needs it to hand temp files to the user
+	}
+	for _, m := range modes {
+		t.Run(m.String(), func(t *testing.T) {
+			spec := runSpec{Playbook: "userdel.yml", Mode: m}
+			runCompared(t, userdelCase, spec, nil)
+			spec.Side = stock
+			after := runPlaybook(t, spec)
+			checkUserdel(t, after)
+		})
+	}
+}

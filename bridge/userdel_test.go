@@ -1,0 +1,46 @@
+package bridge
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// wrapperFor turns the saved ping wrapper into one of module with args
+// (a JSON object), as Ansible would write it.
+func wrapperFor(t *testing.T, module, args string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("journal", "testdata", "AnsiballZ_ping.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.ReplaceAll(string(b), "ansible.modules.ping", "ansible.modules."+module)
+	params := regexp.MustCompile(`(?m)^    ANSIBALLZ_PARAMS = '.*'$`)
+	if !params.MatchString(s) {
+		t.Fatal("no ANSIBALLZ_PARAMS line in the saved wrapper")
+	}
+	lit := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(`{"ANSIBLE_MODULE_ARGS": ` + args + `}`)
+	return []byte(params.ReplaceAllLiteralString(s, "    ANSIBALLZ_PARAMS = '"+lit+"'"))
+}
+
+func TestDeletedUser(t *testing.T) {
+	for _, tc := range []struct {
+		module, args, want string
+	}{
+		{"user", `{"name": "nctmp", "state": "absent", "remove": true}`, "nctmp"},
+		{"user", `{"user": "nctmp", "state": "absent"}`, "nctmp"},
+		{"user", `{"name": "nctmp", "state": "present"}`, ""},
+		{"user", `{"name": "nctmp"}`, ""},
+		{"command", `{"_raw_params": "userdel -r nctmp", "_uses_shell": false}`, "nctmp"},
+		{"shell", `{"_raw_params": "/usr/sbin/deluser --remove-home nctmp && echo gone", "_uses_shell": true}`, "nctmp"},
+		{"command", `{"argv": ["userdel", "-f", "nctmp"]}`, "nctmp"},
+		{"command", `{"_raw_params": "echo absent"}`, ""},
+		{"ping", `{"data": "absent userdel x"}`, ""},
+	} {
+		if got := deletedUser(wrapperFor(t, tc.module, tc.args)); got != tc.want {
+			t.Errorf("%s %s: deletes %q, want %q", tc.module, tc.args, got, tc.want)
+		}
+	}
+}
