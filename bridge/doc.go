@@ -24,7 +24,9 @@
 // A target is named user@host:port (parts clipped), with #2, #3… for
 // other targets to the same place with other options; it keeps its name
 // for its life. A target that never connected is forgotten once nothing
-// uses it.
+// uses it. After its connections close, a target keeps only its status
+// row and counters; when ControlPersist closes the daemon's last
+// connection, the freed memory goes back to the system at once.
 //
 // # Routes
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,8 @@ type Server struct {
 	activity chan struct{}
 	stopOnce sync.Once
 	stopCh   chan struct{}
+	// freeMemory returns freed memory to the system; tests replace it.
+	freeMemory func()
 }
 
 // New returns a Server; Run starts it.
@@ -62,13 +65,14 @@ func New(cfg Config, log logrus.FieldLogger) *Server {
 		dial = sshclient.Dial
 	}
 	return &Server{
-		cfg:      cfg,
-		log:      log,
-		targets:  newRegistry(log, dial, cfg.MaxInterpreters),
-		started:  time.Now(),
-		journal:  journal.New(cfg.JournalSize),
-		activity: make(chan struct{}, 1),
-		stopCh:   make(chan struct{}),
+		cfg:        cfg,
+		log:        log,
+		targets:    newRegistry(log, dial, cfg.MaxInterpreters),
+		started:    time.Now(),
+		journal:    journal.New(cfg.JournalSize),
+		activity:   make(chan struct{}, 1),
+		stopCh:     make(chan struct{}),
+		freeMemory: debug.FreeOSMemory,
 	}
 }
 
@@ -129,10 +133,27 @@ func (s *Server) persistWatch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			for _, t := range s.targets.all() {
-				t.expireIdle(now)
-			}
+			s.expireIdle(now)
 		}
+	}
+}
+
+// expireIdle expires the targets idle for their ControlPersist. When that
+// leaves no connection open, the memory freed goes back to the system at
+// once: a run over many targets grows the heap (each connection's and
+// interpreter client's buffers) and the runtime returns it only slowly,
+// so an idle daemon kept its peak RSS. What stays per target after its
+// connections close is its status row and counters (a few hundred
+// bytes) and the bounded journal (Config.JournalSize entries).
+func (s *Server) expireIdle(now time.Time) {
+	expired := false
+	for _, t := range s.targets.all() {
+		if t.expireIdle(now) {
+			expired = true
+		}
+	}
+	if expired && !s.targets.connected() {
+		s.freeMemory()
 	}
 }
 

@@ -117,6 +117,19 @@ func (r *registry) all() []*target {
 	return out
 }
 
+// connected reports whether any target has a connection open.
+func (r *registry) connected() bool {
+	for _, t := range r.all() {
+		t.mu.Lock()
+		n := len(t.conns)
+		t.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *registry) closeAll() {
 	for _, t := range r.all() {
 		t.stop(true)
