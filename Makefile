@@ -5,7 +5,8 @@
 #                sftp shims into PREFIX/share/ansible-bridge/bin
 #   make unit    go test ./... without the lab (end-to-end tests skip)
 #   make test    loopback lab up, every test including end-to-end, lab down
-#   make lint    gofmt, go vet, staticcheck
+#   make lint    gofmt, go vet, staticcheck; the agent's Python: py_compile
+#                on every Python 3.6+ here, pyflakes3 (Debian's pyflakes3)
 #   make bench   benchmark runner (scripts/bench): bench.md and bench.svg, the
 #                median of 3 interleaved runs per row (stock, bridge, floor,
 #                Mitogen), a second table at 20 ms added RTT, and 50 targets
@@ -45,7 +46,7 @@ ANSIBLE ?=
 # The chosen version's bin dir, first on PATH ("" for Debian's or all).
 ANSIBLE_PATH = $(if $(filter-out all,$(ANSIBLE)),$(shell scripts/ansible-versions.sh bin $(ANSIBLE)):)
 
-.PHONY: build install unit agent-test test lint bench demo lab-up lab-down
+.PHONY: build install unit agent-test test lint lint-python bench demo lab-up lab-down
 
 # bin/ansible-bridge-shim is the shim alone (fakessh/cmd): it starts faster
 # than the full binary, and `ansible-bridge shims DIR` links to it when it
@@ -87,10 +88,29 @@ test: agent-test
 	scripts/lab.sh down || true; \
 	exit $$rc
 
-lint:
+lint: lint-python
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+# The agent runs on the target's python, any 3.6+: each Python here
+# compiles it (py_compile, the .pyc into a temporary directory, not the
+# tree), then pyflakes3 (scripts/setup.sh installs it) checks for unused
+# and undefined names.
+PYFILES = $(wildcard interp/*.py)
+PYCOMPILE = import os, py_compile, shutil, sys, tempfile; \
+	d = tempfile.mkdtemp(); \
+	ok = [py_compile.compile(f, cfile=os.path.join(d, str(i) + ".pyc"), doraise=False) for i, f in enumerate(sys.argv[1:])]; \
+	shutil.rmtree(d); \
+	sys.exit(None in ok)
+lint-python:
+	@for py in $(sort $(PYTHONS)); do \
+		$$py -c 'import sys; sys.exit(sys.version_info < (3, 6))' 2>/dev/null || continue; \
+		echo "py_compile with $$py: $(PYFILES)"; \
+		$$py -c '$(PYCOMPILE)' $(PYFILES) || exit 1; \
+	done
+	@command -v pyflakes3 >/dev/null || { echo "make lint: pyflakes3 not found: apt-get install pyflakes3 (scripts/setup.sh installs it)" >&2; exit 1; }
+	pyflakes3 $(PYFILES)
 
 bench:
 	@set -e; for v in $(if $(filter all,$(ANSIBLE)),$$(scripts/ansible-versions.sh list),$(or $(ANSIBLE),debian)); do \

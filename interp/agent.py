@@ -1131,7 +1131,6 @@ class Agent(object):
 
     def run(self):
         # The hello goes out on the (blocking) channel before anything else.
-        import pwd  # noqa: F401  (warm)
         self.hello()
         while True:
             for key, mask in self.sel.select():

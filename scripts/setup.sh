@@ -24,6 +24,7 @@ PKGS=(
 	openssh-client  # ssh, scp, sftp, ssh-keygen: the stock runs and fallback
 	ansible-core    # ansible-playbook 2.14 (bookworm)
 	python3         # target interpreter and Ansible itself
+	pyflakes3       # make lint: the agent's Python (interp/*.py)
 	sudo            # become_method: sudo
 	sshpass         # ansible_password logins
 	fuse3           # fusermount3 for the bridge's debug mount
