@@ -31,11 +31,16 @@ import termios
 import time
 import zlib
 
+# ---------------------------------------------------------------- protocol
+# The values of interp/protocol.go (Protocol, Magic, the frame* types,
+# headerSize, maxFrame): TestAgentConstants (Go) and ProtocolConstantsTest
+# (agent_test.py) check that both sides agree.
+
 PROTOCOL = 1
 MAGIC = b'\x00ANSIBLE-BRIDGE-AGENT-1\n'
 
-# Frame types; keep in sync with interp/protocol.go.
-T_HELLO = 1
+# Frame types, T_<NAME> for Go's frame<Name>. Type 1 is reserved; the
+# hello is a response to request id 0.
 T_REQ = 2
 T_RESP = 3
 T_STDIN = 4
@@ -44,9 +49,11 @@ T_STDOUT = 6
 T_STDERR = 7
 T_CANCEL = 8
 
+# A frame: uint32 length | uint8 type | uint32 request id | payload, the
+# length counting type, id and payload.
 HDR = struct.Struct('>IBI')
-U32 = struct.Struct('>I')
 MAX_FRAME = 1 << 30
+U32 = struct.Struct('>I')
 CHUNK = 65536
 # Stop reading child output while this much is queued for the client.
 OUT_HIGH = 4 << 20

@@ -6,6 +6,7 @@ make unit and make test run them on every Python 3 the Go tests use.
 The wrappers are real ones from each ansible-core version
 (interp/ansiballz/testdata)."""
 
+import ast
 import glob
 import gzip
 import io
@@ -134,6 +135,39 @@ class PingParamsTest(unittest.TestCase):
                 m = agent.PARAMS_RE.search(read(path))
                 self.assertIsNotNone(m)
                 self.assertIn(b'ANSIBLE_MODULE_ARGS', m.group(2))
+
+
+class ProtocolConstantsTest(unittest.TestCase):
+    """agent.py's frame types, magic, protocol version, header and frame
+    limit are interp/protocol.go's (TestAgentConstants checks the same
+    from Go)."""
+
+    def setUp(self):
+        with open(os.path.join(HERE, 'protocol.go')) as f:
+            self.go = f.read()
+
+    def go_const(self, pattern):
+        m = re.search(pattern, self.go, re.M)
+        self.assertIsNotNone(m, 'protocol.go: no line matches %s' % pattern)
+        return m.group(1)
+
+    def test_frame_types(self):
+        """T_NAME for each of Go's frameName, and no other."""
+        go = {}
+        for name, value in re.findall(r'^\s+frame(\w+)\s*=\s*(\d+)\b', self.go, re.M):
+            go['T_' + re.sub(r'([a-z])([A-Z])', r'\1_\2', name).upper()] = int(value)
+        self.assertGreaterEqual(len(go), 7)
+        py = {k: v for k, v in vars(agent).items() if k.startswith('T_')}
+        self.assertEqual(py, go)
+
+    def test_magic_and_version(self):
+        magic = ast.literal_eval('b' + self.go_const(r'^const Magic = ("(?:[^"\\]|\\.)*")$'))
+        self.assertEqual(agent.MAGIC, magic)
+        self.assertEqual(agent.PROTOCOL, int(self.go_const(r'^const Protocol = (\d+)$')))
+
+    def test_header_and_limit(self):
+        self.assertEqual(agent.HDR.size, int(self.go_const(r'^\s+headerSize\s*=\s*(\d+)\b')))
+        self.assertEqual(agent.MAX_FRAME, 1 << int(self.go_const(r'^\s+maxFrame\s*=\s*1 << (\d+)$')))
 
 
 if __name__ == '__main__':

@@ -21,7 +21,9 @@ const Magic = "\x00ANSIBLE-BRIDGE-AGENT-1\n"
 // Protocol is the protocol version this client speaks.
 const Protocol = 1
 
-// Frame types; keep in sync with agent.py.
+// Frame types. agent.py names each frameName T_NAME and defines Magic,
+// Protocol, headerSize and maxFrame too: TestAgentConstants checks that
+// the two sides agree.
 const (
 	// Type 1 is reserved; the hello is a response to request id 0.
 	frameReq      = 2
