@@ -10,7 +10,9 @@
 # so os.fork() (zygotes, tasks) is always safe.
 
 import array
+import atexit
 import base64
+import builtins
 import errno
 import fcntl
 import hashlib
@@ -651,311 +653,468 @@ def cache_module_code(fqn):
         pass
 
 
-def run_task(msg, tpl, wc, stdio_like, zippath):
-    """In a fresh fork of a zygote: run src as Python would run a script.
+# ---------------------------------------------------------------- task
+# What a spare fork does with its task, in the order run_task does it.
 
-    Never returns."""
+def reset_task_process(msg):
+    """The task's process state: the resolver, the environment with the
+    request's Env on top, the locale it gives, the agent's cwd, and no
+    atexit handlers but the task's own."""
+    if msg.get('res_init'):
+        res_init()
+    os.environ.update(msg.get('env') or {})
+    import locale
+    try:
+        locale.setlocale(locale.LC_CTYPE, '')
+    except (locale.Error, ValueError):
+        pass  # an unknown locale in Env: python itself starts with C then
+    try:
+        os.chdir(msg['cwd'])
+    except OSError:
+        pass  # the login directory is gone: the task runs where the zygote does
+    try:
+        atexit._clear()
+    except AttributeError:
+        pass  # not CPython: no handlers were registered through it
+
+
+def task_std_streams(stdio_like):
+    """sys.stdin, stdout and stderr on fds 0-2, as python makes them."""
+    sys.stdin = sys.__stdin__ = _std_stream(0, False, stdio_like[0])
+    sys.stdout = sys.__stdout__ = _std_stream(1, True, stdio_like[1])
+    sys.stderr = sys.__stderr__ = _std_stream(2, True, stdio_like[2])
+
+
+def main_namespace(script, zippath):
+    """A fresh __main__ as python sets it up for script (a path), or for a
+    script piped on stdin (script None), with sys.argv and sys.path[0] to
+    match; zippath, the zygote's zip, leaves sys.path (the wrapper puts
+    its own copy first). The namespace and the file name to compile with."""
+    sys.path[:] = [p for p in sys.path if p != zippath]
+    d = sys.modules['__main__'].__dict__
+    d.clear()
+    d.update({'__name__': '__main__', '__doc__': None, '__package__': None,
+              '__spec__': None, '__annotations__': {}, '__builtins__': builtins,
+              '__cached__': None})
+    if script:
+        from importlib.machinery import SourceFileLoader
+        d['__file__'] = script
+        d['__loader__'] = SourceFileLoader('__main__', script)
+        sys.argv = [script]
+        sys.path[0] = os.path.dirname(os.path.realpath(script))
+        return d, script
+    import _frozen_importlib
+    d['__file__'] = '<stdin>'
+    d['__loader__'] = _frozen_importlib.BuiltinImporter
+    sys.argv = ['']
+    sys.path[0] = ''
+    return d, '<stdin>'
+
+
+def compile_task(wc, tpl, fname):
+    """The task's code, or None (reported as python reports a script that
+    does not compile: the error without a traceback)."""
+    try:
+        return wc.compile(tpl, fname)
+    except BaseException:
+        et, ev, _tb = sys.exc_info()
+        sys.excepthook(et, ev, None)
+        return None
+
+
+def finish_interpreter(rc):
+    """What python does after __main__: join non-daemon threads, run the
+    atexit handlers, flush the std streams (120 if that fails after a
+    clean exit). The exit status."""
+    if 'threading' in sys.modules:
+        try:
+            sys.modules['threading']._shutdown()
+        except BaseException:
+            # As python reports it, and goes on with its exit.
+            _print_ignored(sys.modules['threading'])
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass  # atexit printed each failing handler itself (and before 3.11 raises the last again)
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except BaseException:
+            if rc == 0:
+                rc = 120
+    return rc
+
+
+def _print_ignored(obj):
+    """An exception python ignores after printing it (unraisable)."""
+    import traceback
+    try:
+        sys.stderr.write('Exception ignored in: %r\n' % (obj,))
+        traceback.print_exc()
+    except (OSError, ValueError):
+        pass  # stderr is closed or broken: nowhere to say it
+
+
+def report_status(msg, rc):
+    """Tell the agent the exit status now, and end the task's output,
+    rather than after the exit and a round through the zygote: tearing
+    down the address space takes a while."""
+    sfd = msg.get('status_fd')
+    if sfd is None:
+        return
+    try:
+        os.write(sfd, str(rc & 0xff).encode('ascii'))
+        os.close(sfd)
+        os.close(1)
+        os.close(2)
+        if msg.get('pty') is not None:
+            os.close(0)  # the terminal too: its output ends here
+    except OSError:
+        pass  # the agent is gone: the zygote's waitpid reports the exit
+
+
+def report_pages(msg):
+    """For the zygote's prefault: the pages this task came to own."""
+    lsock = msg.get('learn_sock')
+    if lsock is None:
+        return
+    try:
+        lsock.send(array.array('Q', own_pages()).tobytes())
+    except (OSError, ValueError):
+        pass  # no /proc/self/pagemap here, or the zygote is gone: nothing learned from this task
+
+
+def run_task(msg, tpl, wc, stdio_like, zippath):
+    """In a spare fork of a zygote: run the wrapper template tpl (its zip
+    literal compiled in by wc) as python would run the script. Never
+    returns."""
     rc = 1
     try:
-        if msg.get('res_init'):
-            res_init()
-        os.environ.update(msg.get('env') or {})
-        try:
-            import locale
-            locale.setlocale(locale.LC_CTYPE, '')
-        except Exception:
-            pass
-        try:
-            os.chdir(msg['cwd'])
-        except OSError:
-            pass
-        import atexit
-        import builtins
-        try:
-            atexit._clear()
-        except Exception:
-            pass
-        sys.stdin = sys.__stdin__ = _std_stream(0, False, stdio_like[0])
-        sys.stdout = sys.__stdout__ = _std_stream(1, True, stdio_like[1])
-        sys.stderr = sys.__stderr__ = _std_stream(2, True, stdio_like[2])
-        script = msg.get('script')
-        # The zygote's zip goes: the wrapper puts its own copy first.
-        sys.path[:] = [p for p in sys.path if p != zippath]
-        main = sys.modules['__main__']
-        d = main.__dict__
-        d.clear()
-        d.update({'__name__': '__main__', '__doc__': None, '__package__': None,
-                  '__spec__': None, '__annotations__': {}, '__builtins__': builtins,
-                  '__cached__': None})
-        if script:
-            from importlib.machinery import SourceFileLoader
-            d['__file__'] = script
-            d['__loader__'] = SourceFileLoader('__main__', script)
-            sys.argv = [script]
-            sys.path[0] = os.path.dirname(os.path.realpath(script))
-            fname = script
-        else:
-            import _frozen_importlib
-            d['__file__'] = '<stdin>'
-            d['__loader__'] = _frozen_importlib.BuiltinImporter
-            sys.argv = ['']
-            sys.path[0] = ''
-            fname = '<stdin>'
-        try:
-            code = wc.compile(tpl, fname)
-        except BaseException:
-            # As python reports a script that does not compile: no traceback.
-            et, ev, _tb = sys.exc_info()
-            sys.excepthook(et, ev, None)
-            code = None
+        reset_task_process(msg)
+        task_std_streams(stdio_like)
+        d, fname = main_namespace(msg.get('script'), zippath)
+        code = compile_task(wc, tpl, fname)
         del tpl
         rc = 1 if code is None else _exec_main(code, d)
-        try:
-            if 'threading' in sys.modules:
-                sys.modules['threading']._shutdown()
-        except BaseException:
-            pass
-        try:
-            atexit._run_exitfuncs()
-        except BaseException:
-            pass
-        for f in (sys.stdout, sys.stderr):
-            try:
-                f.flush()
-            except BaseException:
-                if rc == 0:
-                    rc = 120
-        # Tell the agent now, rather than after the exit and a round
-        # through the zygote: tearing down the address space takes a while.
-        sfd = msg.get('status_fd')
-        if sfd is not None:
-            try:
-                os.write(sfd, str(rc & 0xff).encode('ascii'))
-                os.close(sfd)
-                os.close(1)
-                os.close(2)
-                if msg.get('pty') is not None:
-                    os.close(0)  # the terminal too: its output ends here
-            except OSError:
-                pass
-        lsock = msg.get('learn_sock')
-        if lsock is not None:
-            try:
-                lsock.send(array.array('Q', own_pages()).tobytes())
-            except Exception:
-                pass
+        rc = finish_interpreter(rc)
+        report_status(msg, rc)
+        report_pages(msg)
     except BaseException:
-        try:
-            import traceback
-            os.write(2, traceback.format_exc().encode('utf-8', 'replace'))
-        except BaseException:
-            pass
+        _write_traceback()
     finally:
         os._exit(rc)
 
 
-def zygote_main(sock, zippath, fqn, b64, stdio_like):
-    """A process that has imported one AnsiballZ zip and forks its tasks. Never returns."""
+def _write_traceback():
+    """The exception being handled, on fd 2, in a process about to exit."""
+    import traceback
     try:
+        os.write(2, traceback.format_exc().encode('utf-8', 'replace'))
+    except OSError:
+        pass  # fd 2 is closed: nowhere to say it
+
+
+# ---------------------------------------------------------------- zygote
+
+class ZygoteServer(object):
+    """A zygote: the process, forked from the agent, that has imported one
+    AnsiballZ zip and forks its tasks.
+
+    It keeps one child forked ahead (a spare, waiting in spare_main) so
+    that no fork is on a request's path, and hands it to the agent, which
+    sends the next task straight to it. Messages on sock (encode_msg; fds
+    go with a message's first byte):
+
+      zygote -> agent  {'spare': pid, 'learn': bool} + the spare's control
+                       socket; {'id', 'pid'}: task id was forked here;
+                       {'id', 'status'}: task id exited (waitpid status)
+      agent -> zygote  {'used': pid, 'id'} + template: the agent sent task
+                       id to spare pid; a task ({'id', ...} + template +
+                       its fds) when the agent held no spare. Either may
+                       carry 'res_init'.
+    """
+
+    def __init__(self, sock, zippath, fqn, b64, stdio_like):
+        self.sock = sock
+        self.zippath = zippath
+        self.fqn = fqn
+        self.b64 = b64
+        self.stdio_like = stdio_like
+        self.wc = None  # WrapperCompiler, once warm
+        self.pf = None  # Prefaulter, once warm
+        self.learn_r = self.learn_w = None  # tasks' page reports (datagrams)
+        self.wake_r = self.wake_w = None  # SIGCHLD wakes the loop
+        self.sel = None
+        self.tasks = {}  # pid -> request id, for tasks whose exit is reported
+        self.held = None  # (pid, control socket) of a spare not handed over yet
+        self.handed = None  # pid of the spare the agent holds, unused so far
+        self.early = {}  # pid -> exit status of handed spares not yet reported used
+
+    def run(self):
+        """Never returns."""
+        try:
+            self.warm_up()
+            self.start_loop()
+            self.serve()
+        except BaseException:
+            _write_traceback()
+        finally:
+            os._exit(1)
+
+    # ---- start
+
+    def warm_up(self):
+        """Import what the zip's tasks will import, cache the module's
+        compiled code, and freeze the garbage collector's view of the heap
+        so that tasks do not copy it on write."""
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        sys.path.insert(0, zippath)
-        import importlib
-        restore = compile_zip_modules_once(os.path.join(os.path.dirname(os.path.dirname(zippath)), 'pyc'))
+        sys.path.insert(0, self.zippath)
+        restore = compile_zip_modules_once(os.path.join(os.path.dirname(os.path.dirname(self.zippath)), 'pyc'))
         # What every AnsiballZ wrapper imports, then what the module
         # imports. Never the module itself: its top-level code must run
         # once per task, in the task.
-        for name in WRAPPER_IMPORTS + ZIP_IMPORTS_219 + ('ansible.module_utils.basic',) + imports_of(fqn):
-            try:
-                importlib.import_module(name)
-            except BaseException:
-                pass
-        if fqn:
-            cache_module_code(fqn)
+        import_quietly(WRAPPER_IMPORTS + ZIP_IMPORTS_219 + ('ansible.module_utils.basic',) + imports_of(self.fqn))
+        if self.fqn:
+            cache_module_code(self.fqn)
         restore()
-        wc = WrapperCompiler(b64)
-        pf = Prefaulter()
-        learn_r, learn_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-        learn_r.setblocking(False)
-        # Keep the garbage collector off the inherited objects, so that tasks
-        # do not copy-on-write the whole heap.
+        self.wc = WrapperCompiler(self.b64)
+        self.pf = Prefaulter()
+        self.learn_r, self.learn_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.learn_r.setblocking(False)
         import gc
         gc.collect()
         if hasattr(gc, 'freeze'):
             gc.freeze()
-        wr, ww = os.pipe()
-        _set_nonblock(wr)
-        _set_nonblock(ww)
-        signal.set_wakeup_fd(ww)
+
+    def start_loop(self):
+        self.wake_r, self.wake_w = os.pipe()
+        _set_nonblock(self.wake_r)
+        _set_nonblock(self.wake_w)
+        signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda *a: None)
-        sel = selectors.DefaultSelector()
-        sel.register(sock, selectors.EVENT_READ)
-        sel.register(wr, selectors.EVENT_READ)
-        sel.register(learn_r, selectors.EVENT_READ)
-        tasks = {}
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(self.sock, selectors.EVENT_READ)
+        self.sel.register(self.wake_r, selectors.EVENT_READ)
+        self.sel.register(self.learn_r, selectors.EVENT_READ)
+        self.held = self.fork_spare()
 
-        def spare_main(ctl):
-            """A task forked ahead of time: it waits for its message, so
-            the fork is off the request's path. Never returns."""
-            try:
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                sel.close()
-                os.close(wr)
-                os.close(ww)
-                sock.close()
-                learn_r.close()
-                # Nothing but stdio and the control sockets (a task's pipes
-                # held here would never reach EOF).
-                close_fds_except(ctl.fileno(), learn_w.fileno())
-                os.setsid()
-                null = os.open(os.devnull, os.O_RDONLY)
-                os.dup2(null, 0)
-                os.close(null)
-                pf.prefault()
-                try:
-                    msg, tpl, fds = recv_msg(ctl)
-                except (EOFError, OSError):
-                    os._exit(0)
-                ctl.close()
-                if msg.get('learn'):
-                    msg['learn_sock'] = learn_w
-                else:
-                    learn_w.close()
-                pty = msg.get('pty')
-                if pty is not None:
-                    # The terminal's slave: the controlling terminal of
-                    # this session, and stdin, stdout and stderr.
-                    slave = fds.pop(0)
-                    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
-                    for fd in (0, 1, 2):
-                        os.dup2(slave, fd)
-                    if slave > 2:
-                        os.close(slave)
-                    msg['env'] = pty_env(pty, os.ttyname(0), msg.get('env'))
-                else:
-                    out, err = fds.pop(0), fds.pop(0)
-                    os.dup2(out, 1)
-                    os.dup2(err, 2)
-                    for fd in (out, err):
-                        if fd > 2:
-                            os.close(fd)
-                if fds:
-                    os.set_inheritable(fds[0], False)
-                    msg['status_fd'] = fds[0]
-            except BaseException:
-                os._exit(127)
-            run_task(msg, tpl, wc, stdio_like, zippath)
+    # ---- loop
 
-        def fork_spare():
-            a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            pid = os.fork()
-            if pid == 0:
-                a.close()
-                spare_main(b)
-            b.close()
-            return pid, a
-
-        # A spare forked ahead goes to the agent (its pid and control
-        # socket), which sends it a task directly and then tells this
-        # zygote, which forks the next one: the task's message does not
-        # wait for this process to be scheduled. A task the agent sends
-        # here instead (it held no spare) gets one forked on the spot.
-        held = fork_spare()  # (pid, ctl) not yet handed over
-        handed = None  # pid of the spare the agent holds, unused so far
-        early = {}  # exit statuses of tasks not yet reported used
-
-        def task_started(pid, rid):
-            """The agent sent pid task rid: report its exit from now on."""
-            st = early.pop(pid, None)
-            if st is not None:
-                send_msg(sock, {'id': rid, 'status': st})
-            else:
-                tasks[pid] = rid
-
+    def serve(self):
+        """Offer the spare once nothing else is to be done; never returns
+        (exits when the agent's socket ends)."""
         while True:
-            offer = held is not None and handed is None
-            events = sel.select(0 if offer else None)
+            offer = self.held is not None and self.handed is None
+            events = self.sel.select(0 if offer else None)
             if not events and offer:
-                pid, ctl = held
-                send_msg(sock, {'spare': pid, 'learn': pf.learning()}, fds=[ctl.fileno()])
-                ctl.close()
-                handed, held = pid, None
+                self.offer_spare()
                 continue
             for key, _ in events:
-                if key.fileobj is learn_r:
-                    try:
-                        pf.learn(learn_r.recv(1 << 20))
-                    except OSError:
-                        pass
-                elif key.fileobj is sock:
-                    try:
-                        msg, tpl, fds = recv_msg(sock)
-                    except (EOFError, OSError):
-                        os._exit(0)
-                    if msg.get('res_init'):
-                        res_init()  # for the forks to come
-                    if 'used' in msg:
-                        if handed == msg['used']:
-                            handed = None
-                        task_started(msg['used'], msg['id'])
-                        wc.learn(tpl)
-                        if held is None:
-                            held = fork_spare()
-                        continue
-                    if pf.learning():
-                        msg['learn'] = True
-                    ok = False
-                    for attempt in (0, 1):
-                        pid, ctl = held if held is not None else fork_spare()
-                        held = None
-                        try:
-                            send_msg(ctl, msg, tpl, fds)
-                            ok = True
-                        except OSError:
-                            pass  # the spare died: make another
-                        ctl.close()
-                        if ok:
-                            break
-                    # Before the next fork, which must not hold the pipes.
-                    for fd in fds:
-                        os.close(fd)
-                    if ok:
-                        # The next tasks' forks inherit the compiled shape.
-                        wc.learn(tpl)
-                        task_started(pid, msg['id'])
-                        send_msg(sock, {'id': msg['id'], 'pid': pid})
-                    held = fork_spare()
+                if key.fileobj is self.learn_r:
+                    self.read_learned()
+                elif key.fileobj is self.sock:
+                    self.read_agent()
                 else:
-                    try:
-                        while os.read(wr, 4096):
-                            pass
-                    except OSError:
-                        pass
-                    while True:
-                        try:
-                            pid, st = os.waitpid(-1, os.WNOHANG)
-                        except ChildProcessError:
-                            break
-                        if pid == 0:
-                            break
-                        rid = tasks.pop(pid, None)
-                        if rid is not None:
-                            send_msg(sock, {'id': rid, 'status': st})
-                        elif pid == handed:
-                            # Its task, if the agent sent it one, is
-                            # reported when the agent says so; the agent
-                            # gets another spare either way.
-                            early[pid] = st
-                            handed = None
-                            if held is None:
-                                held = fork_spare()
-    except BaseException:
+                    self.reap()
+
+    def tell_agent(self, obj, fds=None):
         try:
-            import traceback
-            os.write(2, traceback.format_exc().encode('utf-8', 'replace'))
+            send_msg(self.sock, obj, fds=fds)
+        except (BrokenPipeError, ConnectionResetError):
+            os._exit(0)  # the agent is gone, or retired this zygote
+
+    def offer_spare(self):
+        """Hand the spare held to the agent: its pid and control socket."""
+        pid, ctl = self.held
+        self.tell_agent({'spare': pid, 'learn': self.pf.learning()}, fds=[ctl.fileno()])
+        ctl.close()
+        self.handed, self.held = pid, None
+
+    def read_learned(self):
+        try:
+            data = self.learn_r.recv(1 << 20)
+        except BlockingIOError:
+            return  # woken without a datagram
+        self.pf.learn(data)
+
+    def read_agent(self):
+        try:
+            msg, tpl, fds = recv_msg(self.sock)
+        except (EOFError, OSError):
+            os._exit(0)  # the agent is gone, or retired this zygote
+        if msg.get('res_init'):
+            res_init()  # for the forks to come
+        if 'used' in msg:
+            self.spare_used(msg, tpl)
+        else:
+            self.start_task(msg, tpl, fds)
+
+    def spare_used(self, msg, tpl):
+        """The agent sent task msg['id'] to the spare msg['used']."""
+        if self.handed == msg['used']:
+            self.handed = None
+        self.task_started(msg['used'], msg['id'])
+        # The next tasks' forks inherit the compiled shape.
+        self.wc.learn(tpl)
+        if self.held is None:
+            self.held = self.fork_spare()
+
+    def start_task(self, msg, tpl, fds):
+        """A task the agent sent here (it held no spare): to the spare held,
+        or to one forked on the spot."""
+        if self.pf.learning():
+            msg['learn'] = True
+        pid = self.send_to_spare(msg, tpl, fds)
+        # Before the next fork, which must not hold the pipes.
+        for fd in fds:
+            os.close(fd)
+        if pid is not None:
+            self.wc.learn(tpl)
+            self.task_started(pid, msg['id'])
+            self.tell_agent({'id': msg['id'], 'pid': pid})
+        self.held = self.fork_spare()
+
+    def send_to_spare(self, msg, tpl, fds):
+        """Send a task to the spare held (or a new one), and to another new
+        one if that one died. The pid of the spare that took it, or None."""
+        for _attempt in (0, 1):
+            pid, ctl = self.held if self.held is not None else self.fork_spare()
+            self.held = None
+            try:
+                send_msg(ctl, msg, tpl, fds)
+            except OSError:
+                pid = None  # the spare died: make another
+            ctl.close()
+            if pid is not None:
+                return pid
+        return None
+
+    def task_started(self, pid, rid):
+        """pid runs task rid: report its exit from now on."""
+        st = self.early.pop(pid, None)
+        if st is not None:
+            self.tell_agent({'id': rid, 'status': st})
+        else:
+            self.tasks[pid] = rid
+
+    def reap(self):
+        """SIGCHLD: report the tasks that exited."""
+        try:
+            while os.read(self.wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass  # drained
+        while True:
+            try:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            rid = self.tasks.pop(pid, None)
+            if rid is not None:
+                self.tell_agent({'id': rid, 'status': st})
+            elif pid == self.handed:
+                # Its task, if the agent sent it one, is reported when the
+                # agent says so; the agent gets another spare either way.
+                self.early[pid] = st
+                self.handed = None
+                if self.held is None:
+                    self.held = self.fork_spare()
+
+    # ---- spares
+
+    def fork_spare(self):
+        """A new spare: (pid, control socket)."""
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            a.close()
+            self.spare_main(b)
+        b.close()
+        return pid, a
+
+    def spare_main(self, ctl):
+        """In a spare: wait for the task on ctl, then run it. Never returns."""
+        try:
+            self.detach_spare(ctl)
+            self.pf.prefault()
+            msg, tpl = self.receive_task(ctl)
         except BaseException:
-            pass
-    os._exit(1)
+            os._exit(127)
+        run_task(msg, tpl, self.wc, self.stdio_like, self.zippath)
+
+    def detach_spare(self, ctl):
+        """In a spare: nothing of the zygote's loop, no fd but stdio, ctl
+        and the page report socket (a task's pipes held here would never
+        reach EOF), a session of its own, /dev/null as stdin."""
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        self.sel.close()
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+        self.sock.close()
+        self.learn_r.close()
+        close_fds_except(ctl.fileno(), self.learn_w.fileno())
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+
+    def receive_task(self, ctl):
+        """In a spare: wait for the task's message and template, and make the
+        fds that come with it the task's stdio (and status pipe)."""
+        try:
+            msg, tpl, fds = recv_msg(ctl)
+        except (EOFError, OSError):
+            os._exit(0)  # never used: the agent or the zygote dropped it
+        ctl.close()
+        if msg.get('learn'):
+            msg['learn_sock'] = self.learn_w
+        else:
+            self.learn_w.close()
+        pty = msg.get('pty')
+        if pty is not None:
+            stdio_on_terminal(fds.pop(0))
+            msg['env'] = pty_env(pty, os.ttyname(0), msg.get('env'))
+        else:
+            stdio_on_pipes(fds.pop(0), fds.pop(0))
+        if fds:
+            os.set_inheritable(fds[0], False)
+            msg['status_fd'] = fds[0]
+        return msg, tpl
+
+
+def stdio_on_terminal(slave):
+    """A terminal's slave as the controlling terminal of this session (its
+    leader), and as stdin, stdout and stderr."""
+    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+    for fd in (0, 1, 2):
+        os.dup2(slave, fd)
+    if slave > 2:
+        os.close(slave)
+
+
+def stdio_on_pipes(out, err):
+    """out and err as stdout and stderr."""
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    for fd in (out, err):
+        if fd > 2:
+            os.close(fd)
+
+
+def import_quietly(names):
+    """Import each of names, going on past those that fail: the task that
+    needs one reports its error as python would."""
+    import importlib
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            # Module code run at import can raise anything (SystemExit
+            # included); and some names are attributes, not modules.
+            continue
 
 
 # ---------------------------------------------------------------- agent
@@ -1635,7 +1794,7 @@ class Agent(object):
                 close_fds_except(b.fileno())
             except BaseException:
                 os._exit(1)
-            zygote_main(b, entry.path, entry.fqn, entry.b64, self.stdio_like)
+            ZygoteServer(b, entry.path, entry.fqn, entry.b64, self.stdio_like).run()
         b.close()
         a.setblocking(False)
         z = Zygote(pid, a, entry)
