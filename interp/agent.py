@@ -197,6 +197,35 @@ def atomic_write(path, data, mode, owner=None):
         raise
 
 
+def stat_path(path):
+    """lstat's answer for path ({'stat': {...}}, with a symlink's target),
+    or its error."""
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return _errinfo(e)
+    info = {'mode': st.st_mode, 'size': st.st_size, 'mtime_ns': st.st_mtime_ns,
+            'uid': st.st_uid, 'gid': st.st_gid}
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            info['target'] = os.readlink(path)
+        except OSError:
+            pass  # replaced since the lstat: the link's mode and size only
+    return {'stat': info}
+
+
+def remove_all(path):
+    """rm -rf path: a directory with its contents, anything else (a
+    symlink to a directory too) unlinked; no error if it does not exist."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+        return
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass  # already gone, as rm -f would have it
+
+
 def mkdir_all(path, mode, owner=None):
     """mkdir -p; directories created get exactly mode (no umask), and
     owner (uid, gid) if given."""
@@ -214,6 +243,46 @@ def mkdir_all(path, mode, owner=None):
     if owner:
         os.chown(path, owner[0], owner[1])
     os.chmod(path, mode)
+
+
+class ProtocolError(Exception):
+    """The client's byte stream is not frames."""
+
+
+class FrameReader(object):
+    """Splits the client's byte stream into frames."""
+
+    def __init__(self):
+        self.buf = bytearray()
+
+    def feed(self, data):
+        """Add data; yield each complete frame as (type, request id,
+        payload), leaving a partial one for the next feed."""
+        self.buf += data
+        while len(self.buf) >= HDR.size:
+            n, typ, rid = HDR.unpack_from(self.buf)
+            if n < 5 or n > MAX_FRAME:
+                raise ProtocolError('bad frame length %d' % n)
+            if len(self.buf) < 4 + n:
+                break
+            payload = bytes(self.buf[HDR.size:4 + n])
+            del self.buf[:4 + n]
+            yield typ, rid, payload
+
+
+def decode_request(payload):
+    """A request frame's payload (uint32 JSON length | JSON | blob) as
+    (JSON value, blob)."""
+    jl = U32.unpack_from(payload)[0]
+    return json.loads(payload[4:4 + jl].decode('utf-8')), payload[4 + jl:]
+
+
+def warn(text):
+    """A line on the agent's stderr (the client logs it)."""
+    try:
+        os.write(2, ('ansible-bridge agent: %s\n' % (text,)).encode('utf-8', 'replace'))
+    except OSError:
+        pass  # stderr is closed: nowhere to say it
 
 
 def encode_msg(obj, blob=b''):
@@ -1177,6 +1246,28 @@ class ZipEntry(object):
 
 
 class Agent(object):
+    """The agent's process: one selectors loop over the client's channel,
+    the pipes of the processes it runs, and its zygotes' sockets.
+
+    Sections below: the channel (frames out and in), fd bookkeeping, the
+    loop, requests (one op_* method per op, in OPS), commands (exec),
+    processes (their streams and exits), modules (op_module and the
+    zygotes that run them)."""
+
+    # op -> method: the requests a client may send (interp's Client).
+    OPS = {
+        'ping': 'op_ping',
+        'stat': 'op_stat',
+        'mkdir': 'op_mkdir',
+        'chmod': 'op_chmod',
+        'rmtree': 'op_rmtree',
+        'put': 'op_put',
+        'get': 'op_get',
+        'exec': 'op_exec',
+        'module': 'op_module',
+        'exit': 'op_exit',
+    }
+
     def __init__(self):
         self.rfd = os.dup(0)
         self.wfd = os.dup(1)
@@ -1196,7 +1287,7 @@ class Agent(object):
         os.mkdir(self.zipdir, 0o700)
         self.env_mtimes = [_mtime(p) for p in ENV_FILES]
         self.sel = selectors.DefaultSelector()
-        self.inbuf = bytearray()
+        self.frames = FrameReader()
         self.outbuf = bytearray()
         self.writing = False
         self.procs = {}
@@ -1204,6 +1295,7 @@ class Agent(object):
         self.zygotes = {}
         self.fdmap = {}
         self.paused = False
+        self.ops = {op: getattr(self, name) for op, name in self.OPS.items()}
         self.wake_r, self.wake_w = os.pipe()
         _set_nonblock(self.wake_r)
         _set_nonblock(self.wake_w)
@@ -1212,7 +1304,7 @@ class Agent(object):
         self.sel.register(self.rfd, selectors.EVENT_READ, ('proto', None))
         self.sel.register(self.wake_r, selectors.EVENT_READ, ('wake', None))
 
-    # ---- output
+    # ---- the channel: frames out
 
     def send(self, typ, rid, payload=b''):
         self.outbuf += HDR.pack(5 + len(payload), typ, rid)
@@ -1324,10 +1416,7 @@ class Agent(object):
                             self.read_zygote(p)
                 except Exception as e:
                     # Never let one request take the agent down.
-                    try:
-                        os.write(2, ('ansible-bridge agent: %s: %r\n' % (kind, e)).encode('utf-8', 'replace'))
-                    except OSError:
-                        pass
+                    warn('%s: %r' % (kind, e))
 
     def shutdown(self):
         for z in list(self.zygotes.values()):
@@ -1339,36 +1428,33 @@ class Agent(object):
         shutil.rmtree(self.tmp, ignore_errors=True)
         os._exit(0)
 
+    # ---- the channel: frames in
+
     def read_proto(self):
+        """Read and handle the client's frames; False once the channel has
+        ended or is no longer framed."""
         try:
             data = os.read(self.rfd, 1 << 18)
         except (BlockingIOError, InterruptedError):
             return True
         if not data:
             return False
-        self.inbuf += data
-        while len(self.inbuf) >= HDR.size:
-            n, typ, rid = HDR.unpack_from(self.inbuf)
-            if n < 5 or n > MAX_FRAME:
-                raise SystemExit('ansible-bridge agent: bad frame length %d' % n)
-            if len(self.inbuf) < 4 + n:
-                break
-            payload = bytes(self.inbuf[HDR.size:4 + n])
-            del self.inbuf[:4 + n]
-            self.frame(typ, rid, payload)
+        try:
+            for typ, rid, payload in self.frames.feed(data):
+                self.frame(typ, rid, payload)
+        except ProtocolError as e:
+            warn(str(e))
+            return False
         return True
 
     def frame(self, typ, rid, payload):
         if typ == T_REQ:
-            jl = U32.unpack_from(payload)[0]
-            req = json.loads(payload[4:4 + jl].decode('utf-8'))
-            blob = payload[4 + jl:]
+            req, blob = decode_request(payload)
             try:
                 self.request(rid, req, blob)
             except Exception as e:
                 if req.get('noreply'):
-                    sys.stderr.write('ansible-bridge agent: %s %s: %s\n' % (req.get('op'), req.get('path'), e))
-                    sys.stderr.flush()
+                    warn('%s %s: %s' % (req.get('op'), req.get('path'), e))
                 else:
                     self.reply(rid, _errinfo(e))
         elif typ in (T_STDIN, T_STDIN_EOF):
@@ -1386,68 +1472,57 @@ class Agent(object):
                 p.cancelled = True
                 self.kill(p)
 
-    # ---- requests
+    # ---- requests: each op_* answers req (its JSON) and blob (the bytes
+    # after it) for request rid; an exception it raises is the answer.
 
     def request(self, rid, req, blob):
-        op = req.get('op')
-        if op == 'ping':
-            self.reply(rid, {})
-        elif op == 'stat':
-            self.reply(rid, self.op_stat(req['path']))
-        elif op == 'mkdir':
-            mkdir_all(req['path'], req['mode'])
-            self.reply(rid, {})
-        elif op == 'chmod':
-            os.chmod(req['path'], req['mode'])
-            self.reply(rid, {})
-        elif op == 'rmtree':
-            path = req['path']
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                try:
-                    os.unlink(path)
-                except OSError as e:
-                    if e.errno != errno.ENOENT:
-                        raise
-            if not req.get('noreply'):
-                self.reply(rid, {})
-        elif op == 'put':
-            atomic_write(req['path'], blob, req['mode'])
-            self.reply(rid, {})
-        elif op == 'get':
-            with open(req['path'], 'rb') as f:
-                data = f.read()
-            self.reply(rid, {}, data)
-        elif op == 'exec':
-            self.op_exec(rid, req)
-        elif op == 'module':
-            self.op_module(rid, req, blob)
-        elif op == 'exit':
-            self.shutdown()
-        else:
-            self.reply(rid, {'error': 'unknown op %r' % (op,)})
+        handler = self.ops.get(req.get('op'))
+        if handler is None:
+            self.reply(rid, {'error': 'unknown op %r' % (req.get('op'),)})
+            return
+        handler(rid, req, blob)
 
-    def op_stat(self, path):
-        try:
-            st = os.lstat(path)
-        except OSError as e:
-            return _errinfo(e)
-        info = {'mode': st.st_mode, 'size': st.st_size, 'mtime_ns': st.st_mtime_ns,
-                'uid': st.st_uid, 'gid': st.st_gid}
-        if stat.S_ISLNK(st.st_mode):
-            try:
-                info['target'] = os.readlink(path)
-            except OSError:
-                pass
-        return {'stat': info}
+    def op_ping(self, rid, req, blob):
+        self.reply(rid, {})
+
+    def op_exit(self, rid, req, blob):
+        self.shutdown()
+
+    # ---- requests: files, answered at once
+
+    def op_stat(self, rid, req, blob):
+        self.reply(rid, stat_path(req['path']))
+
+    def op_mkdir(self, rid, req, blob):
+        mkdir_all(req['path'], req['mode'])
+        self.reply(rid, {})
+
+    def op_chmod(self, rid, req, blob):
+        os.chmod(req['path'], req['mode'])
+        self.reply(rid, {})
+
+    def op_rmtree(self, rid, req, blob):
+        remove_all(req['path'])
+        if not req.get('noreply'):
+            self.reply(rid, {})
+
+    def op_put(self, rid, req, blob):
+        atomic_write(req['path'], blob, req['mode'])
+        self.reply(rid, {})
+
+    def op_get(self, rid, req, blob):
+        with open(req['path'], 'rb') as f:
+            data = f.read()
+        self.reply(rid, {}, data)
+
+    # ---- requests: commands
 
     def env_for(self, overrides):
         env = dict(os.environ)
         env.update(overrides or {})
         return env
 
-    def op_exec(self, rid, req):
+    def op_exec(self, rid, req, blob):
         pty = req.get('pty')
         if pty is not None:
             self.exec_pty(rid, req, pty)
@@ -1634,9 +1709,36 @@ class Agent(object):
                 self.zygotes.pop(z.pid, None)
                 self.zygote_died(z)
 
-    # ---- modules
+    # ---- requests: modules
 
     def op_module(self, rid, req, blob):
+        """Run an AnsiballZ module: blob holds the zip (the first time),
+        the template (zlib; whole the first time, later the bytes between
+        its common prefix and suffix with the first one), then the files
+        to write first."""
+        entry, off = self.zip_entry(req, blob)
+        if entry is None:
+            self.reply(rid, {'error': 'zip %s unknown to this agent' % req['hash'][:12], 'code': 'nozip'})
+            return
+        tpl, off = self.template(entry, req, blob, off)
+        if entry.fqn is None:
+            m = FQN_RE.search(tpl)
+            entry.fqn = m.group(1).decode('ascii', 'replace') if m else ''
+        if not req.get('noenv') and [_mtime(p) for p in ENV_FILES] != self.env_mtimes:
+            self.reply(rid, {'error': 'login environment changed; agent must restart', 'code': 'restart'})
+            return
+        owner = req.get('owner')
+        for path, mode in req.get('dirs') or []:
+            mkdir_all(path, mode, owner)
+        for path, mode, n in req.get('files') or []:
+            atomic_write(path, blob[off:off + n], mode, owner)
+            off += n
+        self.start_task(rid, self.zygote_for(entry), req, tpl)
+
+    def zip_entry(self, req, blob):
+        """The request's zip, stored on the first request that carries it,
+        and the offset in blob after it. (None, _) if the agent has not
+        got it."""
         digest = req['hash']
         off = 0
         zlen = req.get('zip', 0)
@@ -1651,9 +1753,10 @@ class Agent(object):
                 atomic_write(path, zdata, 0o600)
                 entry = ZipEntry(digest, path, base64.b64encode(zdata))
                 self.zips[digest] = entry
-        if entry is None:
-            self.reply(rid, {'error': 'zip %s unknown to this agent' % digest[:12], 'code': 'nozip'})
-            return
+        return entry, off
+
+    def template(self, entry, req, blob, off):
+        """The request's template, from blob at off, and the offset after it."""
         tlen = req['tpl']
         ctpl = blob[off:off + tlen]
         off += tlen
@@ -1662,26 +1765,17 @@ class Agent(object):
             # The bytes between the common prefix and suffix with the base.
             base = entry.base
             if base is None:
-                raise ValueError('base template for %s not set' % digest[:12])
+                raise ValueError('base template for %s not set' % entry.digest[:12])
             prefix, suffix = delta
-            tpl = base[:prefix] + zlib.decompress(ctpl) + base[len(base) - suffix:]
-        else:
-            # A whole template comes with its zip: the base from now on,
-            # as for the client, which keeps the template it sent it with.
-            tpl = zlib.decompress(ctpl)
-            entry.base = tpl
-        if entry.fqn is None:
-            m = FQN_RE.search(tpl)
-            entry.fqn = m.group(1).decode('ascii', 'replace') if m else ''
-        if not req.get('noenv') and [_mtime(p) for p in ENV_FILES] != self.env_mtimes:
-            self.reply(rid, {'error': 'login environment changed; agent must restart', 'code': 'restart'})
-            return
-        owner = req.get('owner')
-        for path, mode in req.get('dirs') or []:
-            mkdir_all(path, mode, owner)
-        for path, mode, n in req.get('files') or []:
-            atomic_write(path, blob[off:off + n], mode, owner)
-            off += n
+            return base[:prefix] + zlib.decompress(ctpl) + base[len(base) - suffix:], off
+        # A whole template comes with its zip: the base from now on,
+        # as for the client, which keeps the template it sent it with.
+        tpl = zlib.decompress(ctpl)
+        entry.base = tpl
+        return tpl, off
+
+    def zygote_for(self, entry):
+        """The zygote that runs entry's tasks, started if there is none."""
         z = entry.zygote
         if z is not None and z.closing:
             self.retire(z)
@@ -1689,6 +1783,12 @@ class Agent(object):
         if z is None:
             z = self.spawn_zygote(entry)
         z.last_used = time.time()
+        return z
+
+    def start_task(self, rid, z, req, tpl):
+        """Start task rid in z's spare if it offered one, else through z.
+        Its stdout and stderr pipes (or a terminal) and its status pipe go
+        with it; the agent keeps the reading ends."""
         p = Proc(rid, 'module')
         p.zygote = z
         msg = {'id': rid, 'env': req.get('env') or {}, 'cwd': self.cwd,
@@ -1751,6 +1851,8 @@ class Agent(object):
         z.outq.append([encode_msg(used, tpl), None, None, 0])
         self.zflush(z)
         return True
+
+    # ---- zygotes
 
     def zflush(self, z):
         """Send queued task messages to z; the fds go with a message's
@@ -1879,34 +1981,42 @@ class Agent(object):
             return
         for m in z.reader.feed(data):
             if 'spare' in m:
-                # Each offer carries one fd, with its first byte.
-                if not z.fdq:
-                    continue
-                fd = z.fdq.pop(0)
-                os.set_inheritable(fd, False)
-                z.drop_spare()
-                ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fd)
-                if z.closing:
-                    ctl.close()
-                else:
-                    z.spare = (m['spare'], ctl, m.get('learn'))
-                continue
-            p = z.procs.get(m.get('id'))
-            if p is None:
-                continue
-            if 'pid' in m:
-                p.pid = m['pid']
-                if p.cancelled:
-                    self.kill(p)
-            if 'status' in m:
-                if p.stat_fd is not None:
-                    # The status the task wrote before its teardown is
-                    # python's exit status; the teardown may still end in
-                    # a signal (SIGHUP once its terminal is hung up).
-                    p.wait_status = m['status']
-                else:
-                    p.status = m['status']
-                    self.maybe_finish(p)
+                self.spare_offered(z, m)
+            else:
+                self.task_news(z, m)
+
+    def spare_offered(self, z, m):
+        """z offers a spare: hold it (its control socket came with the
+        offer's first byte) for z's next task."""
+        if not z.fdq:
+            return
+        fd = z.fdq.pop(0)
+        os.set_inheritable(fd, False)
+        z.drop_spare()
+        ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fd)
+        if z.closing:
+            ctl.close()
+        else:
+            z.spare = (m['spare'], ctl, m.get('learn'))
+
+    def task_news(self, z, m):
+        """z forked a task (its pid) or saw it exit (its wait status)."""
+        p = z.procs.get(m.get('id'))
+        if p is None:
+            return
+        if 'pid' in m:
+            p.pid = m['pid']
+            if p.cancelled:
+                self.kill(p)
+        if 'status' in m:
+            if p.stat_fd is not None:
+                # The status the task wrote before its teardown is
+                # python's exit status; the teardown may still end in
+                # a signal (SIGHUP once its terminal is hung up).
+                p.wait_status = m['status']
+            else:
+                p.status = m['status']
+                self.maybe_finish(p)
 
 
 def main():
