@@ -159,7 +159,7 @@ def find_tmp_root():
     try:
         cands.append(os.getcwd())
     except OSError:
-        pass
+        pass  # the cwd was removed: not a candidate
     for d in cands:
         if not os.path.isdir(d) or not os.access(d, os.W_OK | os.X_OK):
             continue
@@ -193,7 +193,7 @@ def atomic_write(path, data, mode, owner=None):
         try:
             os.unlink(tmp)
         except OSError:
-            pass
+            pass  # cleanup only: the error being raised is what to report
         raise
 
 
@@ -367,8 +367,8 @@ def _exit_code(e):
         return code & 0xff
     try:
         sys.stderr.write(str(code) + '\n')
-    except Exception:
-        pass
+    except (AttributeError, OSError, ValueError):
+        pass  # the task set sys.stderr to None, or closed or broke it: the status still goes
     return 1
 
 
@@ -382,7 +382,7 @@ def _std_stream(fd, write, like):
         try:
             lb = os.isatty(fd)
         except OSError:
-            pass
+            pass  # not open: as for a pipe
     return io.TextIOWrapper(raw, encoding=enc, errors=errs, line_buffering=lb)
 
 
@@ -397,10 +397,7 @@ def _exec_main(code, d):
         et, ev, tb = sys.exc_info()
         # Drop this function's frame: python's own traceback would not show it.
         tb = tb.tb_next if tb is not None else None
-        try:
-            ev.__traceback__ = tb
-        except Exception:
-            pass
+        ev.__traceback__ = tb
         sys.excepthook(et, ev, tb)
         return 1
 
@@ -461,8 +458,8 @@ class WrapperCompiler(object):
         import ast
         try:
             params = ast.literal_eval(m.group(2).decode('utf-8'))
-        except Exception:
-            return None, None
+        except (ValueError, SyntaxError):
+            return None, None  # not a literal this can swap: the full source is compiled
         if type(params) is not str:
             return None, None
         values = {PARAMS_MARKER: params}
@@ -524,6 +521,9 @@ def imports_of(fqn):
         spec = importlib.util.find_spec(fqn)
         tree = ast.parse(spec.loader.get_source(fqn))
     except Exception:
+        # find_spec runs the __init__ of fqn's packages, and the source
+        # may be missing or not parse: anything can fail, and the task
+        # reports it when it runs the module. Nothing is imported ahead.
         return ()
     package = fqn.rpartition('.')[0]
     names = []
@@ -550,13 +550,13 @@ def res_init():
     try:
         import ctypes
         libc = ctypes.CDLL(None)
-        for name in ('__res_init', 'res_init'):
-            f = getattr(libc, name, None)
-            if f is not None:
-                f()
-                return
-    except Exception:
-        pass
+    except (ImportError, OSError):
+        return  # no ctypes here: lookups keep the configuration read first
+    for name in ('__res_init', 'res_init'):
+        f = getattr(libc, name, None)
+        if f is not None:
+            f()
+            return
 
 
 def own_pages():
@@ -607,12 +607,13 @@ class Prefaulter(object):
         try:
             import ctypes
             libc = ctypes.CDLL(None, use_errno=True)
-            self.get_errno = ctypes.get_errno
-            self.madvise = libc.madvise
-            self.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-            self.madvise.restype = ctypes.c_int
-        except Exception:
-            pass
+            madvise = libc.madvise
+        except (ImportError, OSError, AttributeError):
+            return  # no ctypes or no madvise here: spares fault pages as tasks touch them
+        madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        madvise.restype = ctypes.c_int
+        self.get_errno = ctypes.get_errno
+        self.madvise = madvise
 
     def learning(self):
         return self.madvise is not None and self.reports < LEARN_TASKS
@@ -654,6 +655,8 @@ def compile_zip_modules_once(cache_dir):
     try:
         os.mkdir(cache_dir, 0o700)
     except OSError:
+        # Made already, by another zygote; or it cannot be: then each
+        # write below fails, and modules compile as without the cache.
         pass
 
     def compile_source(pathname, source):
@@ -661,8 +664,8 @@ def compile_zip_modules_once(cache_dir):
         try:
             with open(path, 'rb') as f:
                 return _swap_consts(marshal.loads(f.read()), {}, {}, pathname)
-        except Exception:
-            pass
+        except (OSError, EOFError, ValueError, TypeError):
+            pass  # not cached yet (the usual miss), or unreadable: compile it
         code = orig_compile(pathname, source)
         # Whole or not at all (no fsync: the directory goes with the
         # agent, and a file that fails to load is compiled again).
@@ -671,11 +674,12 @@ def compile_zip_modules_once(cache_dir):
             with open(tmp, 'wb') as f:
                 f.write(marshal.dumps(code))
             os.rename(tmp, path)
-        except Exception:
+        except (OSError, ValueError):
+            # Not cached (no space, no directory): the next zygote compiles it too.
             try:
                 os.unlink(tmp)
             except OSError:
-                pass
+                pass  # never made
         return code
 
     def get_module_code(self, fullname):
@@ -708,18 +712,24 @@ def cache_module_code(fqn):
         code = loader.get_code(fqn)
         filename = loader.get_filename(fqn)
         orig_code, orig_filename = loader.get_code, loader.get_filename
+    except Exception:
+        # find_spec runs the __init__ of fqn's packages and get_code
+        # compiles the module: whatever fails, the task reports it when it
+        # runs the module.
+        return
 
-        # zipimport compiles the source for get_filename too (find_spec
-        # asks for it), so both are answered from the cache.
-        def get_code(name):
-            return code if name == fqn else orig_code(name)
+    # zipimport compiles the source for get_filename too (find_spec asks
+    # for it), so both are answered from the cache.
+    def get_code(name):
+        return code if name == fqn else orig_code(name)
 
-        def get_filename(name):
-            return filename if name == fqn else orig_filename(name)
+    def get_filename(name):
+        return filename if name == fqn else orig_filename(name)
+    try:
         loader.get_code = get_code
         loader.get_filename = get_filename
-    except Exception:
-        pass
+    except AttributeError:
+        pass  # a loader written in C (zipimport before 3.8): each task compiles the module
 
 
 # ---------------------------------------------------------------- task
@@ -1357,12 +1367,12 @@ class Agent(object):
             del self.fdmap[fd]
             try:
                 self.sel.unregister(fd)
-            except (KeyError, ValueError):
-                pass
+            except KeyError:
+                pass  # not registered: an output pipe while paused, a stdin with nothing queued
         try:
             os.close(fd)
         except OSError:
-            pass
+            pass  # close(2) fails only for an fd closed already: forgetting it is what counts
 
     # ---- main loop
 
@@ -1424,7 +1434,7 @@ class Agent(object):
                 try:
                     z.sock.close()
                 except OSError:
-                    pass
+                    pass  # the agent exits anyway; the zygote sees its socket end
         shutil.rmtree(self.tmp, ignore_errors=True)
         os._exit(0)
 
@@ -1635,7 +1645,7 @@ class Agent(object):
             try:
                 p.status = (int(p.statbuf) & 0xff) << 8
             except ValueError:
-                pass
+                pass  # cut short by a kill: the zygote's wait status below
         if p.status is None:
             p.status = p.wait_status
         if p.status is None and p.error is None and p.zygote is not None and p.zygote.dead:
@@ -1681,14 +1691,17 @@ class Agent(object):
             try:
                 os.kill(p.pid, signal.SIGKILL)
             except OSError:
+                # Gone already (ESRCH), or its pid is a process not ours
+                # now (EPERM): nothing to kill.
                 pass
 
     def reap(self):
+        """SIGCHLD: collect the commands and zygotes that exited."""
         try:
             while os.read(self.wake_r, 4096):
                 pass
-        except OSError:
-            pass
+        except BlockingIOError:
+            pass  # drained
         for p in list(self.procs.values()):
             if p.popen is not None and p.status is None:
                 try:
@@ -1922,8 +1935,8 @@ class Agent(object):
     def close_sock(self, z):
         try:
             self.sel.unregister(z.sock)
-        except (KeyError, ValueError):
-            pass
+        except KeyError:
+            pass  # never registered
         z.sock.close()
         z.sock = None
 
