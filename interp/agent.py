@@ -8,6 +8,13 @@
 # Must stay compatible with Python 3.6 and use only the standard library.
 # Single-threaded on purpose: everything is driven by one selectors loop,
 # so os.fork() (zygotes, tasks) is always safe.
+#
+# Three kinds of process run this code: the agent (class Agent), a zygote
+# per module zip (ZygoteServer, forked from the agent), and the spares a
+# zygote forks ahead, each of which runs one task (run_task). One file, in
+# sections from the bottom of that stack up: protocol, frames, files,
+# wrappers, warm-up, prefault, task, zygote, agent (why one file:
+# interp/doc.go). Unit tests: interp/agent_test.py.
 
 import array
 import atexit
@@ -88,162 +95,9 @@ WRAPPER_IMPORTS = ('ast', 'base64', 'runpy', 'shutil', 'tempfile', 'zipfile', 'j
 ZIP_IMPORTS_219 = ('ansible.module_utils._internal._ansiballz._loader',)
 
 
-def _mtime(path):
-    try:
-        return os.stat(os.path.expanduser(path)).st_mtime_ns
-    except OSError:
-        return None
-
-
-def close_fds_except(*keep):
-    """Close every fd from 3 up except those in keep."""
-    lo = 3
-    for fd in sorted(keep):
-        os.closerange(lo, fd)
-        lo = fd + 1
-    os.closerange(lo, MAX_FD)
-
-
-def _set_nonblock(fd):
-    os.set_blocking(fd, False)
-
-
-def open_pty(pty):
-    """A new pseudo-terminal (master, slave) for the request's pty spec,
-    with its window size if given and the kernel's default modes (as sshd
-    leaves them when the client sends none: ONLCR, ECHO...)."""
-    master, slave = os.openpty()
-    try:
-        rows, cols = int(pty.get('rows') or 0), int(pty.get('cols') or 0)
-        if rows > 0 and cols > 0:
-            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack('HHHH', rows, cols, 0, 0))
-    except BaseException:
-        os.close(master)
-        os.close(slave)
-        raise
-    return master, slave
-
-
-def pty_env(pty, tty, env):
-    """What sshd puts in a pty session's environment, under env (the
-    VAR=value prefixes of the command line)."""
-    out = {'SSH_TTY': tty}
-    if pty.get('term'):
-        out['TERM'] = pty['term']
-    out.update(env or {})
-    return out
-
-
-def _errinfo(e):
-    code = getattr(e, 'errno', None)
-    name = errno.errorcode.get(code, '') if code else ''
-    return {'error': str(e), 'errno': name}
-
-
-def _noexec(path):
-    try:
-        flags = os.statvfs(path).f_flag
-    except OSError:
-        return True
-    return bool(flags & getattr(os, 'ST_NOEXEC', 8))
-
-
-def find_tmp_root():
-    """Ansible's search order: TMPDIR/TEMP/TMP, /tmp, /var/tmp, /usr/tmp, cwd."""
-    cands = []
-    for var in ('TMPDIR', 'TEMP', 'TMP'):
-        v = os.environ.get(var)
-        if v:
-            cands.append(v)
-    cands += ['/tmp', '/var/tmp', '/usr/tmp']
-    try:
-        cands.append(os.getcwd())
-    except OSError:
-        pass  # the cwd was removed: not a candidate
-    for d in cands:
-        if not os.path.isdir(d) or not os.access(d, os.W_OK | os.X_OK):
-            continue
-        if _noexec(d):
-            continue
-        try:
-            return tempfile.mkdtemp(prefix='ansible-bridge-', dir=d)
-        except OSError:
-            continue
-    raise RuntimeError('no writable, exec-mountable temp dir in %r' % (cands,))
-
-
-def atomic_write(path, data, mode, owner=None):
-    d, base = os.path.split(path)
-    fd, tmp = tempfile.mkstemp(prefix='.' + base + '.', dir=d or '.')
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        if owner:
-            os.fchown(fd, owner[0], owner[1])
-        os.fchmod(fd, mode)
-        os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        os.rename(tmp, path)
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass  # cleanup only: the error being raised is what to report
-        raise
-
-
-def stat_path(path):
-    """lstat's answer for path ({'stat': {...}}, with a symlink's target),
-    or its error."""
-    try:
-        st = os.lstat(path)
-    except OSError as e:
-        return _errinfo(e)
-    info = {'mode': st.st_mode, 'size': st.st_size, 'mtime_ns': st.st_mtime_ns,
-            'uid': st.st_uid, 'gid': st.st_gid}
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            info['target'] = os.readlink(path)
-        except OSError:
-            pass  # replaced since the lstat: the link's mode and size only
-    return {'stat': info}
-
-
-def remove_all(path):
-    """rm -rf path: a directory with its contents, anything else (a
-    symlink to a directory too) unlinked; no error if it does not exist."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-        return
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass  # already gone, as rm -f would have it
-
-
-def mkdir_all(path, mode, owner=None):
-    """mkdir -p; directories created get exactly mode (no umask), and
-    owner (uid, gid) if given."""
-    if os.path.isdir(path):
-        return
-    parent = os.path.dirname(path.rstrip('/'))
-    if parent and parent != path and not os.path.isdir(parent):
-        mkdir_all(parent, mode, owner)
-    try:
-        os.mkdir(path, 0o700)
-    except OSError as e:
-        if e.errno != errno.EEXIST or not os.path.isdir(path):
-            raise
-        return
-    if owner:
-        os.chown(path, owner[0], owner[1])
-    os.chmod(path, mode)
-
+# ---------------------------------------------------------------- frames
+# Frames between the client and the agent; messages (encode_msg) between
+# the agent, its zygotes and their spares.
 
 class ProtocolError(Exception):
     """The client's byte stream is not frames."""
@@ -275,14 +129,6 @@ def decode_request(payload):
     (JSON value, blob)."""
     jl = U32.unpack_from(payload)[0]
     return json.loads(payload[4:4 + jl].decode('utf-8')), payload[4 + jl:]
-
-
-def warn(text):
-    """A line on the agent's stderr (the client logs it)."""
-    try:
-        os.write(2, ('ansible-bridge agent: %s\n' % (text,)).encode('utf-8', 'replace'))
-    except OSError:
-        pass  # stderr is closed: nowhere to say it
 
 
 def encode_msg(obj, blob=b''):
@@ -356,51 +202,177 @@ class MsgReader(object):
         return out
 
 
-# ---------------------------------------------------------------- tasks
-
-def _exit_code(e):
-    """The exit status Python gives an uncaught SystemExit(e.code)."""
-    code = e.code
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xff
+def warn(text):
+    """A line on the agent's stderr (the client logs it)."""
     try:
-        sys.stderr.write(str(code) + '\n')
-    except (AttributeError, OSError, ValueError):
-        pass  # the task set sys.stderr to None, or closed or broke it: the status still goes
-    return 1
+        os.write(2, ('ansible-bridge agent: %s\n' % (text,)).encode('utf-8', 'replace'))
+    except OSError:
+        pass  # stderr is closed: nowhere to say it
 
 
-def _std_stream(fd, write, like):
-    raw = io.open(fd, 'wb' if write else 'rb', buffering=-1, closefd=False)
-    enc = getattr(like, 'encoding', None) or 'utf-8'
-    errs = getattr(like, 'errors', None) or 'strict'
-    lb = bool(getattr(like, 'line_buffering', False))
-    if write and not lb:
-        # As python does for a terminal.
+# ---------------------------------------------------------------- files
+# Files and directories as the requests want them; processes and terminals.
+
+def _errinfo(e):
+    code = getattr(e, 'errno', None)
+    name = errno.errorcode.get(code, '') if code else ''
+    return {'error': str(e), 'errno': name}
+
+
+def _mtime(path):
+    try:
+        return os.stat(os.path.expanduser(path)).st_mtime_ns
+    except OSError:
+        return None
+
+
+def _noexec(path):
+    try:
+        flags = os.statvfs(path).f_flag
+    except OSError:
+        return True
+    return bool(flags & getattr(os, 'ST_NOEXEC', 8))
+
+
+def find_tmp_root():
+    """Ansible's search order: TMPDIR/TEMP/TMP, /tmp, /var/tmp, /usr/tmp, cwd."""
+    cands = []
+    for var in ('TMPDIR', 'TEMP', 'TMP'):
+        v = os.environ.get(var)
+        if v:
+            cands.append(v)
+    cands += ['/tmp', '/var/tmp', '/usr/tmp']
+    try:
+        cands.append(os.getcwd())
+    except OSError:
+        pass  # the cwd was removed: not a candidate
+    for d in cands:
+        if not os.path.isdir(d) or not os.access(d, os.W_OK | os.X_OK):
+            continue
+        if _noexec(d):
+            continue
         try:
-            lb = os.isatty(fd)
+            return tempfile.mkdtemp(prefix='ansible-bridge-', dir=d)
         except OSError:
-            pass  # not open: as for a pipe
-    return io.TextIOWrapper(raw, encoding=enc, errors=errs, line_buffering=lb)
+            continue
+    raise RuntimeError('no writable, exec-mountable temp dir in %r' % (cands,))
 
 
-def _exec_main(code, d):
-    """Run code as __main__; return the exit status python would give."""
+def atomic_write(path, data, mode, owner=None):
+    d, base = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(prefix='.' + base + '.', dir=d or '.')
     try:
-        exec(code, d)
-        return 0
-    except SystemExit as e:
-        return _exit_code(e)
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        if owner:
+            os.fchown(fd, owner[0], owner[1])
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.rename(tmp, path)
     except BaseException:
-        et, ev, tb = sys.exc_info()
-        # Drop this function's frame: python's own traceback would not show it.
-        tb = tb.tb_next if tb is not None else None
-        ev.__traceback__ = tb
-        sys.excepthook(et, ev, tb)
-        return 1
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass  # cleanup only: the error being raised is what to report
+        raise
 
+
+def mkdir_all(path, mode, owner=None):
+    """mkdir -p; directories created get exactly mode (no umask), and
+    owner (uid, gid) if given."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path.rstrip('/'))
+    if parent and parent != path and not os.path.isdir(parent):
+        mkdir_all(parent, mode, owner)
+    try:
+        os.mkdir(path, 0o700)
+    except OSError as e:
+        if e.errno != errno.EEXIST or not os.path.isdir(path):
+            raise
+        return
+    if owner:
+        os.chown(path, owner[0], owner[1])
+    os.chmod(path, mode)
+
+
+def stat_path(path):
+    """lstat's answer for path ({'stat': {...}}, with a symlink's target),
+    or its error."""
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return _errinfo(e)
+    info = {'mode': st.st_mode, 'size': st.st_size, 'mtime_ns': st.st_mtime_ns,
+            'uid': st.st_uid, 'gid': st.st_gid}
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            info['target'] = os.readlink(path)
+        except OSError:
+            pass  # replaced since the lstat: the link's mode and size only
+    return {'stat': info}
+
+
+def remove_all(path):
+    """rm -rf path: a directory with its contents, anything else (a
+    symlink to a directory too) unlinked; no error if it does not exist."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+        return
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass  # already gone, as rm -f would have it
+
+
+def _set_nonblock(fd):
+    os.set_blocking(fd, False)
+
+
+def close_fds_except(*keep):
+    """Close every fd from 3 up except those in keep."""
+    lo = 3
+    for fd in sorted(keep):
+        os.closerange(lo, fd)
+        lo = fd + 1
+    os.closerange(lo, MAX_FD)
+
+
+def open_pty(pty):
+    """A new pseudo-terminal (master, slave) for the request's pty spec,
+    with its window size if given and the kernel's default modes (as sshd
+    leaves them when the client sends none: ONLCR, ECHO...)."""
+    master, slave = os.openpty()
+    try:
+        rows, cols = int(pty.get('rows') or 0), int(pty.get('cols') or 0)
+        if rows > 0 and cols > 0:
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack('HHHH', rows, cols, 0, 0))
+    except BaseException:
+        os.close(master)
+        os.close(slave)
+        raise
+    return master, slave
+
+
+def pty_env(pty, tty, env):
+    """What sshd puts in a pty session's environment, under env (the
+    VAR=value prefixes of the command line)."""
+    out = {'SSH_TTY': tty}
+    if pty.get('term'):
+        out['TERM'] = pty['term']
+    out.update(env or {})
+    return out
+
+
+# ---------------------------------------------------------------- wrappers
+# An AnsiballZ wrapper is compiled once per shape; a task swaps in its
+# parameters, its zip and its file name.
 
 # The module parameters' literal: ANSIBALLZ_PARAMS = '...' inside
 # _ansiballz_main up to ansible-core 2.18, the params='...', argument of
@@ -509,6 +481,9 @@ class WrapperCompiler(object):
         return compile(tpl.replace(ZIP_MARKER, self.b64, 1), fname, 'exec', dont_inherit=True)
 
 
+# ---------------------------------------------------------------- warm-up
+# What a zygote imports and compiles before its first task.
+
 def imports_of(fqn):
     """The modules fqn's source imports (module_utils, stdlib), found
     without running it. Some names are of attributes rather than modules;
@@ -544,94 +519,17 @@ def imports_of(fqn):
     return tuple(out)
 
 
-def res_init():
-    """Have libc re-read /etc/resolv.conf (glibc >= 2.26 also notices by
-    itself; other libcs may not)."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None)
-    except (ImportError, OSError):
-        return  # no ctypes here: lookups keep the configuration read first
-    for name in ('__res_init', 'res_init'):
-        f = getattr(libc, name, None)
-        if f is not None:
-            f()
-            return
-
-
-def own_pages():
-    """The pages of this process's private writable mappings that no
-    other process maps, as a sorted list of page numbers: in a task forked
-    from a zygote, those it copied on write (and those it added)."""
-    size = os.sysconf('SC_PAGE_SIZE')
-    pages = []
-    with open('/proc/self/maps', 'rb') as maps, open('/proc/self/pagemap', 'rb', buffering=0) as pm:
-        for line in maps:
-            f = line.split(None, 5)
-            if f[1] != b'rw-p':
-                continue
-            lo, hi = (int(x, 16) // size for x in f[0].split(b'-'))
-            pm.seek(lo * 8)
-            a = array.array('Q')
-            a.frombytes(pm.read((hi - lo) * 8))
-            want = PAGEMAP_PRESENT | PAGEMAP_EXCLUSIVE
-            pages.extend(lo + i for i, e in enumerate(a) if e & want == want)
-    return pages
-
-
-def page_ranges(pages):
-    """Sorted page numbers as (address, length) runs."""
-    size = os.sysconf('SC_PAGE_SIZE')
-    out = []
-    start = prev = None
-    for p in pages:
-        if prev is not None and p == prev + 1:
-            prev = p
-            continue
-        if start is not None:
-            out.append((start * size, (prev - start + 1) * size))
-        start = prev = p
-    if start is not None:
-        out.append((start * size, (prev - start + 1) * size))
-    return out
-
-
-class Prefaulter(object):
-    """Copies, in a spare fork, the pages its tasks would copy on write."""
-
-    def __init__(self):
-        self.pages = set()
-        self.ranges = []
-        self.reports = 0
-        self.madvise = None
+def import_quietly(names):
+    """Import each of names, going on past those that fail: the task that
+    needs one reports its error as python would."""
+    import importlib
+    for name in names:
         try:
-            import ctypes
-            libc = ctypes.CDLL(None, use_errno=True)
-            madvise = libc.madvise
-        except (ImportError, OSError, AttributeError):
-            return  # no ctypes or no madvise here: spares fault pages as tasks touch them
-        madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-        madvise.restype = ctypes.c_int
-        self.get_errno = ctypes.get_errno
-        self.madvise = madvise
-
-    def learning(self):
-        return self.madvise is not None and self.reports < LEARN_TASKS
-
-    def learn(self, data):
-        a = array.array('Q')
-        a.frombytes(data[:len(data) // 8 * 8])
-        self.reports += 1
-        if len(self.pages) + len(a) > MAX_LEARN_PAGES:
-            return
-        self.pages.update(a)
-        self.ranges = page_ranges(sorted(self.pages))
-
-    def prefault(self):
-        for addr, n in self.ranges:
-            if self.madvise(addr, n, MADV_POPULATE_WRITE) != 0:
-                if self.get_errno() == errno.EINVAL:
-                    return  # an older kernel: nothing to gain
+            importlib.import_module(name)
+        except BaseException:
+            # Module code run at import can raise anything (SystemExit
+            # included); and some names are attributes, not modules.
+            continue
 
 
 def compile_zip_modules_once(cache_dir):
@@ -732,8 +630,120 @@ def cache_module_code(fqn):
         pass  # a loader written in C (zipimport before 3.8): each task compiles the module
 
 
+def res_init():
+    """Have libc re-read /etc/resolv.conf (glibc >= 2.26 also notices by
+    itself; other libcs may not)."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None)
+    except (ImportError, OSError):
+        return  # no ctypes here: lookups keep the configuration read first
+    for name in ('__res_init', 'res_init'):
+        f = getattr(libc, name, None)
+        if f is not None:
+            f()
+            return
+
+
+# ---------------------------------------------------------------- prefault
+# The pages a spare copies on write while it waits, instead of its task.
+
+def own_pages():
+    """The pages of this process's private writable mappings that no
+    other process maps, as a sorted list of page numbers: in a task forked
+    from a zygote, those it copied on write (and those it added)."""
+    size = os.sysconf('SC_PAGE_SIZE')
+    pages = []
+    with open('/proc/self/maps', 'rb') as maps, open('/proc/self/pagemap', 'rb', buffering=0) as pm:
+        for line in maps:
+            f = line.split(None, 5)
+            if f[1] != b'rw-p':
+                continue
+            lo, hi = (int(x, 16) // size for x in f[0].split(b'-'))
+            pm.seek(lo * 8)
+            a = array.array('Q')
+            a.frombytes(pm.read((hi - lo) * 8))
+            want = PAGEMAP_PRESENT | PAGEMAP_EXCLUSIVE
+            pages.extend(lo + i for i, e in enumerate(a) if e & want == want)
+    return pages
+
+
+def page_ranges(pages):
+    """Sorted page numbers as (address, length) runs."""
+    size = os.sysconf('SC_PAGE_SIZE')
+    out = []
+    start = prev = None
+    for p in pages:
+        if prev is not None and p == prev + 1:
+            prev = p
+            continue
+        if start is not None:
+            out.append((start * size, (prev - start + 1) * size))
+        start = prev = p
+    if start is not None:
+        out.append((start * size, (prev - start + 1) * size))
+    return out
+
+
+class Prefaulter(object):
+    """Copies, in a spare fork, the pages its tasks would copy on write."""
+
+    def __init__(self):
+        self.pages = set()
+        self.ranges = []
+        self.reports = 0
+        self.madvise = None
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            madvise = libc.madvise
+        except (ImportError, OSError, AttributeError):
+            return  # no ctypes or no madvise here: spares fault pages as tasks touch them
+        madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        madvise.restype = ctypes.c_int
+        self.get_errno = ctypes.get_errno
+        self.madvise = madvise
+
+    def learning(self):
+        return self.madvise is not None and self.reports < LEARN_TASKS
+
+    def learn(self, data):
+        a = array.array('Q')
+        a.frombytes(data[:len(data) // 8 * 8])
+        self.reports += 1
+        if len(self.pages) + len(a) > MAX_LEARN_PAGES:
+            return
+        self.pages.update(a)
+        self.ranges = page_ranges(sorted(self.pages))
+
+    def prefault(self):
+        for addr, n in self.ranges:
+            if self.madvise(addr, n, MADV_POPULATE_WRITE) != 0:
+                if self.get_errno() == errno.EINVAL:
+                    return  # an older kernel: nothing to gain
+
+
 # ---------------------------------------------------------------- task
-# What a spare fork does with its task, in the order run_task does it.
+# What a spare does with its task (run_task), in a fork of its zygote.
+
+def stdio_on_terminal(slave):
+    """A terminal's slave as the controlling terminal of this session (its
+    leader), and as stdin, stdout and stderr."""
+    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+    for fd in (0, 1, 2):
+        os.dup2(slave, fd)
+    if slave > 2:
+        os.close(slave)
+
+
+def stdio_on_pipes(out, err):
+    """out and err as stdout and stderr."""
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    for fd in (out, err):
+        if fd > 2:
+            os.close(fd)
+
 
 def reset_task_process(msg):
     """The task's process state: the resolver, the environment with the
@@ -801,6 +811,36 @@ def compile_task(wc, tpl, fname):
         return None
 
 
+def _exec_main(code, d):
+    """Run code as __main__; return the exit status python would give."""
+    try:
+        exec(code, d)
+        return 0
+    except SystemExit as e:
+        return _exit_code(e)
+    except BaseException:
+        et, ev, tb = sys.exc_info()
+        # Drop this function's frame: python's own traceback would not show it.
+        tb = tb.tb_next if tb is not None else None
+        ev.__traceback__ = tb
+        sys.excepthook(et, ev, tb)
+        return 1
+
+
+def _exit_code(e):
+    """The exit status Python gives an uncaught SystemExit(e.code)."""
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xff
+    try:
+        sys.stderr.write(str(code) + '\n')
+    except (AttributeError, OSError, ValueError):
+        pass  # the task set sys.stderr to None, or closed or broke it: the status still goes
+    return 1
+
+
 def finish_interpreter(rc):
     """What python does after __main__: join non-daemon threads, run the
     atexit handlers, flush the std streams (120 if that fails after a
@@ -824,14 +864,18 @@ def finish_interpreter(rc):
     return rc
 
 
-def _print_ignored(obj):
-    """An exception python ignores after printing it (unraisable)."""
-    import traceback
-    try:
-        sys.stderr.write('Exception ignored in: %r\n' % (obj,))
-        traceback.print_exc()
-    except (OSError, ValueError):
-        pass  # stderr is closed or broken: nowhere to say it
+def _std_stream(fd, write, like):
+    raw = io.open(fd, 'wb' if write else 'rb', buffering=-1, closefd=False)
+    enc = getattr(like, 'encoding', None) or 'utf-8'
+    errs = getattr(like, 'errors', None) or 'strict'
+    lb = bool(getattr(like, 'line_buffering', False))
+    if write and not lb:
+        # As python does for a terminal.
+        try:
+            lb = os.isatty(fd)
+        except OSError:
+            pass  # not open: as for a pipe
+    return io.TextIOWrapper(raw, encoding=enc, errors=errs, line_buffering=lb)
 
 
 def report_status(msg, rc):
@@ -891,6 +935,16 @@ def _write_traceback():
         os.write(2, traceback.format_exc().encode('utf-8', 'replace'))
     except OSError:
         pass  # fd 2 is closed: nowhere to say it
+
+
+def _print_ignored(obj):
+    """An exception python ignores after printing it (unraisable)."""
+    import traceback
+    try:
+        sys.stderr.write('Exception ignored in: %r\n' % (obj,))
+        traceback.print_exc()
+    except (OSError, ValueError):
+        pass  # stderr is closed or broken: nowhere to say it
 
 
 # ---------------------------------------------------------------- zygote
@@ -1164,38 +1218,6 @@ class ZygoteServer(object):
         return msg, tpl
 
 
-def stdio_on_terminal(slave):
-    """A terminal's slave as the controlling terminal of this session (its
-    leader), and as stdin, stdout and stderr."""
-    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
-    for fd in (0, 1, 2):
-        os.dup2(slave, fd)
-    if slave > 2:
-        os.close(slave)
-
-
-def stdio_on_pipes(out, err):
-    """out and err as stdout and stderr."""
-    os.dup2(out, 1)
-    os.dup2(err, 2)
-    for fd in (out, err):
-        if fd > 2:
-            os.close(fd)
-
-
-def import_quietly(names):
-    """Import each of names, going on past those that fail: the task that
-    needs one reports its error as python would."""
-    import importlib
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except BaseException:
-            # Module code run at import can raise anything (SystemExit
-            # included); and some names are attributes, not modules.
-            continue
-
-
 # ---------------------------------------------------------------- agent
 
 class Proc(object):
@@ -1222,6 +1244,9 @@ class Proc(object):
 
 
 class Zygote(object):
+    """The agent's handle on a zygote (a ZygoteServer in process pid): its
+    socket, the tasks it runs, what is queued for it, the spare it offered."""
+
     def __init__(self, pid, sock, entry):
         self.pid = pid
         self.sock = sock
@@ -1246,6 +1271,9 @@ class Zygote(object):
 
 
 class ZipEntry(object):
+    """A module zip the agent holds (by its SHA-256), its base template and
+    its zygote."""
+
     def __init__(self, digest, path, b64):
         self.digest = digest
         self.path = path
