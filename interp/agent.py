@@ -807,6 +807,9 @@ def compile_task(wc, tpl, fname):
         return wc.compile(tpl, fname)
     except BaseException:
         et, ev, _tb = sys.exc_info()
+        # Without the agent's frames: from python 3.11, excepthook prints
+        # the exception's own traceback when given none.
+        ev.__traceback__ = None
         sys.excepthook(et, ev, None)
         return None
 
