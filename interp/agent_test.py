@@ -6,19 +6,37 @@ make unit and make test run them on every Python 3 the Go tests use.
 The wrappers are real ones from each ansible-core version
 (interp/ansiballz/testdata)."""
 
+import array
 import ast
+import base64
+import fcntl
 import glob
 import gzip
+import hashlib
+import importlib
 import io
 import json
 import os
 import re
+import select
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
 import sys
+import tempfile
+import termios
 import unittest
+import zipfile
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import agent  # noqa: E402
+
+AGENT = os.path.join(HERE, 'agent.py')
 
 WRAPPERS = sorted(glob.glob(os.path.join(HERE, 'ansiballz', 'testdata', '*.py.gz')))
 ZIP_RE = re.compile(br"""(^    ZIPDATA = \"\"\"|^    ZIPDATA = '|^zip_data=')([A-Za-z0-9+/=]+)""", re.M)
@@ -168,6 +186,540 @@ class ProtocolConstantsTest(unittest.TestCase):
     def test_header_and_limit(self):
         self.assertEqual(agent.HDR.size, int(self.go_const(r'^\s+headerSize\s*=\s*(\d+)\b')))
         self.assertEqual(agent.MAX_FRAME, 1 << int(self.go_const(r'^\s+maxFrame\s*=\s*1 << (\d+)$')))
+
+
+# ---------------------------------------------------------------- pieces
+
+def in_child(fn):
+    """Run fn in a fork, as the agent runs a task: its exit status (from
+    os._exit(fn()), or 99 if fn raised), stdout and stderr."""
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    pid = os.fork()
+    if pid == 0:
+        rc = 99
+        try:
+            os.dup2(out.fileno(), 1)
+            os.dup2(err.fileno(), 2)
+            rc = fn() or 0
+        except BaseException:
+            import traceback
+            os.write(2, traceback.format_exc().encode())
+        finally:
+            os._exit(rc)
+    _, st = os.waitpid(pid, 0)
+    with out, err:
+        out.seek(0)
+        err.seek(0)
+        return os.WEXITSTATUS(st) if os.WIFEXITED(st) else -os.WTERMSIG(st), out.read(), err.read()
+
+
+def frame(typ, rid, payload=b''):
+    return agent.HDR.pack(5 + len(payload), typ, rid) + payload
+
+
+class FrameReaderTest(unittest.TestCase):
+
+    def test_split_anywhere(self):
+        """Frames come out whole however the stream is cut."""
+        stream = frame(agent.T_REQ, 1, b'abc') + frame(agent.T_STDIN_EOF, 2) + frame(agent.T_CANCEL, 3, b'x' * 70000)
+        want = [(agent.T_REQ, 1, b'abc'), (agent.T_STDIN_EOF, 2, b''), (agent.T_CANCEL, 3, b'x' * 70000)]
+        for step in (1, 2, 9, 1000, len(stream)):
+            with self.subTest(step=step):
+                r = agent.FrameReader()
+                got = []
+                for i in range(0, len(stream), step):
+                    got.extend(r.feed(stream[i:i + step]))
+                self.assertEqual(got, want)
+                self.assertEqual(len(r.buf), 0)
+
+    def test_bad_length(self):
+        """A length below the header's or above MAX_FRAME ends the stream,
+        after the frames before it."""
+        for n in (4, agent.MAX_FRAME + 1):
+            with self.subTest(n=n):
+                r = agent.FrameReader()
+                got = []
+                with self.assertRaises(agent.ProtocolError):
+                    for f in r.feed(frame(agent.T_REQ, 1, b'ok') + agent.HDR.pack(n, agent.T_REQ, 2)):
+                        got.append(f)
+                self.assertEqual(got, [(agent.T_REQ, 1, b'ok')])
+
+    def test_decode_request(self):
+        js = json.dumps({'op': 'put', 'path': '/x'}).encode()
+        req, blob = agent.decode_request(agent.U32.pack(len(js)) + js + b'\x00data')
+        self.assertEqual(req, {'op': 'put', 'path': '/x'})
+        self.assertEqual(blob, b'\x00data')
+
+
+class MessagesTest(unittest.TestCase):
+    """Messages between the agent, its zygotes and their spares."""
+
+    def setUp(self):
+        self.a, self.b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(self.a.close)
+        self.addCleanup(self.b.close)
+
+    def test_round_trip_with_fds(self):
+        r, w = os.pipe()
+        self.addCleanup(os.close, r)
+        agent.send_msg(self.a, {'id': 7, 'env': {'A': 'b'}}, b'template' * 10000, fds=[w])
+        os.close(w)
+        msg, blob, fds = agent.recv_msg(self.b)
+        self.assertEqual(msg, {'id': 7, 'env': {'A': 'b'}})
+        self.assertEqual(blob, b'template' * 10000)
+        self.assertEqual(len(fds), 1)
+        os.write(fds[0], b'through')
+        os.close(fds[0])
+        self.assertEqual(os.read(r, 100), b'through')
+
+    def test_reader_in_pieces(self):
+        data = agent.encode_msg({'spare': 12}) + agent.encode_msg({'id': 3, 'status': 0})
+        reader = agent.MsgReader()
+        got = []
+        for i in range(len(data)):
+            got.extend(reader.feed(data[i:i + 1]))
+        self.assertEqual(got, [{'spare': 12}, {'id': 3, 'status': 0}])
+
+    def test_eof(self):
+        self.a.close()
+        with self.assertRaises(EOFError):
+            agent.recv_msg(self.b)
+
+
+class FilesTest(unittest.TestCase):
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir)
+
+    def path(self, *names):
+        return os.path.join(self.dir, *names)
+
+    def test_atomic_write(self):
+        p = self.path('f')
+        agent.atomic_write(p, b'one', 0o640)
+        agent.atomic_write(p, b'two', 0o600)
+        with open(p, 'rb') as f:
+            self.assertEqual(f.read(), b'two')
+        self.assertEqual(stat.S_IMODE(os.stat(p).st_mode), 0o600)
+        self.assertEqual(os.listdir(self.dir), ['f'])
+
+    def test_atomic_write_fails_whole(self):
+        """A write that fails leaves the old file and no temp file."""
+        p = self.path('f')
+        agent.atomic_write(p, b'old', 0o644)
+        with self.assertRaises(TypeError):
+            agent.atomic_write(p, b'new', None)
+        with open(p, 'rb') as f:
+            self.assertEqual(f.read(), b'old')
+        self.assertEqual(os.listdir(self.dir), ['f'])
+
+    def test_mkdir_all(self):
+        """Missing parents too, each with exactly mode whatever the umask;
+        an existing directory is fine, a file in the way is not."""
+        p = self.path('a', 'b', 'c')
+        old = os.umask(0o077)
+        try:
+            agent.mkdir_all(p, 0o755)
+        finally:
+            os.umask(old)
+        for d in (self.path('a'), self.path('a', 'b'), p):
+            self.assertEqual(stat.S_IMODE(os.stat(d).st_mode), 0o755, d)
+        agent.mkdir_all(p, 0o700)
+        agent.atomic_write(self.path('file'), b'', 0o600)
+        with self.assertRaises(OSError):
+            agent.mkdir_all(self.path('file', 'sub'), 0o700)
+
+    def test_stat_path(self):
+        agent.atomic_write(self.path('f'), b'12345', 0o640)
+        os.symlink('f', self.path('l'))
+        st = agent.stat_path(self.path('f'))['stat']
+        self.assertEqual((st['size'], stat.S_IMODE(st['mode'])), (5, 0o640))
+        self.assertNotIn('target', st)
+        st = agent.stat_path(self.path('l'))['stat']
+        self.assertTrue(stat.S_ISLNK(st['mode']))
+        self.assertEqual(st['target'], 'f')
+        self.assertEqual(agent.stat_path(self.path('missing'))['errno'], 'ENOENT')
+
+    def test_remove_all(self):
+        """rm -rf: a tree, a file, a symlink to a directory (not what it
+        points to), nothing."""
+        agent.mkdir_all(self.path('t', 'sub'), 0o700)
+        agent.atomic_write(self.path('t', 'sub', 'f'), b'x', 0o600)
+        agent.mkdir_all(self.path('keep'), 0o700)
+        os.symlink(self.path('keep'), self.path('link'))
+        for name in ('t', 'link', 'missing'):
+            agent.remove_all(self.path(name))
+        self.assertEqual(os.listdir(self.dir), ['keep'])
+
+    def test_find_tmp_root(self):
+        """$TMPDIR first; one that does not exist is skipped."""
+        env = dict(os.environ)
+        self.addCleanup(os.environ.clear)
+        self.addCleanup(os.environ.update, env)
+        os.environ['TMPDIR'] = self.dir
+        d = agent.find_tmp_root()
+        self.assertEqual(os.path.dirname(d), self.dir)
+        self.assertTrue(os.path.basename(d).startswith('ansible-bridge-'))
+        self.assertEqual(stat.S_IMODE(os.stat(d).st_mode), 0o700)
+        os.environ['TMPDIR'] = self.path('missing')
+        d = agent.find_tmp_root()
+        self.addCleanup(shutil.rmtree, d)
+        self.assertNotEqual(os.path.dirname(d), self.path('missing'))
+
+    def test_errinfo(self):
+        try:
+            os.stat(self.path('missing'))
+        except OSError as e:
+            info = agent._errinfo(e)
+        self.assertEqual(info['errno'], 'ENOENT')
+        self.assertIn('missing', info['error'])
+        self.assertEqual(agent._errinfo(ValueError('bad')), {'error': 'bad', 'errno': ''})
+
+
+class TerminalTest(unittest.TestCase):
+
+    def test_open_pty(self):
+        master, slave = agent.open_pty({'rows': 33, 'cols': 101})
+        try:
+            rows, cols = struct.unpack('HHHH', fcntl.ioctl(slave, termios.TIOCGWINSZ, b'\0' * 8))[:2]
+            self.assertEqual((rows, cols), (33, 101))
+            self.assertTrue(termios.tcgetattr(slave)[1] & termios.ONLCR)
+        finally:
+            os.close(master)
+            os.close(slave)
+
+    def test_pty_env(self):
+        self.assertEqual(agent.pty_env({'term': 'xterm'}, '/dev/pts/3', {'TERM': 'dumb', 'A': 'b'}),
+                         {'SSH_TTY': '/dev/pts/3', 'TERM': 'dumb', 'A': 'b'})
+        self.assertEqual(agent.pty_env({}, '/dev/pts/3', None), {'SSH_TTY': '/dev/pts/3'})
+
+
+class ImportsOfTest(unittest.TestCase):
+
+    def test_imports_of(self):
+        """What a module's source imports, relative imports resolved, the
+        module's own names left out; nothing for a module not found."""
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        pkg = os.path.join(d, 'abtestpkg')
+        os.mkdir(pkg)
+        for name, src in (('__init__.py', ''), ('mod.py', 'import os\nfrom . import sib\nfrom .sub import x as y\n'
+                                                             'from abtestpkg.other import *\nimport abtestpkg.mod.inner\n')):
+            with open(os.path.join(pkg, name), 'w') as f:
+                f.write(src)
+        sys.path.insert(0, d)
+        self.addCleanup(sys.path.remove, d)
+        self.addCleanup(lambda: [sys.modules.pop(m) for m in list(sys.modules) if m.startswith('abtestpkg')])
+        self.assertEqual(agent.imports_of('abtestpkg.mod'),
+                         ('os', 'abtestpkg', 'abtestpkg.sib', 'abtestpkg.sub', 'abtestpkg.sub.x', 'abtestpkg.other'))
+        self.assertEqual(agent.imports_of('abtestpkg.missing'), ())
+        self.assertEqual(agent.imports_of(''), ())
+
+    def test_import_quietly(self):
+        agent.import_quietly(('json', 'no_such_module_here', 'json.no_such'))
+        self.assertIn('json', sys.modules)
+
+
+class CompiledCodeCacheTest(unittest.TestCase):
+
+    def test_shared_between_zips(self):
+        """A module compiled from one zip is loaded, not compiled, from
+        another zip with the same source, under that zip's file name;
+        zipimport is as it was after restore."""
+        import zipimport
+        if not hasattr(zipimport, '_compile_source'):
+            self.skipTest('zipimport is written in C before python 3.8')
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        cache = os.path.join(d, 'pyc')
+        src = 'VALUE = 42\ndef where():\n    return where.__code__.co_filename\n'
+        zips = []
+        for i in (1, 2):
+            z = os.path.join(d, 'z%d.zip' % i)
+            with zipfile.ZipFile(z, 'w') as zf:
+                zf.writestr('abtestmod%d.py' % i, src)
+            zips.append(z)
+        orig = zipimport._compile_source
+
+        def load(i):
+            sys.path.insert(0, zips[i - 1])
+            restore = agent.compile_zip_modules_once(cache)
+            try:
+                return importlib.import_module('abtestmod%d' % i)
+            finally:
+                restore()
+                sys.path.remove(zips[i - 1])
+                sys.modules.pop('abtestmod%d' % i, None)
+
+        m1 = load(1)
+        self.assertEqual(len(os.listdir(cache)), 1)
+        m2 = load(2)
+        self.assertEqual(len(os.listdir(cache)), 1)
+        self.assertEqual((m1.VALUE, m2.VALUE), (42, 42))
+        self.assertTrue(m2.where().startswith(zips[1]), m2.where())
+        self.assertIs(zipimport._compile_source, orig)
+
+
+class PrefaultTest(unittest.TestCase):
+
+    def test_page_ranges(self):
+        page = os.sysconf('SC_PAGE_SIZE')
+        self.assertEqual(agent.page_ranges([1, 2, 3, 7, 8, 10]),
+                         [(page, 3 * page), (7 * page, 2 * page), (10 * page, page)])
+        self.assertEqual(agent.page_ranges([]), [])
+
+    def test_learn(self):
+        """The first LEARN_TASKS reports are learned, except one too big."""
+        pf = agent.Prefaulter()
+        if pf.madvise is None:
+            self.skipTest('no ctypes')
+        pf.learn(array.array('Q', [5, 6, 9]).tobytes())
+        pf.learn(array.array('Q', range(100, 100 + agent.MAX_LEARN_PAGES)).tobytes())
+        self.assertEqual(sorted(pf.pages), [5, 6, 9])
+        self.assertTrue(pf.learning())
+        pf.learn(b'')
+        self.assertFalse(pf.learning())
+
+
+TASK_TPL = (b"import atexit, os, sys\n"
+            b"ZIP = '" + agent.ZIP_MARKER + b"'\n"
+            b"atexit.register(lambda: print('atexit ran'))\n"
+            b"print(ZIP, sys.argv, __file__, os.environ.get('ABTEST'), os.getcwd())\n")
+
+
+class TaskTest(unittest.TestCase):
+    """run_task in a fork, as a spare runs it."""
+
+    def run_task(self, tpl, script=None, pty=None):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        r, w = os.pipe()
+
+        def task():
+            os.close(r)
+            msg = {'env': {'ABTEST': 'on'}, 'cwd': d, 'script': script, 'status_fd': w}
+            agent.run_task(msg, tpl, agent.WrapperCompiler(b'WklQ'), (sys.stdin, sys.stdout, sys.stderr), '/nonexistent.zip')
+
+        rc, out, err = in_child(task)
+        os.close(w)
+        status = os.read(r, 16)
+        os.close(r)
+        return rc, status, out.decode(), err.decode(), os.path.realpath(d)
+
+    def test_piped(self):
+        rc, status, out, err, d = self.run_task(TASK_TPL + b'sys.exit(3)\n')
+        self.assertEqual((rc, status, err), (3, b'3', ''))
+        self.assertEqual(out, "WklQ [''] <stdin> on %s\natexit ran\n" % d)
+
+    def test_script(self):
+        rc, status, out, err, d = self.run_task(TASK_TPL, script='/tmp/AnsiballZ_ping.py')
+        self.assertEqual((rc, status, err), (0, b'0', ''))
+        self.assertEqual(out, "WklQ ['/tmp/AnsiballZ_ping.py'] /tmp/AnsiballZ_ping.py on %s\natexit ran\n" % d)
+
+    def test_exit_statuses(self):
+        """As python's: SystemExit's code, its message and 1, an uncaught
+        exception's traceback (no agent frame in it) and 1, a syntax error
+        without traceback."""
+        for body, want_rc, want_err in (
+                (b'raise SystemExit(None)', 0, None),
+                (b'raise SystemExit(258)', 2, None),
+                (b'raise SystemExit("no way")', 1, 'no way\n'),
+                (b'def f():\n    raise KeyError("k")\nf()', 1, 'Traceback (most recent call last):\n  File "<stdin>", line 2, in <module>'),
+                (b'def (', 1, 'SyntaxError')):
+            with self.subTest(body=body):
+                rc, status, out, err, _ = self.run_task(b'import sys\nsys.argv\n' + body + b'\n')
+                self.assertEqual((rc, status), (want_rc, str(want_rc).encode()), err)
+                if want_err is None:
+                    self.assertEqual(err, '')
+                else:
+                    self.assertIn(want_err.split('\n')[0], err)
+                self.assertNotIn('agent', err)
+                self.assertNotIn('_exec_main', err)
+
+    def test_flush_failure(self):
+        """A clean exit whose stdout cannot be flushed is 120, as python's."""
+        rc, status, _, err, _ = self.run_task(b'import os, sys\nsys.stdout.write("x")\nos.close(1)\n')
+        self.assertEqual((rc, status), (120, b'120'), err)
+
+
+class AgentTableTest(unittest.TestCase):
+
+    def test_ops(self):
+        for op, name in agent.Agent.OPS.items():
+            self.assertTrue(callable(getattr(agent.Agent, name, None)), (op, name))
+
+
+# ---------------------------------------------------------------- whole agent
+
+RUN_AGENT = ("import sys\n"
+             "src = open(sys.argv[1]).read()\n"
+             "exec(compile(src, '<ansible-bridge-agent>', 'exec'), {'__name__': '__ansible_bridge_agent__'})\n")
+
+
+class AgentProcess(object):
+    """The agent in a child process, spoken to over its stdin and stdout
+    as interp's Client does."""
+
+    TIMEOUT = 60
+
+    def __init__(self, testcase):
+        self.dir = tempfile.mkdtemp()
+        testcase.addCleanup(shutil.rmtree, self.dir, True)
+        self.stderr = tempfile.TemporaryFile()
+        env = dict(os.environ, TMPDIR=self.dir)
+        self.p = subprocess.Popen([sys.executable, '-c', 'import os; os.write(1, b"login noise\\n"); ' + RUN_AGENT.replace('\n', '; ').replace(';  ', ''), AGENT],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                  cwd=self.dir, env=env)
+        testcase.addCleanup(self.close)
+        self.buf = b''
+        self.next_id = 1
+        while agent.MAGIC not in self.buf:
+            self.fill()
+        self.buf = self.buf[self.buf.index(agent.MAGIC) + len(agent.MAGIC):]
+        typ, rid, payload = self.read_frame()
+        assert (typ, rid) == (agent.T_RESP, 0), (typ, rid)
+        self.hello, _ = agent.decode_request(payload)
+
+    def fill(self):
+        ready, _, _ = select.select([self.p.stdout], [], [], self.TIMEOUT)
+        if not ready:
+            raise AssertionError('agent silent for %ds; stderr: %s' % (self.TIMEOUT, self.errors()))
+        data = os.read(self.p.stdout.fileno(), 65536)
+        if not data:
+            raise AssertionError('agent ended; stderr: %s' % self.errors())
+        self.buf += data
+
+    def read_frame(self):
+        while len(self.buf) < agent.HDR.size:
+            self.fill()
+        n, typ, rid = agent.HDR.unpack_from(self.buf)
+        while len(self.buf) < 4 + n:
+            self.fill()
+        payload = self.buf[agent.HDR.size:4 + n]
+        self.buf = self.buf[4 + n:]
+        return typ, rid, payload
+
+    def send(self, typ, rid, payload=b''):
+        self.p.stdin.write(frame(typ, rid, payload))
+        self.p.stdin.flush()
+
+    def start(self, req, blob=b''):
+        rid = self.next_id
+        self.next_id += 1
+        js = json.dumps(req).encode()
+        self.send(agent.T_REQ, rid, agent.U32.pack(len(js)) + js + blob)
+        return rid
+
+    def wait(self, rid):
+        """The response to rid: (JSON, blob, stdout, stderr)."""
+        out, err = b'', b''
+        while True:
+            typ, r, payload = self.read_frame()
+            assert r == rid, (r, rid)
+            if typ == agent.T_STDOUT:
+                out += payload
+            elif typ == agent.T_STDERR:
+                err += payload
+            else:
+                assert typ == agent.T_RESP, typ
+                resp, blob = agent.decode_request(payload)
+                return resp, blob, out, err
+
+    def call(self, req, blob=b''):
+        return self.wait(self.start(req, blob))
+
+    def errors(self):
+        if self.stderr.closed:
+            return ''
+        self.stderr.seek(0)
+        return self.stderr.read().decode('utf-8', 'replace')
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.stdin.close()
+            try:
+                self.p.wait(self.TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.p.stdout.close()
+        self.stderr.close()
+
+
+class AgentProcessTest(unittest.TestCase):
+    """The whole agent, as Go's Client drives it, without Go."""
+
+    def test_hello(self):
+        a = AgentProcess(self)
+        self.assertEqual(a.hello['protocol'], agent.PROTOCOL)
+        self.assertEqual(a.hello['python'], '%d.%d.%d' % sys.version_info[:3])
+        self.assertEqual(os.path.dirname(a.hello['tmpdir']), a.dir)
+        self.assertEqual(a.call({'op': 'ping'})[0], {})
+        self.assertEqual(a.call({'op': 'nonsense'})[0], {'error': "unknown op 'nonsense'"})
+        a.close()
+        self.assertEqual(a.p.returncode, 0)
+        self.assertFalse(os.path.exists(a.hello['tmpdir']), 'temp dir left behind')
+
+    def test_files(self):
+        a = AgentProcess(self)
+        d = os.path.join(a.dir, 'x', 'y')
+        f = os.path.join(d, 'f')
+        self.assertEqual(a.call({'op': 'mkdir', 'path': d, 'mode': 0o750})[0], {})
+        self.assertEqual(a.call({'op': 'put', 'path': f, 'mode': 0o600}, b'data\x00')[0], {})
+        self.assertEqual(a.call({'op': 'chmod', 'path': f, 'mode': 0o640})[0], {})
+        resp, blob, _, _ = a.call({'op': 'get', 'path': f})
+        self.assertEqual((resp, blob), ({}, b'data\x00'))
+        st = a.call({'op': 'stat', 'path': f})[0]['stat']
+        self.assertEqual((st['size'], st['mode'] & 0o7777), (5, 0o640))
+        resp = a.call({'op': 'get', 'path': f + '.missing'})[0]
+        self.assertEqual(resp['errno'], 'ENOENT')
+        a.start({'op': 'rmtree', 'path': os.path.join(a.dir, 'x'), 'noreply': True})
+        self.assertEqual(a.call({'op': 'stat', 'path': d})[0]['errno'], 'ENOENT')
+
+    def test_exec(self):
+        a = AgentProcess(self)
+        rid = a.start({'op': 'exec', 'cmd': 'cat; echo "$ABTEST" >&2; exit 3', 'env': {'ABTEST': 'e'}, 'stdin': True})
+        a.send(agent.T_STDIN, rid, b'in')
+        a.send(agent.T_STDIN, rid, b'put')
+        a.send(agent.T_STDIN_EOF, rid)
+        resp, _, out, err = a.wait(rid)
+        self.assertEqual((resp, out, err), ({'exit': 3}, b'input', b'e\n'))
+
+    def test_exec_pty(self):
+        a = AgentProcess(self)
+        resp, _, out, err = a.call({'op': 'exec', 'cmd': 'echo "$TERM"; stty size', 'pty': {'term': 'vt100', 'rows': 30, 'cols': 90}})
+        self.assertEqual((resp, out, err), ({'exit': 0}, b'vt100\r\n30 90\r\n', b''))
+
+    def test_cancel(self):
+        a = AgentProcess(self)
+        rid = a.start({'op': 'exec', 'cmd': 'echo started; exec sleep 60'})
+        while b'started' not in a.buf:
+            a.fill()
+        a.send(agent.T_CANCEL, rid)
+        resp, _, out, _ = a.wait(rid)
+        self.assertEqual(resp, {'exit': 128 + signal.SIGKILL, 'signal': signal.SIGKILL, 'cancelled': True})
+
+    def test_module(self):
+        """A real ping wrapper, three tasks (the first through the zygote,
+        later ones through the spare it hands over): pong each time."""
+        usable = [p for p in WRAPPERS if os.path.basename(p).startswith('ping-')
+                  and sys.version_info[:2] >= MIN_PYTHON[os.path.basename(p)[5:-6]]]
+        if not usable:
+            self.skipTest('no ansible-core here runs on this python')
+        tpl, b64 = template(read(usable[-1]))
+        zip_ = base64.b64decode(b64)
+        digest = hashlib.sha256(zip_).hexdigest()
+        a = AgentProcess(self)
+        resp = a.call({'op': 'module', 'hash': digest, 'tpl': 0})[0]
+        self.assertEqual(resp.get('code'), 'nozip', resp)
+        for i in range(3):
+            with self.subTest(task=i):
+                ctpl = zlib.compress(tpl)
+                req = {'op': 'module', 'hash': digest, 'zip': len(zip_) if i == 0 else 0, 'tpl': len(ctpl)}
+                resp, _, out, err = a.call(req, (zip_ if i == 0 else b'') + ctpl)
+                self.assertEqual(resp, {'exit': 0}, err)
+                self.assertEqual(json.loads(out.decode().strip().splitlines()[-1]).get('ping'), 'pong', out)
 
 
 if __name__ == '__main__':
