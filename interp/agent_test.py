@@ -2,9 +2,13 @@
 
     python3 -m unittest discover -s interp -p 'agent_test.py'
 
-make unit and make test run them on every Python 3 the Go tests use.
-The wrappers are real ones from each ansible-core version
-(interp/ansiballz/testdata)."""
+make agent-test (and so make unit and make test) runs them on every
+Python 3.6+ here. They test the agent's pieces one by one (frames,
+messages, files, terminals, the wrapper compiler, the warm-up, prefault,
+a task run in a fork), that its protocol constants are
+interp/protocol.go's, and the whole agent in a child process driven over
+its stdin and stdout as Go's Client drives it. The wrappers are real ones
+from each ansible-core version (interp/ansiballz/testdata)."""
 
 import array
 import ast

@@ -12,6 +12,29 @@
 // script prints before the agent starts is skipped: the hello follows a
 // magic string (Magic).
 //
+// # Source
+//
+// agent.py is one file on purpose. The bootstrap's first stage execs one
+// source string (AgentSource, zlib-compressed in bootstrap.Payload) with
+// no import machinery, so several files would travel as one anyway:
+// concatenated (then no part imports on its own, for its tests or for
+// pyflakes, without stubs) or as a zip with an importer (an import per
+// part at every agent start, zipimport on every target). One file keeps
+// the payload, the first stage and the start as they are. It is in
+// sections, from the bottom of the process stack up: protocol, frames,
+// files, wrappers, warm-up, prefault, task (run_task, one function per
+// step a spare takes with its task), zygote (class ZygoteServer, run in
+// each zygote process), agent (class Agent; requests go through a table,
+// Agent.OPS, to one op_* method each).
+//
+// agent_test.py holds its unit tests (stdlib unittest, no Go needed;
+// make agent-test runs them on every Python 3.6+ here), the whole agent
+// in a child process driven as Client drives it among them. make lint
+// compiles agent.py with each of those Pythons and runs pyflakes3 over
+// it. Protocol, Magic, the frame types, headerSize and maxFrame are
+// written on both sides; TestAgentConstants and agent_test.py's
+// ProtocolConstantsTest check that they agree.
+//
 // # Protocol
 //
 // Frames in both directions: uint32 length | uint8 type | uint32 request
