@@ -67,6 +67,7 @@ CHUNK = 65536
 # Stop reading child output while this much is queued for the client.
 OUT_HIGH = 4 << 20
 
+# Go's zipMarker (interp/module.go): where a template's zip goes.
 ZIP_MARKER = b'@@ANSIBLE_BRIDGE_ZIPDATA@@'
 FQN_RE = re.compile(rb"_module_fqn='([^']+)'")
 ENV_FILES = ('/etc/environment', '~/.pam_environment')

@@ -187,6 +187,12 @@ class ProtocolConstantsTest(unittest.TestCase):
         self.assertEqual(agent.MAGIC, magic)
         self.assertEqual(agent.PROTOCOL, int(self.go_const(r'^const Protocol = (\d+)$')))
 
+    def test_zip_marker(self):
+        with open(os.path.join(HERE, 'module.go')) as f:
+            m = re.search(r'^const zipMarker = "([^"\\]*)"$', f.read(), re.M)
+        self.assertIsNotNone(m)
+        self.assertEqual(agent.ZIP_MARKER, m.group(1).encode('ascii'))
+
     def test_header_and_limit(self):
         self.assertEqual(agent.HDR.size, int(self.go_const(r'^\s+headerSize\s*=\s*(\d+)\b')))
         self.assertEqual(agent.MAX_FRAME, 1 << int(self.go_const(r'^\s+maxFrame\s*=\s*1 << (\d+)$')))

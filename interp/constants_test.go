@@ -52,7 +52,7 @@ func goFrameTypes(t *testing.T) map[string]int {
 }
 
 // TestAgentConstants: agent.py's frame types, magic, protocol version,
-// header and frame limit are this package's (agent_test.py's
+// header, frame limit and zip marker are this package's (agent_test.py's
 // ProtocolConstantsTest checks the same from the Python side).
 func TestAgentConstants(t *testing.T) {
 	src := string(AgentSource)
@@ -96,6 +96,9 @@ func TestAgentConstants(t *testing.T) {
 	}
 	if v, _ := strconv.Atoi(one(`^MAX_FRAME = 1 << (\d+)$`)); 1<<v != maxFrame {
 		t.Errorf("agent.py: MAX_FRAME = 1 << %d, protocol.go's maxFrame %d", v, maxFrame)
+	}
+	if v := one(`^ZIP_MARKER = b'([^'\\]*)'$`); v != zipMarker {
+		t.Errorf("agent.py: ZIP_MARKER = %q, module.go's zipMarker %q", v, zipMarker)
 	}
 }
 

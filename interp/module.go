@@ -21,8 +21,8 @@ import (
 // AnsiballZ wrapper this package can take apart.
 var ErrNotAnsiballZ = errors.New("interp: not an AnsiballZ wrapper")
 
-// zipMarker replaces the ZIPDATA literal in templates; keep in sync with
-// agent.py.
+// zipMarker replaces the ZIPDATA literal in templates; agent.py's
+// ZIP_MARKER is the same (TestAgentConstants).
 const zipMarker = "@@ANSIBLE_BRIDGE_ZIPDATA@@"
 
 // Wrapper is an AnsiballZ wrapper taken apart.
