@@ -63,6 +63,10 @@ T_CANCEL = 8
 HDR = struct.Struct('>IBI')
 MAX_FRAME = 1 << 30
 U32 = struct.Struct('>I')
+
+# ---------------------------------------------------------------- limits
+# Sizes, counts, paths and markers.
+
 CHUNK = 65536
 # Stop reading child output while this much is queued for the client.
 OUT_HIGH = 4 << 20
