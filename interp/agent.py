@@ -12,7 +12,7 @@
 # Three kinds of process run this code: the agent (class Agent), a zygote
 # per module zip (ZygoteServer, forked from the agent), and the spares a
 # zygote forks ahead, each of which runs one task (run_task). One file, in
-# sections from the bottom of that stack up: protocol, frames, files,
+# sections from the bottom of that stack up: protocol, limits, frames, files,
 # wrappers, warm-up, prefault, task, zygote, agent (why one file:
 # interp/doc.go). Unit tests: interp/agent_test.py.
 
@@ -1389,6 +1389,50 @@ class Agent(object):
                 else:
                     self.sel.register(fd, selectors.EVENT_READ, (kind, p))
 
+    # ---- the channel: frames in
+
+    def read_proto(self):
+        """Read and handle the client's frames; False once the channel has
+        ended or is no longer framed."""
+        try:
+            data = os.read(self.rfd, 1 << 18)
+        except (BlockingIOError, InterruptedError):
+            return True
+        if not data:
+            return False
+        try:
+            for typ, rid, payload in self.frames.feed(data):
+                self.frame(typ, rid, payload)
+        except ProtocolError as e:
+            warn(str(e))
+            return False
+        return True
+
+    def frame(self, typ, rid, payload):
+        if typ == T_REQ:
+            req, blob = decode_request(payload)
+            try:
+                self.request(rid, req, blob)
+            except Exception as e:
+                if req.get('noreply'):
+                    warn('%s %s: %s' % (req.get('op'), req.get('path'), e))
+                else:
+                    self.reply(rid, _errinfo(e))
+        elif typ in (T_STDIN, T_STDIN_EOF):
+            p = self.procs.get(rid)
+            if p is None or p.in_fd is None:
+                return
+            if typ == T_STDIN:
+                p.inbuf += payload
+            else:
+                p.in_eof = True
+            self.write_stdin(p)
+        elif typ == T_CANCEL:
+            p = self.procs.get(rid)
+            if p is not None:
+                p.cancelled = True
+                self.kill(p)
+
     # ---- fd bookkeeping
 
     def watch(self, fd, kind, p, events=selectors.EVENT_READ):
@@ -1473,50 +1517,6 @@ class Agent(object):
                     pass  # the agent exits anyway; the zygote sees its socket end
         shutil.rmtree(self.tmp, ignore_errors=True)
         os._exit(0)
-
-    # ---- the channel: frames in
-
-    def read_proto(self):
-        """Read and handle the client's frames; False once the channel has
-        ended or is no longer framed."""
-        try:
-            data = os.read(self.rfd, 1 << 18)
-        except (BlockingIOError, InterruptedError):
-            return True
-        if not data:
-            return False
-        try:
-            for typ, rid, payload in self.frames.feed(data):
-                self.frame(typ, rid, payload)
-        except ProtocolError as e:
-            warn(str(e))
-            return False
-        return True
-
-    def frame(self, typ, rid, payload):
-        if typ == T_REQ:
-            req, blob = decode_request(payload)
-            try:
-                self.request(rid, req, blob)
-            except Exception as e:
-                if req.get('noreply'):
-                    warn('%s %s: %s' % (req.get('op'), req.get('path'), e))
-                else:
-                    self.reply(rid, _errinfo(e))
-        elif typ in (T_STDIN, T_STDIN_EOF):
-            p = self.procs.get(rid)
-            if p is None or p.in_fd is None:
-                return
-            if typ == T_STDIN:
-                p.inbuf += payload
-            else:
-                p.in_eof = True
-            self.write_stdin(p)
-        elif typ == T_CANCEL:
-            p = self.procs.get(rid)
-            if p is not None:
-                p.cancelled = True
-                self.kill(p)
 
     # ---- requests: each op_* answers req (its JSON) and blob (the bytes
     # after it) for request rid; an exception it raises is the answer.
@@ -1620,6 +1620,8 @@ class Agent(object):
             p.in_fd = os.dup(master)
             _set_nonblock(p.in_fd)
             self.fdmap[p.in_fd] = ('pin', p)
+
+    # ---- processes: their stdin, output, exit status
 
     def write_stdin(self, p):
         fd = p.in_fd
