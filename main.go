@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kballard/go-shellquote"
 	"io"
 	"net"
 	"os"
@@ -333,12 +334,12 @@ func cmdEnv(args []string) int {
 		fmt.Fprintf(os.Stderr, "ansible-bridge env: no ssh shim in %s: run `ansible-bridge shims %s` (or make install) first\n", dir, dir)
 		return 1
 	}
-	path := shellQuote(dir)
+	path := shellquote.Join(dir)
 	// ansible-bridge itself (status, doctor, stop) too, when its directory
 	// is not on PATH yet (make install PREFIX=~/.local on a fresh account).
 	if self, err := os.Executable(); err == nil {
 		if bindir := filepath.Dir(self); !slices.Contains(filepath.SplitList(os.Getenv("PATH")), bindir) {
-			path += ":" + shellQuote(bindir)
+			path += ":" + shellquote.Join(bindir)
 		}
 	}
 	fmt.Printf("# ansible-bridge: its ssh, scp and sftp first on PATH (and ansible-bridge on it)\nexport PATH=%s:\"$PATH\"\n", path)
@@ -349,18 +350,6 @@ func cmdEnv(args []string) int {
 		fmt.Println(`export ANSIBLE_PIPELINING="${ANSIBLE_PIPELINING:-True}"`)
 	}
 	return 0
-}
-
-func shellQuote(s string) string {
-	out := "'"
-	for _, r := range s {
-		if r == '\'' {
-			out += `'"'"'`
-		} else {
-			out += string(r)
-		}
-	}
-	return out + "'"
 }
 
 // cmdCtl sends a control request to the daemon, without starting one.

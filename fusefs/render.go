@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"fmt"
+	"github.com/kballard/go-shellquote"
 	"strconv"
 	"strings"
 	"time"
@@ -41,7 +42,7 @@ func entrySeq(name string) (uint64, bool) {
 // entryFiles renders a journal entry's files, in the order listed.
 func entryFiles(v journal.EntryView) []namedFile {
 	files := []namedFile{
-		{"argv", []byte(shellJoin(v.Argv) + "\n")},
+		{"argv", []byte(shellquote.Join(v.Argv...) + "\n")},
 		{"route", []byte(v.Route + "\n")},
 		{"target", []byte(v.Target + "\n")},
 		{"stdin", v.Stdin.Data},
@@ -116,32 +117,6 @@ func tempDirsTable(dirs []TempDir) []byte {
 		fmt.Fprintf(&b, "%s\t%s\t%d files\t%d held\t%s\n", d.Name, where, len(d.Files), held, d.Path)
 	}
 	return []byte(b.String())
-}
-
-// shellJoin quotes args for a POSIX shell, leaving plain words bare.
-func shellJoin(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		q[i] = shellQuote(a)
-	}
-	return strings.Join(q, " ")
-}
-
-func shellQuote(s string) string {
-	if s == "" {
-		return "''"
-	}
-	plain := true
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("@%+=:,./_-", c)) {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // escapeName makes s usable as a file name: '%' becomes %25, '/' %2F

@@ -7,22 +7,6 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/bridge/journal"
 )
 
-func TestShellQuote(t *testing.T) {
-	for in, want := range map[string]string{
-		"":                     "''",
-		"plain-word_1.2,x=y:z": "plain-word_1.2,x=y:z",
-		"alice@web1":           "alice@web1",
-		"two words":            "'two words'",
-		"it's":                 `'it'\''s'`,
-		"$HOME":                "'$HOME'",
-		"a\nb":                 "'a\nb'",
-	} {
-		if got := shellQuote(in); got != want {
-			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
-		}
-	}
-}
-
 func TestEscapeName(t *testing.T) {
 	for in, want := range map[string]string{
 		"alice@web1:22":             "alice@web1:22",

@@ -154,7 +154,7 @@ func TestTreeContent(t *testing.T) {
 		want string
 	}{
 		{"status", string(src.status)},
-		{"journal/000001-module/argv", "ssh -C web1 '/bin/sh -c '\\''/usr/bin/python3 && sleep 0'\\'''\n"},
+		{"journal/000001-module/argv", "ssh -C web1 '/bin/sh -c '\\''/usr/bin/python3 && sleep 0'\\'\n"},
 		{"journal/000001-module/route", "module\n"},
 		{"journal/000001-module/target", tgt + "\n"},
 		{"journal/000001-module/module", "ansible.modules.ping\n"},
