@@ -5,7 +5,6 @@ go 1.26.0
 require (
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/kballard/go-shellquote v0.0.0-20180428030007-95032a82bc51
-	github.com/kevinburke/ssh_config v1.6.0
 	github.com/pkg/sftp v1.13.12
 	github.com/sirupsen/logrus v1.10.2
 	golang.org/x/crypto v0.58.0

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh/sshconf"
-
-	"github.com/kevinburke/ssh_config"
 )
 
 // maxIncludeDepth is OpenSSH's READCONF_MAX_DEPTH.
@@ -35,18 +33,27 @@ type block struct {
 	line  int
 }
 
-// parsedFile is a config file split into blocks by kevinburke/ssh_config.
-// Values are taken verbatim from the file (by line number) because that
-// parser strips quotes and treats '#' differently from OpenSSH; the
-// library supplies the Host/Match block structure.
+// parsedFile is a config file split into its blocks: the implicit one
+// at the top (blk nil), then one per Host or Match line. Keywords and
+// values are kept verbatim (OpenSSH's tokenising is applied per keyword
+// when the value is used).
 type parsedFile struct {
-	cfg      *ssh_config.Config
-	blocks   map[string]block // placeholder pattern → block
-	keywords map[int]string   // line → lower-case keyword
-	values   map[int]string   // line → raw value after the keyword
+	sections []section
 }
 
-const blockPrefix = "__bridge_block_"
+// section is one block of a config file and its keyword lines.
+type section struct {
+	blk   *block
+	lines []configLine
+}
+
+// configLine is one keyword line: its number, lower-case keyword and raw
+// value after the keyword.
+type configLine struct {
+	no      int
+	keyword string
+	value   string
+}
 
 // parsedFiles memoises preprocess: every invocation reads the same few
 // config files, and parsing them costs more than the rest of resolving.
@@ -81,52 +88,31 @@ func preprocessCached(data []byte) (*parsedFile, error) {
 	return pf, nil
 }
 
-// preprocess rewrites a config file so that kevinburke/ssh_config sees only
-// "Host <placeholder>" lines and "<key> x" lines (one output line per input
-// line, so positions are preserved), and records the real keywords and
-// values. Match blocks become Host blocks whose criteria we evaluate
-// ourselves; Include is handled here rather than by the library (which
-// resolves relative paths against $HOME and cannot see the shim's home).
+// preprocess splits a config file into its Host and Match blocks (whose
+// criteria are evaluated per invocation) and keyword lines. Include is
+// handled when the file is applied, relative to the shim's home.
 func preprocess(data []byte) (*parsedFile, error) {
-	pf := &parsedFile{
-		blocks:   map[string]block{},
-		keywords: map[int]string{},
-		values:   map[int]string{},
-	}
-	lines := strings.Split(string(data), "\n")
-	var out strings.Builder
-	for i, ln := range lines {
+	pf := &parsedFile{sections: []section{{}}}
+	for i, ln := range strings.Split(string(data), "\n") {
 		no := i + 1
 		kw, rest := splitKeyword(ln)
 		if kw == "" || strings.HasPrefix(kw, "#") {
-			out.WriteString("\n")
 			continue
 		}
-		lkw := strings.ToLower(kw)
-		switch lkw {
+		switch lkw := strings.ToLower(kw); lkw {
 		case "host":
 			args, ok := sshconf.Split(rest)
 			if !ok {
 				return nil, fmt.Errorf("line %d: invalid quotes", no)
 			}
-			ph := fmt.Sprintf("%s%d", blockPrefix, no)
-			pf.blocks[ph] = block{pats: args, line: no}
-			fmt.Fprintf(&out, "Host %s\n", ph)
+			pf.sections = append(pf.sections, section{blk: &block{pats: args, line: no}})
 		case "match":
-			ph := fmt.Sprintf("%s%d", blockPrefix, no)
-			pf.blocks[ph] = block{match: true, args: rest, line: no}
-			fmt.Fprintf(&out, "Host %s\n", ph)
+			pf.sections = append(pf.sections, section{blk: &block{match: true, args: rest, line: no}})
 		default:
-			pf.keywords[no] = lkw
-			pf.values[no] = rest
-			fmt.Fprintf(&out, "K%d x\n", no)
+			cur := &pf.sections[len(pf.sections)-1]
+			cur.lines = append(cur.lines, configLine{no: no, keyword: lkw, value: rest})
 		}
 	}
-	cfg, err := ssh_config.DecodeBytes([]byte(out.String()))
-	if err != nil {
-		return nil, err
-	}
-	pf.cfg = cfg
 	return pf, nil
 }
 
@@ -176,16 +162,9 @@ func (r *resolver) readConfigFile(path string, userConf, checkPerm, mustExist bo
 		return &ConnError{Msg: fmt.Sprintf("%s: %v", path, err), Err: err}
 	}
 	var bad []string
-	for i, h := range pf.cfg.Hosts {
+	for _, sec := range pf.sections {
 		active := true // the implicit block at the top of every file
-		if i > 0 {
-			if len(h.Patterns) == 0 {
-				continue
-			}
-			b, ok := pf.blocks[h.Patterns[0].String()]
-			if !ok {
-				continue
-			}
+		if b := sec.blk; b != nil {
 			if b.match {
 				m, err := r.evalMatch(b.args, source{path, b.line})
 				if err != nil {
@@ -193,31 +172,21 @@ func (r *resolver) readConfigFile(path string, userConf, checkPerm, mustExist bo
 				}
 				active = m
 			} else {
-				active = hostLineMatches(r.hostArg, b.pats)
+				active = len(b.pats) > 0 && hostLineMatches(r.hostArg, b.pats)
 			}
 		}
-		for _, n := range h.Nodes {
-			kv, ok := n.(*ssh_config.KV)
-			if !ok {
-				continue
-			}
-			line := kv.Pos().Line
-			kw, ok := pf.keywords[line]
-			if !ok {
-				continue
-			}
-			val := pf.values[line]
-			src := source{path, line}
-			if kw == "include" {
+		for _, l := range sec.lines {
+			src := source{path, l.no}
+			if l.keyword == "include" {
 				if !active {
 					continue
 				}
-				if err := r.include(val, userConf, depth, src); err != nil {
+				if err := r.include(l.value, userConf, depth, src); err != nil {
 					return err
 				}
 				continue
 			}
-			if msg := r.apply(kw, val, src, active); msg != "" {
+			if msg := r.apply(l.keyword, l.value, src, active); msg != "" {
 				bad = append(bad, msg)
 			}
 		}

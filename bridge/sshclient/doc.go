@@ -18,12 +18,13 @@
 // IdentityFile and CertificateFile accumulate. ~/.ssh/config is refused
 // when group- or world-writable, as OpenSSH does.
 //
-// Files are split into Host and Match blocks with
-// github.com/kevinburke/ssh_config, but values are read verbatim from the
-// file by line number and Host/Match/Include are evaluated here: that
-// parser strips quotes, handles '#' differently, resolves relative
-// Includes against the daemon's $HOME and fails the whole file on Match
-// criteria it does not know. Include globs are read in sorted order,
+// Files are split into Host and Match blocks here, with values kept
+// verbatim and tokenised per keyword as OpenSSH does (package
+// fakessh/sshconf); Host/Match/Include are evaluated per invocation. (An
+// ssh_config library was used once, only to group lines into blocks: it
+// strips quotes, handles '#' differently, resolves relative Includes
+// against the daemon's $HOME and fails the whole file on Match criteria
+// it does not know.) Include globs are read in sorted order,
 // relative to ~/.ssh (user files) or /etc/ssh (system files), so Debian's
 // "Include /etc/ssh/ssh_config.d/*.conf" works. Host patterns match the
 // host as typed, case-sensitively; Match host/originalhost match case
