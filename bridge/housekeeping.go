@@ -6,291 +6,390 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
+	"sort"
 	"strings"
+	"sync"
+	"time"
 
-	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
-
-	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
-	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/interp"
-	shellquote "github.com/kballard/go-shellquote"
+	"github.com/pkg/sftp"
 )
 
-// Route names of the fast paths.
-const (
-	routeCached = "cached" // echo ~, mkdir, chmod u+x, rm -r answered by the bridge
-	routeModule = "module" // AnsiballZ run by a persistent interpreter
-)
+// maxHeldFile bounds what a shared temp dir keeps in memory per file;
+// bigger uploads write the dir to the target and go there directly.
+const maxHeldFile = 16 << 20
 
-// serveHousekeeping answers Ansible's temp-dir housekeeping without a
-// round trip where it safely can. done is false when the command must
-// run on the target as usual.
-func (s *Server) serveHousekeeping(ctx context.Context, iv *invocation, t *target, inv *fakessh.SSHInvocation, settings *sshclient.Settings, command string) (code int, done bool) {
-	if inv.TTY >= 2 && !iv.hello.StdinTTY {
-		// Module runs come with -tt when pipelining is off.
-		if c := classify(command); c.kind == cmdRunPython && c.script != "" {
-			return s.serveModule(ctx, iv, t, inv, settings, c)
-		}
-		return 0, false
+// sharedTemp is one of Ansible's ansible-tmp-* directories, created by
+// the bridge in answer to Ansible's mkdir and held in memory until
+// something needs it on disk.
+type sharedTemp struct {
+	dir, base string
+	created   time.Time
+
+	mu       sync.Mutex
+	onTarget bool
+	byAgent  bool                 // written by a module run, not materialize
+	becomeAs string               // the become user whose step ran from it, if any
+	files    map[string]*heldFile // by base name
+}
+
+type heldFile struct {
+	data     []byte
+	mode     fs.FileMode
+	size     int64
+	mtime    time.Time
+	onTarget bool // data was written to the target and dropped here
+}
+
+// housekeeping is a target's state for the fast paths: cached answers
+// and shared temp dirs.
+type housekeeping struct {
+	mu    sync.Mutex
+	homes map[string]string // `echo ~user` command → its output
+	bases map[string]bool   // temp bases known to exist on the target
+	temps map[string]*sharedTemp
+}
+
+func (h *housekeeping) reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.homes, h.bases, h.temps = nil, nil, nil
+}
+
+// resetAnswers forgets the cached answers, which a fresh login may give
+// differently, but keeps the temp dirs.
+func (h *housekeeping) resetAnswers() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.homes, h.bases = nil, nil
+}
+
+func (h *housekeeping) home(cmd string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out, ok := h.homes[cmd]
+	return out, ok
+}
+
+func (h *housekeeping) setHome(cmd, out string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.homes == nil {
+		h.homes = map[string]string{}
 	}
-	c := classify(command)
-	switch c.kind {
-	case cmdEchoHome:
-		if out, ok := t.house.home(command); ok {
-			t.countRoute(iv, routeCached)
-			_, _ = iv.stdout().Write([]byte(out))
-			return 0, true
+	h.homes[cmd] = out
+}
+
+func (h *housekeeping) baseKnown(base string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bases[base]
+}
+
+// knowBase records that base exists on the target.
+func (h *housekeeping) knowBase(base string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.bases == nil {
+		h.bases = map[string]bool{}
+	}
+	h.bases[base] = true
+}
+
+// addTemp registers a temp dir, held in memory until something needs it on
+// the target.
+func (h *housekeeping) addTemp(base, dir string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.temps == nil {
+		h.temps = map[string]*sharedTemp{}
+	}
+	h.temps[dir] = &sharedTemp{dir: dir, base: base, files: map[string]*heldFile{}, created: time.Now()}
+}
+
+func (h *housekeeping) dropTemp(dir string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.temps, dir)
+}
+
+// lookup finds the temp dir p is (dir) or is directly in (dir/name).
+func (h *housekeeping) lookup(p string) (st *sharedTemp, name string) {
+	p = strings.TrimSuffix(p, "/")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st := h.temps[p]; st != nil {
+		return st, ""
+	}
+	if st := h.temps[path.Dir(p)]; st != nil {
+		return st, path.Base(p)
+	}
+	return nil, ""
+}
+
+// mentioned returns the temp dirs whose path occurs in s ("" for all).
+func (h *housekeeping) mentioned(s string) []*sharedTemp {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*sharedTemp
+	for dir, st := range h.temps {
+		if s == "" || strings.Contains(s, dir) {
+			out = append(out, st)
 		}
-		var out, errb bytes.Buffer
-		t.countRoute(iv, routeExec)
-		code := s.serveExec(ctx, iv, t, inv, settings, command, execOpts{stdout: &out, stderr: &errb})
-		if code == 0 && errb.Len() == 0 {
-			t.house.setHome(command, out.String())
-		}
-		return code, true
-	case cmdMkTemp:
-		if !transfersThroughBridge(iv.hello.Env) {
-			// The uploads will not come through the bridge: the directory
-			// must exist on the target (see transfers.go).
-			t.countSlow(iv, "sftp/scp are not the bridge's shims (only ssh_executable set?): temp dirs and modules go to the target; put the shim directory first on PATH, or set sftp_executable and scp_executable too")
-			return 0, false
-		}
-		if t.house.baseKnown(c.base) {
-			t.countRoute(iv, routeCached)
-			t.house.addTemp(c.base, c.dir)
-			_, _ = fmt.Fprintf(iv.stdout(), "%s=%s\n", c.name, c.dir)
-			return 0, true
-		}
-		// The first temp dir under base: only base is made on the target,
-		// by the `umask 77 && mkdir -p` of Ansible's own command (so its
-		// errors read the same), and the dir is held like any other.
-		t.countRoute(iv, routeExec)
-		mkBase := "( umask 77 && mkdir -p \"` echo " + c.base + " `\" ) && sleep 0"
-		code := s.serveExec(ctx, iv, t, inv, settings, shellquote.Join("/bin/sh", "-c", mkBase), execOpts{})
-		if code == 0 {
-			t.house.addTemp(c.base, c.dir)
-			t.house.knowBase(c.base)
-			_, _ = fmt.Fprintf(iv.stdout(), "%s=%s\n", c.name, c.dir)
-		}
-		return code, true
-	case cmdChmodUX:
-		for _, p := range c.paths {
-			st, _ := t.house.lookup(p)
-			if st == nil || !st.held() {
-				return 0, false
-			}
-		}
-		for _, p := range c.paths {
-			st, name := t.house.lookup(p)
-			if !st.chmodUX(name) {
-				// Not held (any more): the real chmod reports it.
-				return 0, false
-			}
-		}
-		t.countRoute(iv, routeCached)
-		return 0, true
-	case cmdRmTemp:
-		st, name := t.house.lookup(c.paths[0])
-		if st == nil || name != "" {
-			return 0, false
-		}
-		t.house.dropTemp(st.dir)
+	}
+	return out
+}
+
+// held returns the temp dirs still only in memory.
+func (h *housekeeping) held() []*sharedTemp {
+	var out []*sharedTemp
+	for _, st := range h.mentioned("") {
 		if st.held() {
-			t.countRoute(iv, routeCached)
-			return 0, true
+			out = append(out, st)
 		}
-		if ag := t.anyAgent(); ag != nil && st.writtenByAgent() {
-			// rm -f -r reports nothing and always succeeds: no need to
-			// wait, nor for an answer at all. The agent runs it before
-			// any later request, which keeps stock's order.
-			if err := ag.RemoveAllNoWait(st.dir); err == nil {
-				t.unsynced.Store(ag)
-				t.countRoute(iv, routeCached)
-				return 0, true
-			}
-		}
-		return 0, false
-	case cmdRunPython:
-		return s.serveModule(ctx, iv, t, inv, settings, c)
-	case cmdSetFacl:
-		// An unprivileged become user is to read a temp dir and its
-		// wrapper: its interpreter gets the wrapper from the bridge, so
-		// nothing needs exposing. Any other file goes the stock way.
-		for _, p := range c.paths {
-			st, name := t.house.lookup(p)
-			if st == nil {
-				return 0, false
-			}
-			if name != "" && (!strings.HasPrefix(name, "AnsiballZ_") || t.heldWrapper(p) == nil) {
-				return 0, false
-			}
-		}
-		t.countRoute(iv, routeCached)
-		return 0, true
 	}
-	return 0, false
+	return out
 }
 
-// maxPipedModule bounds how much piped stdin is read to look for an
-// AnsiballZ wrapper before the command is passed through instead.
-const maxPipedModule = 64 << 20
+// held reports whether the dir is still only in memory.
+func (st *sharedTemp) held() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return !st.onTarget
+}
 
-// serveModule runs an AnsiballZ module in the target's persistent
-// interpreter: a wrapper held in a shared temp dir, or one piped on stdin
-// (pipelining). Anything else, or a target without that python, is
-// passed through.
-func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv *fakessh.SSHInvocation, settings *sshclient.Settings, c ansibleCmd) (int, bool) {
-	var wrapper []byte
-	if c.script != "" {
-		if wrapper = t.heldWrapper(c.script); wrapper == nil {
-			return 0, false
-		}
-		iv.entry.SetModuleSource(wrapper)
-	} else {
-		// Log in (and prompt for a password) while the shim can still
-		// answer: once stdin flows, prompts are over.
-		c, err := t.use(ctx, iv, func(*sshConn) error { return nil })
-		if err != nil {
-			return connFailure(iv, err), true
-		}
-		c.release()
-		if err := iv.accept(""); err != nil {
-			return 255, true
-		}
-		data, err := io.ReadAll(io.LimitReader(iv.stdin, maxPipedModule))
-		if err != nil || !t.recognised(iv, data) {
-			return s.passthroughWith(ctx, iv, t, inv, settings, data), true
-		}
-		wrapper = data
+// hold stores a file put into the held dir. It returns false when the
+// dir is on the target (or the file too big), and the caller must write
+// to the target instead.
+func (st *sharedTemp) hold(name string, r io.Reader, mode fs.FileMode) (bool, int64, error) {
+	st.mu.Lock()
+	if st.onTarget {
+		st.mu.Unlock()
+		return false, 0, nil
 	}
-	python := strings.Join(c.python, " ")
-	ag, err := t.agent(ctx, iv, python, sendEnv(settings.SendEnv, iv.hello.Env))
+	st.mu.Unlock()
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(r, maxHeldFile+1))
 	if err != nil {
-		if c.script != "" {
-			return 0, false
-		}
-		return s.passthroughWith(ctx, iv, t, inv, settings, wrapper), true
+		return true, n, err
 	}
-	req, held := moduleRequest(iv, inv, t, c, wrapper)
-	t.countRoute(iv, routeModule)
-	if u := deletedUser(wrapper); u != "" {
-		t.retireUser(ctx, iv, ag, u)
+	if n > maxHeldFile {
+		return false, n, errTooBigToHold{buf.Bytes()}
 	}
-	res, err := ag.RunModule(ctx, req)
-	if errors.Is(err, interp.ErrRestart) {
-		// /etc/environment or ~/.pam_environment changed: a fresh login
-		// would see it, so the task runs in a fresh interpreter.
-		iv.log.Info("login environment changed; restarting the interpreter")
-		t.retireAgent(python)
-		if ag, err = t.agent(ctx, iv, python, sendEnv(settings.SendEnv, iv.hello.Env)); err == nil {
-			res, err = ag.RunModule(ctx, req)
-		}
-	}
-	return s.moduleResult(iv, settings, req, held, res, err), true
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.files[name] = &heldFile{data: buf.Bytes(), mode: mode, size: n, mtime: time.Now()}
+	return true, n, nil
 }
 
-// heldWrapper returns the AnsiballZ wrapper at script if the bridge has
-// its content, else nil.
-func (t *target) heldWrapper(script string) []byte {
-	st, name := t.house.lookup(script)
-	if st == nil || name == "" {
+// errTooBigToHold carries what was read before the limit was hit.
+type errTooBigToHold struct{ prefix []byte }
+
+func (errTooBigToHold) Error() string { return "file too big to hold in the bridge" }
+
+// chmodUX applies `chmod u+x` to held paths; false means a path is not
+// held (the caller runs the real chmod).
+func (st *sharedTemp) chmodUX(name string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.onTarget {
+		return false
+	}
+	if name == "" {
+		return true // the dir is 0700 already
+	}
+	f := st.files[name]
+	if f == nil {
+		return false
+	}
+	f.mode |= 0o100
+	return true
+}
+
+// file returns a file whose content the bridge has: held, or a copy of
+// one written to the target (noteUpload).
+func (st *sharedTemp) file(name string) (*heldFile, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	f, ok := st.files[name]
+	return f, ok && f.data != nil
+}
+
+// ranAs is the become user whose step ran from the dir ("" if none).
+func (st *sharedTemp) ranAs() string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.becomeAs
+}
+
+func (st *sharedTemp) setRanAs(user string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.becomeAs = user
+}
+
+func (st *sharedTemp) isOnTarget() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.onTarget
+}
+
+// noteUpload records a file written to the target: its size and mode,
+// and its content if data is not nil.
+func (st *sharedTemp) noteUpload(name string, data []byte, size int64, mode fs.FileMode) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.files[name] = &heldFile{data: data, mode: mode, size: size, mtime: time.Now(), onTarget: true}
+}
+
+// materialize writes the dir and its files to the target in order, the
+// way Ansible's own commands would have left them: base and dir 0700
+// (umask 77), files with the modes they were given.
+func (st *sharedTemp) materialize(sc *sftp.Client) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.onTarget {
 		return nil
 	}
-	f, ok := st.file(name)
-	if !ok || !isAnsiballZ(f.data) {
-		return nil
+	if err := mkdirAllPrivate(sc, st.base); err != nil {
+		return fmt.Errorf("mkdir %s: %w", st.base, err)
 	}
-	return f.data
-}
-
-// moduleRequest is the interpreter request for a module run: the wrapper,
-// the VAR=value prefixes, a PTY as -tt asks, and every held temp dir
-// (not only the wrapper's: a piped module, such as copy with pipelining,
-// finds its source there through its arguments).
-// It also returns the held dirs the request writes to the target.
-func moduleRequest(iv *invocation, inv *fakessh.SSHInvocation, t *target, c ansibleCmd, wrapper []byte) (interp.ModuleRequest, []*sharedTemp) {
-	req := interp.ModuleRequest{Wrapper: wrapper, ScriptPath: c.script}
-	if len(c.env) > 0 {
-		req.Env = map[string]string{}
-		for _, kv := range c.env {
-			req.Env[kv[0]] = kv[1]
+	if err := sc.Mkdir(st.dir); err != nil {
+		return fmt.Errorf("mkdir %s: %w", st.dir, err)
+	}
+	if err := sc.Chmod(st.dir, 0o700); err != nil {
+		return fmt.Errorf("chmod %s: %w", st.dir, err)
+	}
+	names := make([]string, 0, len(st.files))
+	for n := range st.files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		f := st.files[n]
+		dst := path.Join(st.dir, n)
+		if _, err := putAtomic(sc, dst, bytes.NewReader(f.data), f.mode); err != nil {
+			return fmt.Errorf("write %s: %w", dst, err)
+		}
+		if err := sc.Chmod(dst, f.mode); err != nil {
+			return fmt.Errorf("chmod %s: %w", dst, err)
 		}
 	}
-	var st *sharedTemp
-	if c.script != "" {
-		st, _ = t.house.lookup(c.script)
-	}
-	held := t.house.held()
-	for _, h := range held {
-		skip := ""
-		if h == st && !keepRemoteFiles(wrapper) {
-			skip = path.Base(c.script)
-		}
-		dirs, files := h.onTargetSpec(skip)
-		req.Dirs = append(req.Dirs, dirs...)
-		req.Files = append(req.Files, files...)
-	}
-	if wantTTY(inv, iv.hello.StdinTTY) {
-		req.PTY = &interp.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols}
-	}
-	return req, held
+	st.onTarget = true
+	st.dropData()
+	return nil
 }
 
-// moduleResult passes a module run's result to the shim, as ssh would
-// have, and returns the exit status.
-func (s *Server) moduleResult(iv *invocation, settings *sshclient.Settings, req interp.ModuleRequest, held []*sharedTemp, res *interp.Result, err error) int {
-	if err != nil {
-		iv.log.WithError(err).Warn("module run in the interpreter failed")
-		iv.errorf("ansible-bridge: persistent interpreter failed: %v", err)
-		return 255
-	}
-	if len(req.Dirs) > 0 {
-		for _, h := range held {
-			h.markOnTarget()
-		}
-	}
-	_, _ = iv.stdout().Write(res.Stdout)
-	_, _ = iv.stderr().Write(res.Stderr)
-	if req.PTY != nil && !iv.quiet {
-		iv.errorf("Shared connection to %s closed.", settings.HostName)
-	}
-	return res.ExitCode
-}
-
-// passthroughWith runs the command on the target as usual, replaying the
-// stdin already read.
-func (s *Server) passthroughWith(ctx context.Context, iv *invocation, t *target, inv *fakessh.SSHInvocation, settings *sshclient.Settings, stdin []byte) int {
-	command := strings.Join(inv.Command, " ")
-	if err := t.materializeHeld(ctx, iv); err != nil {
-		return materializeFailure(iv, err)
-	}
-	t.countRoute(iv, routeExec)
-	return s.serveExec(ctx, iv, t, inv, settings, command, execOpts{stdinPrefix: stdin})
-}
-
-// isAnsiballZ recognises Ansible's module wrapper, in any format the
-// bridge runs (package ansiballz).
-func isAnsiballZ(src []byte) bool { return ansiballz.Is(src) }
-
-// recognised reports whether src, what a python on the target was about
-// to read, is a module wrapper the bridge runs. A source that looks like
-// a wrapper but does not take apart (a newer ansible-core?) is counted as
-// a slow path with the reason; plain Python (a script Ansible pipes, a
-// user's own) is not worth a line.
-func (t *target) recognised(iv *invocation, src []byte) bool {
-	_, err := ansiballz.Parse(src)
+// mkdirAllPrivate is `umask 77 && mkdir -p`: missing parents are 0700.
+func mkdirAllPrivate(sc *sftp.Client, dir string) error {
+	st, err := sc.Stat(dir)
 	if err == nil {
-		return true
+		if !st.IsDir() {
+			return fmt.Errorf("%s: not a directory", dir)
+		}
+		return nil
 	}
-	if bytes.Contains(src, []byte("_ANSIBALLZ_WRAPPER")) || bytes.Contains(src, []byte("_ansiballz_main")) {
-		t.countSlow(iv, "unrecognised module wrapper ("+err.Error()+"; a newer ansible-core?)")
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
-	return false
+	if parent := path.Dir(dir); parent != dir {
+		if err := mkdirAllPrivate(sc, parent); err != nil {
+			return err
+		}
+	}
+	if err := sc.Mkdir(dir); err != nil {
+		return err
+	}
+	return sc.Chmod(dir, 0o700)
 }
 
-// keepRemoteFiles tells whether the task runs with ANSIBLE_KEEP_REMOTE_FILES,
-// which Ansible passes in the module's internal arguments.
-func keepRemoteFiles(wrapper []byte) bool {
-	return bytes.Contains(wrapper, []byte(`"_ansible_keep_remote_files": true`))
+// materializeHeld writes held temp dirs to the target before a
+// command runs there: every one of them, not only those it names,
+// since a module piped on stdin (pipelining with become) names its temp
+// dir only in its arguments.
+func (t *target) materializeHeld(ctx context.Context, iv *invocation) error {
+	t.syncRemovals(ctx)
+	pending := t.house.held()
+	if len(pending) == 0 {
+		return nil
+	}
+	c, sc, err := t.useSFTP(ctx, iv)
+	if err != nil {
+		return err
+	}
+	defer c.release()
+	for _, st := range pending {
+		iv.log.WithField("tmp", st.dir).Debug("writing shared temp dir to the target")
+		if err := st.materialize(sc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncRemovals waits until the interpreter has run the removals sent
+// without an answer, so that a command reaching the target another way
+// (a session of its own, SFTP) sees the temp dirs gone, as after stock's
+// rm. The agent serves requests in order: the ping's answer comes after
+// them.
+func (t *target) syncRemovals(ctx context.Context) {
+	ag := t.unsynced.Swap(nil)
+	if ag == nil {
+		return
+	}
+	if err := ag.Ping(ctx); err != nil {
+		t.log.WithError(err).Debug("waiting for deferred removals")
+	}
+}
+
+// onTargetSpec is what a module run must create before it starts: the
+// dir (modules may use it as their tmpdir) and its files but skip (the
+// wrapper, which runs from memory).
+func (st *sharedTemp) onTargetSpec(skip string) ([]interp.DirSpec, []interp.FileSpec) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.onTarget {
+		return nil, nil
+	}
+	dirs := []interp.DirSpec{{Path: st.dir, Mode: 0o700}}
+	var files []interp.FileSpec
+	names := make([]string, 0, len(st.files))
+	for n := range st.files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if n == skip {
+			continue
+		}
+		f := st.files[n]
+		files = append(files, interp.FileSpec{Path: path.Join(st.dir, n), Data: f.data, Mode: f.mode})
+	}
+	return dirs, files
+}
+
+// markOnTarget records that a module run wrote the dir to the target.
+func (st *sharedTemp) markOnTarget() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.onTarget {
+		st.onTarget, st.byAgent = true, true
+		st.dropData()
+	}
+}
+
+// dropData frees the files' contents once they are on the target,
+// keeping what the debug mount lists. st.mu is held.
+func (st *sharedTemp) dropData() {
+	for _, f := range st.files {
+		f.data, f.onTarget = nil, true
+	}
+}
+
+func (st *sharedTemp) writtenByAgent() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.byAgent
 }
