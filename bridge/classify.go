@@ -10,7 +10,7 @@ import (
 )
 
 // cmdKind names the Ansible housekeeping commands the bridge answers
-// itself (see DESIGN.md, Routes).
+// itself (see routes.go).
 type cmdKind int
 
 const (

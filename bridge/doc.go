@@ -30,37 +30,47 @@
 //
 // # Routes
 //
-//   - control: `ssh -O check|stop|exit` answered as a ControlMaster would;
-//     stop detaches the target's connections (closed when their sessions
-//     end) and interpreters (closed once the invocations in flight at the
-//     stop have finished) so the next step logs in afresh, as `meta:
-//     reset_connection` expects, while another run's step in flight
-//     completes. Held temp dirs stay: to Ansible they are on the target.
-//   - exec: everything else runs as a session channel, with a PTY for
-//     -tt (no terminal modes, size 0x0 unless the shim's stdin is a
-//     terminal: what ssh sends), exit status and `Shared connection to
-//     HOST closed.` as OpenSSH prints them.
-//   - dd: Ansible's piped transfer (`dd of=PATH bs=65536`) is written
-//     through SFTP atomically instead of by dd.
-//   - sftp (batch mode) and scp: served by one SFTP channel per
-//     connection; files land atomically (hidden temp, fsync, rename).
-//   - cached: Ansible's temp-dir housekeeping (echo ~, mkdir ansible-tmp,
-//     chmod u+x, setfacl for an unprivileged become user, rm -f -r)
-//     answered by the bridge; uploads into the temp dirs it holds stay in
-//     memory (tmpdirs.go, housekeeping.go).
-//   - module: an AnsiballZ wrapper (a held file, or piped) runs in the
-//     target's persistent interpreter for that python (package interp,
-//     started by package bootstrap); agents.go keeps at most
-//     Config.MaxInterpreters per target, least recently used idle one
-//     retired first. A slot is starting, ready, failed or closed under
-//     one lock per target, never held while an interpreter boots or
-//     closes: callers of a starting slot wait on its ready channel,
+// Each ssh invocation is parsed once into a request (request.go: the
+// command line, its settings, the target, the remote command and how
+// classify reads it), which the route table (routes.go) hands to the
+// first route that matches; a route may decline before it has touched
+// the shim's stdin, and the next is tried. One file per route, named
+// after it; the names are those status counts:
+//
+//   - control (route_control.go): `ssh -O check|stop|exit` answered as a
+//     ControlMaster would; stop detaches the target's connections
+//     (closed when their sessions end) and interpreters (closed once the
+//     invocations in flight at the stop have finished) so the next step
+//     logs in afresh, as `meta: reset_connection` expects, while another
+//     run's step in flight completes. Held temp dirs stay: to Ansible
+//     they are on the target.
+//   - dd (route_dd.go): Ansible's piped transfer (`dd of=PATH bs=65536`)
+//     is written through SFTP atomically instead of by dd.
+//   - cached (route_cached.go): Ansible's temp-dir housekeeping (echo ~,
+//     mkdir ansible-tmp, chmod u+x, setfacl for an unprivileged become
+//     user, rm -f -r) answered by the bridge; uploads into the temp dirs
+//     it holds stay in memory (housekeeping.go).
+//   - module (route_module.go): an AnsiballZ wrapper (a held file, or
+//     piped) runs in the target's persistent interpreter for that python
+//     (package interp, started by package bootstrap); agents.go keeps at
+//     most Config.MaxInterpreters per target, least recently used idle
+//     one retired first. A slot is starting, ready, failed or closed
+//     under one lock per target, never held while an interpreter boots
+//     or closes: callers of a starting slot wait on its ready channel,
 //     status does not wait at all, and a boot counts against the limit
 //     from the moment it is reserved.
-//   - become: a sudo/su/doas wrapper (package become) around a module
-//     runs in an interpreter of the become user, started once through
-//     Ansible's own wrapper with the password exchange relayed
-//     (becomeagents.go).
+//   - become (route_become.go): a sudo/su/doas wrapper (package become)
+//     around a module runs in an interpreter of the become user, started
+//     once through Ansible's own wrapper with the password exchange
+//     relayed (becomeagents.go).
+//   - exec (route_exec.go): everything else runs as a session channel,
+//     with a PTY for -tt (no terminal modes, size 0x0 unless the shim's
+//     stdin is a terminal: what ssh sends), exit status and `Shared
+//     connection to HOST closed.` as OpenSSH prints them.
+//
+// sftp (batch mode) and scp are programs of their own (transfer.go),
+// served by one SFTP channel per connection; files land atomically
+// (hidden temp, fsync, rename).
 //
 // Anything the bridge does not understand is handed back to the shim as
 // a Fallback before any input is read, and the shim execs the real

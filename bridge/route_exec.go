@@ -2,82 +2,49 @@ package bridge
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"strings"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
-	shellquote "github.com/kballard/go-shellquote"
 	"golang.org/x/crypto/ssh"
 )
 
-// Route names, as counted in status.
+// Route names counted in status that are no entry of the route table.
 const (
-	routeExec     = "exec"
-	routeControl  = "control"
-	routeDD       = "dd"
 	routeSFTP     = "sftp"
 	routeSCP      = "scp"
 	routeFallback = "fallback" // handed to the real binary
 )
 
-func (s *Server) serveSSH(ctx context.Context, iv *invocation) int {
-	inv, err := fakessh.ParseSSH(iv.hello.Argv)
-	if err != nil {
-		iv.fallback("parse: " + err.Error())
-		return -1
-	}
-	if len(inv.Unsupported) > 0 {
-		iv.fallback("unsupported: " + strings.Join(inv.Unsupported, " "))
-		return -1
-	}
-	settings, err := resolve(iv, inv)
-	var fb *fallbackError
-	if errors.As(err, &fb) {
-		iv.fallback(fb.reason)
-		return -1
-	}
-	if err != nil {
-		return connFailure(iv, err)
-	}
-	if inv.Control != "" {
-		return s.serveControl(iv, inv, settings)
-	}
-	t := s.targets.get(settings, iv)
-	iv.log = iv.log.WithField("target", t.label)
-	command := strings.Join(inv.Command, " ")
-	if dst, ok := ddTarget(command); ok && !inv.Subsystem && inv.TTY < 2 {
-		t.countRoute(iv, routeDD)
-		return s.serveDD(ctx, iv, t, dst)
-	}
-	becomeStep := strings.Contains(command, "BECOME-SUCCESS-")
-	if !inv.Subsystem && iv.getenv(FastPathEnv) != "0" {
-		if code, done := s.serveHousekeeping(ctx, iv, t, inv, settings, command); done {
-			return code
+// routeExec runs the command on the target as ssh would: a session
+// channel on the persistent connection, with a PTY for -tt. Every held
+// temp dir is written to the target first.
+const routeExec = "exec"
+
+var execRoute = route{
+	name:  routeExec,
+	match: func(*request) bool { return true },
+	serve: func(r *request) (int, bool) {
+		if r.becomeStep {
+			// Its stdin may carry a become password the bridge cannot
+			// tell from the rest: the journal keeps none of it.
+			r.iv.noStdinCapture = true
 		}
-		if becomeStep {
-			if code, done := s.serveBecome(ctx, iv, t, inv, settings, command); done {
-				return code
-			}
-		}
-	}
-	if becomeStep {
-		// Its stdin may carry a become password the bridge cannot tell
-		// from the rest: the journal keeps none of it.
-		iv.noStdinCapture = true
-	}
-	if err := t.materializeHeld(ctx, iv); err != nil {
-		return materializeFailure(iv, err)
-	}
-	t.countRoute(iv, routeExec)
-	return s.serveExec(ctx, iv, t, inv, settings, command, execOpts{})
+		return r.passthrough(nil), true
+	},
 }
 
-// FastPathEnv set to 0 in a shim's environment makes the daemon run that
-// invocation as plain passthrough (no cached answers, no held temp dirs).
-const FastPathEnv = "ANSIBLE_BRIDGE_FASTPATH"
+// passthrough runs the command on the target as usual, replaying stdin
+// (already read from the shim) first.
+func (r *request) passthrough(stdin []byte) int {
+	if err := r.t.materializeHeld(r.ctx, r.iv); err != nil {
+		return materializeFailure(r.iv, err)
+	}
+	r.count(routeExec)
+	return r.exec(r.command, execOpts{stdinPrefix: stdin})
+}
 
 // materializeFailure reports a temp dir that could not be written to
 // the target before the command that needed it.
@@ -98,36 +65,6 @@ type execOpts struct {
 	stdout, stderr io.Writer
 }
 
-// fallbackError means the real binary should serve the invocation.
-type fallbackError struct{ reason string }
-
-func (e *fallbackError) Error() string { return "fallback: " + e.reason }
-
-// resolve computes the effective settings of inv. Configuration the
-// bridge cannot honour gives a *fallbackError.
-func resolve(iv *invocation, inv *fakessh.SSHInvocation) (*sshclient.Settings, error) {
-	iv.raiseVerbosity(inv.Verbose)
-	settings, err := sshclient.Resolve(inv, iv.clientEnv())
-	if err != nil {
-		return nil, err
-	}
-	if len(settings.Unsupported) > 0 {
-		return nil, &fallbackError{"ssh_config: " + strings.Join(settings.Unsupported, ", ")}
-	}
-	iv.quiet = quiet(inv, settings)
-	return settings, nil
-}
-
-// ddTarget recognises Ansible's piped transfer, `dd of=PATH bs=65536`.
-func ddTarget(command string) (string, bool) {
-	words, err := shellquote.Split(command)
-	if err != nil || len(words) != 3 || words[0] != "dd" || words[2] != "bs=65536" ||
-		!strings.HasPrefix(words[1], "of=") || len(words[1]) == 3 {
-		return "", false
-	}
-	return words[1][3:], true
-}
-
 // wantTTY mirrors ssh's decision: -tt always, -t when stdin is a
 // terminal, none with -T; a login shell (no command) gets one when stdin
 // is a terminal.
@@ -143,12 +80,16 @@ func wantTTY(inv *fakessh.SSHInvocation, stdinTTY bool) bool {
 	return false
 }
 
-func (s *Server) serveExec(ctx context.Context, iv *invocation, t *target, inv *fakessh.SSHInvocation, settings *sshclient.Settings, command string, opts execOpts) int {
-	tty := wantTTY(inv, iv.hello.StdinTTY)
+// exec runs command (the request's, or one a route sends in its place)
+// as a session channel, relaying stdin, output, signals and window
+// changes, and returns ssh's exit status.
+func (r *request) exec(command string, opts execOpts) int {
+	ctx, iv, t, inv := r.ctx, r.iv, r.t, r.inv
+	tty := r.tty()
 	if inv.TTY == 1 && !iv.hello.StdinTTY && !inv.Quiet {
 		iv.errorf("Pseudo-terminal will not be allocated because stdin is not a terminal.")
 	}
-	c, sess, err := t.newSession(ctx, iv, sendEnv(settings.SendEnv, iv.hello.Env))
+	c, sess, err := t.newSession(ctx, iv, r.sendEnv())
 	if err != nil {
 		return connFailure(iv, err)
 	}
@@ -235,9 +176,9 @@ wait:
 	t.bytesOut.Add(iv.bytesOut.Load())
 	code := exitStatus(werr)
 	if code == 255 && werr != nil && !isExit(werr) {
-		iv.errorf("Connection to %s closed by remote host.", settings.HostName)
-	} else if tty && !iv.quiet {
-		iv.errorf("Shared connection to %s closed.", settings.HostName)
+		iv.errorf("Connection to %s closed by remote host.", r.settings.HostName)
+	} else if tty {
+		r.sharedClosed()
 	}
 	return code
 }
@@ -259,18 +200,6 @@ func exitStatus(err error) int {
 		return ee.ExitStatus()
 	}
 	return 255
-}
-
-// quiet tells whether ssh would suppress informational messages.
-func quiet(inv *fakessh.SSHInvocation, s *sshclient.Settings) bool {
-	if inv.Quiet {
-		return true
-	}
-	switch strings.ToLower(s.LogLevel) {
-	case "quiet", "fatal", "error":
-		return true
-	}
-	return false
 }
 
 // sendEnv picks the shim's variables that match SendEnv patterns.

@@ -2,134 +2,29 @@ package bridge
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"fmt"
 	"io"
 	"path"
 	"strings"
 
 	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 
-	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
-	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/interp"
-	shellquote "github.com/kballard/go-shellquote"
 )
 
-// Route names of the fast paths.
-const (
-	routeCached = "cached" // echo ~, mkdir, chmod u+x, rm -r answered by the bridge
-	routeModule = "module" // AnsiballZ run by a persistent interpreter
-)
+// routeModule is an AnsiballZ module run by the target's persistent
+// interpreter: `PYTHON DIR/AnsiballZ_x.py` with the wrapper held in a
+// temp dir, or `PYTHON` with it piped on stdin (pipelining), with
+// VAR=value prefixes.
+const routeModule = "module"
 
-// serveHousekeeping answers Ansible's temp-dir housekeeping without a
-// round trip where it safely can. done is false when the command must
-// run on the target as usual.
-func (s *Server) serveHousekeeping(ctx context.Context, iv *invocation, t *target, inv *fakessh.SSHInvocation, settings *sshclient.Settings, command string) (code int, done bool) {
-	if inv.TTY >= 2 && !iv.hello.StdinTTY {
-		// Module runs come with -tt when pipelining is off.
-		if c := classify(command); c.kind == cmdRunPython && c.script != "" {
-			return s.serveModule(ctx, iv, t, inv, settings, c)
-		}
-		return 0, false
-	}
-	c := classify(command)
-	switch c.kind {
-	case cmdEchoHome:
-		if out, ok := t.house.home(command); ok {
-			t.countRoute(iv, routeCached)
-			_, _ = iv.stdout().Write([]byte(out))
-			return 0, true
-		}
-		var out, errb bytes.Buffer
-		t.countRoute(iv, routeExec)
-		code := s.serveExec(ctx, iv, t, inv, settings, command, execOpts{stdout: &out, stderr: &errb})
-		if code == 0 && errb.Len() == 0 {
-			t.house.setHome(command, out.String())
-		}
-		return code, true
-	case cmdMkTemp:
-		if !transfersThroughBridge(iv.hello.Env) {
-			// The uploads will not come through the bridge: the directory
-			// must exist on the target (see transfers.go).
-			t.countSlow(iv, "sftp/scp are not the bridge's shims (only ssh_executable set?): temp dirs and modules go to the target; put the shim directory first on PATH, or set sftp_executable and scp_executable too")
-			return 0, false
-		}
-		if t.house.baseKnown(c.base) {
-			t.countRoute(iv, routeCached)
-			t.house.addTemp(c.base, c.dir)
-			_, _ = fmt.Fprintf(iv.stdout(), "%s=%s\n", c.name, c.dir)
-			return 0, true
-		}
-		// The first temp dir under base: only base is made on the target,
-		// by the `umask 77 && mkdir -p` of Ansible's own command (so its
-		// errors read the same), and the dir is held like any other.
-		t.countRoute(iv, routeExec)
-		mkBase := "( umask 77 && mkdir -p \"` echo " + c.base + " `\" ) && sleep 0"
-		code := s.serveExec(ctx, iv, t, inv, settings, shellquote.Join("/bin/sh", "-c", mkBase), execOpts{})
-		if code == 0 {
-			t.house.addTemp(c.base, c.dir)
-			t.house.knowBase(c.base)
-			_, _ = fmt.Fprintf(iv.stdout(), "%s=%s\n", c.name, c.dir)
-		}
-		return code, true
-	case cmdChmodUX:
-		for _, p := range c.paths {
-			st, _ := t.house.lookup(p)
-			if st == nil || !st.held() {
-				return 0, false
-			}
-		}
-		for _, p := range c.paths {
-			st, name := t.house.lookup(p)
-			if !st.chmodUX(name) {
-				// Not held (any more): the real chmod reports it.
-				return 0, false
-			}
-		}
-		t.countRoute(iv, routeCached)
-		return 0, true
-	case cmdRmTemp:
-		st, name := t.house.lookup(c.paths[0])
-		if st == nil || name != "" {
-			return 0, false
-		}
-		t.house.dropTemp(st.dir)
-		if st.held() {
-			t.countRoute(iv, routeCached)
-			return 0, true
-		}
-		if ag := t.anyAgent(); ag != nil && st.writtenByAgent() {
-			// rm -f -r reports nothing and always succeeds: no need to
-			// wait, nor for an answer at all. The agent runs it before
-			// any later request, which keeps stock's order.
-			if err := ag.RemoveAllNoWait(st.dir); err == nil {
-				t.unsynced.Store(ag)
-				t.countRoute(iv, routeCached)
-				return 0, true
-			}
-		}
-		return 0, false
-	case cmdRunPython:
-		return s.serveModule(ctx, iv, t, inv, settings, c)
-	case cmdSetFacl:
-		// An unprivileged become user is to read a temp dir and its
-		// wrapper: its interpreter gets the wrapper from the bridge, so
-		// nothing needs exposing. Any other file goes the stock way.
-		for _, p := range c.paths {
-			st, name := t.house.lookup(p)
-			if st == nil {
-				return 0, false
-			}
-			if name != "" && (!strings.HasPrefix(name, "AnsiballZ_") || t.heldWrapper(p) == nil) {
-				return 0, false
-			}
-		}
-		t.countRoute(iv, routeCached)
-		return 0, true
-	}
-	return 0, false
+var moduleRoute = route{
+	name: routeModule,
+	match: func(r *request) bool {
+		// Under -tt without a terminal only a held wrapper is run.
+		return r.fast && r.cmd.kind == cmdRunPython && (r.cmd.script != "" || !r.ttNoTerminal())
+	},
+	serve: func(r *request) (int, bool) { return r.serveModule() },
 }
 
 // maxPipedModule bounds how much piped stdin is read to look for an
@@ -140,7 +35,8 @@ const maxPipedModule = 64 << 20
 // interpreter: a wrapper held in a shared temp dir, or one piped on stdin
 // (pipelining). Anything else, or a target without that python, is
 // passed through.
-func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv *fakessh.SSHInvocation, settings *sshclient.Settings, c ansibleCmd) (int, bool) {
+func (r *request) serveModule() (int, bool) {
+	ctx, iv, t, c := r.ctx, r.iv, r.t, r.cmd
 	var wrapper []byte
 	if c.script != "" {
 		if wrapper = t.heldWrapper(c.script); wrapper == nil {
@@ -160,19 +56,19 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 		}
 		data, err := io.ReadAll(io.LimitReader(iv.stdin, maxPipedModule))
 		if err != nil || !t.recognised(iv, data) {
-			return s.passthroughWith(ctx, iv, t, inv, settings, data), true
+			return r.passthrough(data), true
 		}
 		wrapper = data
 	}
 	python := strings.Join(c.python, " ")
-	ag, err := t.agent(ctx, iv, python, sendEnv(settings.SendEnv, iv.hello.Env))
+	ag, err := t.agent(ctx, iv, python, r.sendEnv())
 	if err != nil {
 		if c.script != "" {
 			return 0, false
 		}
-		return s.passthroughWith(ctx, iv, t, inv, settings, wrapper), true
+		return r.passthrough(wrapper), true
 	}
-	req, held := moduleRequest(iv, inv, t, c, wrapper)
+	req, held := r.moduleRequest(c, wrapper)
 	t.countRoute(iv, routeModule)
 	if u := deletedUser(wrapper); u != "" {
 		t.retireUser(ctx, iv, ag, u)
@@ -183,11 +79,11 @@ func (s *Server) serveModule(ctx context.Context, iv *invocation, t *target, inv
 		// would see it, so the task runs in a fresh interpreter.
 		iv.log.Info("login environment changed; restarting the interpreter")
 		t.retireAgent(python)
-		if ag, err = t.agent(ctx, iv, python, sendEnv(settings.SendEnv, iv.hello.Env)); err == nil {
+		if ag, err = t.agent(ctx, iv, python, r.sendEnv()); err == nil {
 			res, err = ag.RunModule(ctx, req)
 		}
 	}
-	return s.moduleResult(iv, settings, req, held, res, err), true
+	return r.moduleResult(req, held, res, err), true
 }
 
 // heldWrapper returns the AnsiballZ wrapper at script if the bridge has
@@ -209,7 +105,8 @@ func (t *target) heldWrapper(script string) []byte {
 // (not only the wrapper's: a piped module, such as copy with pipelining,
 // finds its source there through its arguments).
 // It also returns the held dirs the request writes to the target.
-func moduleRequest(iv *invocation, inv *fakessh.SSHInvocation, t *target, c ansibleCmd, wrapper []byte) (interp.ModuleRequest, []*sharedTemp) {
+func (r *request) moduleRequest(c ansibleCmd, wrapper []byte) (interp.ModuleRequest, []*sharedTemp) {
+	iv, t := r.iv, r.t
 	req := interp.ModuleRequest{Wrapper: wrapper, ScriptPath: c.script}
 	if len(c.env) > 0 {
 		req.Env = map[string]string{}
@@ -231,7 +128,7 @@ func moduleRequest(iv *invocation, inv *fakessh.SSHInvocation, t *target, c ansi
 		req.Dirs = append(req.Dirs, dirs...)
 		req.Files = append(req.Files, files...)
 	}
-	if wantTTY(inv, iv.hello.StdinTTY) {
+	if r.tty() {
 		req.PTY = &interp.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols}
 	}
 	return req, held
@@ -239,7 +136,8 @@ func moduleRequest(iv *invocation, inv *fakessh.SSHInvocation, t *target, c ansi
 
 // moduleResult passes a module run's result to the shim, as ssh would
 // have, and returns the exit status.
-func (s *Server) moduleResult(iv *invocation, settings *sshclient.Settings, req interp.ModuleRequest, held []*sharedTemp, res *interp.Result, err error) int {
+func (r *request) moduleResult(req interp.ModuleRequest, held []*sharedTemp, res *interp.Result, err error) int {
+	iv := r.iv
 	if err != nil {
 		iv.log.WithError(err).Warn("module run in the interpreter failed")
 		iv.errorf("ansible-bridge: persistent interpreter failed: %v", err)
@@ -252,21 +150,10 @@ func (s *Server) moduleResult(iv *invocation, settings *sshclient.Settings, req 
 	}
 	_, _ = iv.stdout().Write(res.Stdout)
 	_, _ = iv.stderr().Write(res.Stderr)
-	if req.PTY != nil && !iv.quiet {
-		iv.errorf("Shared connection to %s closed.", settings.HostName)
+	if req.PTY != nil {
+		r.sharedClosed()
 	}
 	return res.ExitCode
-}
-
-// passthroughWith runs the command on the target as usual, replaying the
-// stdin already read.
-func (s *Server) passthroughWith(ctx context.Context, iv *invocation, t *target, inv *fakessh.SSHInvocation, settings *sshclient.Settings, stdin []byte) int {
-	command := strings.Join(inv.Command, " ")
-	if err := t.materializeHeld(ctx, iv); err != nil {
-		return materializeFailure(iv, err)
-	}
-	t.countRoute(iv, routeExec)
-	return s.serveExec(ctx, iv, t, inv, settings, command, execOpts{stdinPrefix: stdin})
 }
 
 // isAnsiballZ recognises Ansible's module wrapper, in any format the

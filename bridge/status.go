@@ -9,47 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
-	"github.com/ansible-bridge/ansible-bridge/fakessh"
 )
-
-// serveControl answers `ssh -O cmd` as an OpenSSH control master would,
-// with the target's connection standing in for the master. Ansible uses
-// check and stop for `meta: reset_connection`.
-func (s *Server) serveControl(iv *invocation, inv *fakessh.SSHInvocation, settings *sshclient.Settings) int {
-	t := s.targets.lookup(settings)
-	if t != nil {
-		t.countRoute(iv, routeControl)
-		iv.log = iv.log.WithField("target", t.label)
-	}
-	running := t != nil && t.hasLive()
-	iv.log.WithField("control", inv.Control).WithField("running", running).Info("control request")
-	if !running {
-		path, _ := inv.Get("controlpath")
-		if path == "" {
-			iv.errorf("No ControlPath specified for \"-O\" command")
-			return 255
-		}
-		iv.errorf("Control socket connect(%s): No such file or directory", strings.Trim(path, `"`))
-		return 255
-	}
-	switch inv.Control {
-	case "check":
-		iv.errorf("Master running (pid=%d)", os.Getpid())
-	case "stop":
-		t.stop(false)
-		iv.errorf("Stop listening request sent.")
-	case "exit":
-		t.stop(true)
-		iv.errorf("Exit request sent.")
-	default:
-		// forward, cancel, proxy: not something the bridge can honour.
-		iv.fallback("-O " + inv.Control)
-		return -1
-	}
-	return 0
-}
 
 // StatusColumns defines the columns of `ansible-bridge status`, for its
 // --help.

@@ -25,7 +25,7 @@ func RenderTop(w io.Writer, st Status, width int, now time.Time) {
 	line("%-32s %5s %8s %9s %9s %9s %9s  %s", "TARGET", "CONNS", "RTT", "WIRE IN", "WIRE OUT", "SHIM IN", "SHIM OUT", "INVOCATIONS BY ROUTE")
 	for _, t := range st.Targets {
 		line("%-32s %5d %8s %9s %9s %9s %9s  %s", t.Target, t.Connections, millis(t.RTTMillis),
-			humanBytes(t.WireIn), humanBytes(t.WireOut), humanBytes(t.BytesIn), humanBytes(t.BytesOut), routes(t.Routes))
+			humanBytes(t.WireIn), humanBytes(t.WireOut), humanBytes(t.BytesIn), humanBytes(t.BytesOut), routeCounts(t.Routes))
 	}
 	if len(st.Targets) == 0 {
 		line("(no targets yet)")
@@ -76,7 +76,8 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%.1fM", float64(n)/(1<<20))
 }
 
-func routes(m map[string]int) string {
+// routeCounts writes per-route counts as "name=N", sorted.
+func routeCounts(m map[string]int) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -10,7 +10,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/pkg/sftp"
@@ -40,51 +39,6 @@ func transferFailure(iv *invocation, err error) int {
 		return -1
 	}
 	return connFailure(iv, err)
-}
-
-// serveDD writes stdin to dst atomically and reports like dd does.
-func (s *Server) serveDD(ctx context.Context, iv *invocation, t *target, dst string) int {
-	c, sc, err := t.useSFTP(ctx, iv)
-	if err != nil {
-		return connFailure(iv, err)
-	}
-	defer c.release()
-	if err := iv.accept(""); err != nil {
-		return 255
-	}
-	start := time.Now()
-	var n int64
-	held, rest, err := false, io.Reader(iv.stdin), error(nil)
-	if iv.getenv(FastPathEnv) != "0" {
-		held, rest, err = holdUpload(t, sc, dst, iv.stdin, 0o666&^0o022)
-	}
-	if err == nil && !held {
-		n, err = putAtomic(sc, dst, rest, 0o666)
-	}
-	t.bytesIn.Add(n)
-	if err != nil {
-		_, _ = io.Copy(io.Discard, iv.stdin)
-		iv.errorf("dd: failed to open '%s': %s", dst, sftpErrText(err))
-		return 1
-	}
-	full, part := n/65536, 0
-	if n%65536 != 0 {
-		part = 1
-	}
-	secs := time.Since(start).Seconds()
-	_, _ = fmt.Fprintf(iv.stderr(), "%d+%d records in\n%d+%d records out\n%d bytes copied, %.6g s, %s/s\n",
-		full, part, full, part, n, secs, humanRate(float64(n)/max(secs, 1e-9)))
-	return 0
-}
-
-func humanRate(bps float64) string {
-	units := []string{"B", "kB", "MB", "GB"}
-	i := 0
-	for bps >= 1000 && i < len(units)-1 {
-		bps /= 1000
-		i++
-	}
-	return fmt.Sprintf("%.3g %s", bps, units[i])
 }
 
 // serveSFTP runs an sftp batch (-b) over the target's SFTP channel.

@@ -1,0 +1,133 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
+)
+
+// request is one ssh invocation, parsed once: what every route reads.
+// A route's functions take it and nothing else.
+type request struct {
+	s   *Server
+	ctx context.Context
+	iv  *invocation
+	// inv is the parsed command line, settings its effective settings
+	// (command line merged with ssh_config).
+	inv      *fakessh.SSHInvocation
+	settings *sshclient.Settings
+	// t is the target; nil for a control request (-O), which never
+	// dials and must not make a target up.
+	t *target
+	// command is the remote command as ssh sends it: the words after
+	// the destination, joined with spaces.
+	command string
+	// fast: the fast paths may serve it (not a subsystem, and
+	// ANSIBLE_BRIDGE_FASTPATH is not 0).
+	fast bool
+	// cmd is command as classify reads it (only when fast, and not dd).
+	cmd ansibleCmd
+	// ddDst is where Ansible's piped transfer writes ("" if it is not
+	// one).
+	ddDst string
+	// becomeStep: the command carries a BECOME-SUCCESS marker.
+	becomeStep bool
+}
+
+// newRequest parses iv's ssh command line and resolves its settings. A
+// nil request means iv is answered already: code is its exit status (-1
+// for a fallback).
+func (s *Server) newRequest(ctx context.Context, iv *invocation) (*request, int) {
+	inv, err := fakessh.ParseSSH(iv.hello.Argv)
+	if err != nil {
+		iv.fallback("parse: " + err.Error())
+		return nil, -1
+	}
+	if len(inv.Unsupported) > 0 {
+		iv.fallback("unsupported: " + strings.Join(inv.Unsupported, " "))
+		return nil, -1
+	}
+	settings, err := resolve(iv, inv)
+	var fb *fallbackError
+	if errors.As(err, &fb) {
+		iv.fallback(fb.reason)
+		return nil, -1
+	}
+	if err != nil {
+		return nil, connFailure(iv, err)
+	}
+	r := &request{s: s, ctx: ctx, iv: iv, inv: inv, settings: settings}
+	if inv.Control != "" {
+		return r, 0
+	}
+	r.t = s.targets.get(settings, iv)
+	iv.log = iv.log.WithField("target", r.t.label)
+	r.command = strings.Join(inv.Command, " ")
+	if !inv.Subsystem && inv.TTY < 2 {
+		r.ddDst, _ = ddTarget(r.command)
+	}
+	r.becomeStep = strings.Contains(r.command, "BECOME-SUCCESS-")
+	r.fast = !inv.Subsystem && iv.getenv(FastPathEnv) != "0"
+	if r.fast && r.ddDst == "" {
+		r.cmd = classify(r.command)
+	}
+	return r, 0
+}
+
+// FastPathEnv set to 0 in a shim's environment makes the daemon run that
+// invocation as plain passthrough (no cached answers, no held temp dirs).
+const FastPathEnv = "ANSIBLE_BRIDGE_FASTPATH"
+
+// fallbackError means the real binary should serve the invocation.
+type fallbackError struct{ reason string }
+
+func (e *fallbackError) Error() string { return "fallback: " + e.reason }
+
+// resolve computes the effective settings of inv. Configuration the
+// bridge cannot honour gives a *fallbackError.
+func resolve(iv *invocation, inv *fakessh.SSHInvocation) (*sshclient.Settings, error) {
+	iv.raiseVerbosity(inv.Verbose)
+	settings, err := sshclient.Resolve(inv, iv.clientEnv())
+	if err != nil {
+		return nil, err
+	}
+	if len(settings.Unsupported) > 0 {
+		return nil, &fallbackError{"ssh_config: " + strings.Join(settings.Unsupported, ", ")}
+	}
+	iv.quiet = quiet(inv, settings)
+	return settings, nil
+}
+
+// quiet tells whether ssh would suppress informational messages.
+func quiet(inv *fakessh.SSHInvocation, s *sshclient.Settings) bool {
+	if inv.Quiet {
+		return true
+	}
+	switch strings.ToLower(s.LogLevel) {
+	case "quiet", "fatal", "error":
+		return true
+	}
+	return false
+}
+
+// sendEnv is the shim's environment that SendEnv passes to the target.
+func (r *request) sendEnv() [][2]string {
+	return sendEnv(r.settings.SendEnv, r.iv.hello.Env)
+}
+
+// tty tells whether ssh would ask for a terminal (see wantTTY).
+func (r *request) tty() bool { return wantTTY(r.inv, r.iv.hello.StdinTTY) }
+
+// count counts the request's route in status.
+func (r *request) count(route string) { r.t.countRoute(r.iv, route) }
+
+// sharedClosed prints ssh's "Shared connection to HOST closed." after a
+// session on a terminal, unless quiet.
+func (r *request) sharedClosed() {
+	if !r.iv.quiet {
+		r.iv.errorf("Shared connection to %s closed.", r.settings.HostName)
+	}
+}

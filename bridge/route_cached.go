@@ -1,0 +1,134 @@
+package bridge
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	shellquote "github.com/kballard/go-shellquote"
+)
+
+// routeCached is Ansible's temp-dir housekeeping answered by the bridge
+// without a round trip where it safely can: echo ~ (cached per
+// connection), mkdir of a temp dir (held in memory), chmod u+x, rm -f -r
+// and setfacl on held dirs. Uploads into held dirs (sftp, scp, dd) are
+// kept in memory by those routes.
+const routeCached = "cached"
+
+var cachedRoute = route{
+	name: routeCached,
+	match: func(r *request) bool {
+		if !r.fast || r.ttNoTerminal() {
+			return false
+		}
+		switch r.cmd.kind {
+		case cmdEchoHome, cmdMkTemp, cmdChmodUX, cmdRmTemp, cmdSetFacl:
+			return true
+		}
+		return false
+	},
+	serve: func(r *request) (int, bool) { return r.serveCached() },
+}
+
+// ttNoTerminal: -tt without a terminal, as Ansible runs modules when
+// pipelining is off. Only a module run from a held file is served then.
+func (r *request) ttNoTerminal() bool { return r.inv.TTY >= 2 && !r.iv.hello.StdinTTY }
+
+// serveCached answers the housekeeping command r.cmd. served is false
+// when the command must run on the target as usual.
+func (r *request) serveCached() (code int, served bool) {
+	iv, t, c := r.iv, r.t, r.cmd
+	switch c.kind {
+	case cmdEchoHome:
+		if out, ok := t.house.home(r.command); ok {
+			t.countRoute(iv, routeCached)
+			_, _ = iv.stdout().Write([]byte(out))
+			return 0, true
+		}
+		var out, errb bytes.Buffer
+		t.countRoute(iv, routeExec)
+		code := r.exec(r.command, execOpts{stdout: &out, stderr: &errb})
+		if code == 0 && errb.Len() == 0 {
+			t.house.setHome(r.command, out.String())
+		}
+		return code, true
+	case cmdMkTemp:
+		if !transfersThroughBridge(iv.hello.Env) {
+			// The uploads will not come through the bridge: the directory
+			// must exist on the target (see transfers.go).
+			t.countSlow(iv, "sftp/scp are not the bridge's shims (only ssh_executable set?): temp dirs and modules go to the target; put the shim directory first on PATH, or set sftp_executable and scp_executable too")
+			return 0, false
+		}
+		if t.house.baseKnown(c.base) {
+			t.countRoute(iv, routeCached)
+			t.house.addTemp(c.base, c.dir)
+			_, _ = fmt.Fprintf(iv.stdout(), "%s=%s\n", c.name, c.dir)
+			return 0, true
+		}
+		// The first temp dir under base: only base is made on the target,
+		// by the `umask 77 && mkdir -p` of Ansible's own command (so its
+		// errors read the same), and the dir is held like any other.
+		t.countRoute(iv, routeExec)
+		mkBase := "( umask 77 && mkdir -p \"` echo " + c.base + " `\" ) && sleep 0"
+		code := r.exec(shellquote.Join("/bin/sh", "-c", mkBase), execOpts{})
+		if code == 0 {
+			t.house.addTemp(c.base, c.dir)
+			t.house.knowBase(c.base)
+			_, _ = fmt.Fprintf(iv.stdout(), "%s=%s\n", c.name, c.dir)
+		}
+		return code, true
+	case cmdChmodUX:
+		for _, p := range c.paths {
+			st, _ := t.house.lookup(p)
+			if st == nil || !st.held() {
+				return 0, false
+			}
+		}
+		for _, p := range c.paths {
+			st, name := t.house.lookup(p)
+			if !st.chmodUX(name) {
+				// Not held (any more): the real chmod reports it.
+				return 0, false
+			}
+		}
+		t.countRoute(iv, routeCached)
+		return 0, true
+	case cmdRmTemp:
+		st, name := t.house.lookup(c.paths[0])
+		if st == nil || name != "" {
+			return 0, false
+		}
+		t.house.dropTemp(st.dir)
+		if st.held() {
+			t.countRoute(iv, routeCached)
+			return 0, true
+		}
+		if ag := t.anyAgent(); ag != nil && st.writtenByAgent() {
+			// rm -f -r reports nothing and always succeeds: no need to
+			// wait, nor for an answer at all. The agent runs it before
+			// any later request, which keeps stock's order.
+			if err := ag.RemoveAllNoWait(st.dir); err == nil {
+				t.unsynced.Store(ag)
+				t.countRoute(iv, routeCached)
+				return 0, true
+			}
+		}
+		return 0, false
+	case cmdSetFacl:
+		// An unprivileged become user is to read a temp dir and its
+		// wrapper: its interpreter gets the wrapper from the bridge, so
+		// nothing needs exposing. Any other file goes the stock way.
+		for _, p := range c.paths {
+			st, name := t.house.lookup(p)
+			if st == nil {
+				return 0, false
+			}
+			if name != "" && (!strings.HasPrefix(name, "AnsiballZ_") || t.heldWrapper(p) == nil) {
+				return 0, false
+			}
+		}
+		t.countRoute(iv, routeCached)
+		return 0, true
+	}
+	return 0, false
+}

@@ -1,0 +1,54 @@
+package bridge
+
+import (
+	"os"
+	"strings"
+)
+
+// routeControl is `ssh -O check|stop|exit`, answered as a ControlMaster
+// would. It looks the target up but never makes one: r.t is nil.
+const routeControl = "control"
+
+var controlRoute = route{
+	name:  routeControl,
+	match: func(r *request) bool { return r.inv.Control != "" },
+	serve: func(r *request) (int, bool) { return r.serveControl(), true },
+}
+
+// serveControl answers `ssh -O cmd` as an OpenSSH control master would,
+// with the target's connection standing in for the master. Ansible uses
+// check and stop for `meta: reset_connection`.
+func (r *request) serveControl() int {
+	iv, inv := r.iv, r.inv
+	t := r.s.targets.lookup(r.settings)
+	if t != nil {
+		t.countRoute(iv, routeControl)
+		iv.log = iv.log.WithField("target", t.label)
+	}
+	running := t != nil && t.hasLive()
+	iv.log.WithField("control", inv.Control).WithField("running", running).Info("control request")
+	if !running {
+		path, _ := inv.Get("controlpath")
+		if path == "" {
+			iv.errorf("No ControlPath specified for \"-O\" command")
+			return 255
+		}
+		iv.errorf("Control socket connect(%s): No such file or directory", strings.Trim(path, `"`))
+		return 255
+	}
+	switch inv.Control {
+	case "check":
+		iv.errorf("Master running (pid=%d)", os.Getpid())
+	case "stop":
+		t.stop(false)
+		iv.errorf("Stop listening request sent.")
+	case "exit":
+		t.stop(true)
+		iv.errorf("Exit request sent.")
+	default:
+		// forward, cancel, proxy: not something the bridge can honour.
+		iv.fallback("-O " + inv.Control)
+		return -1
+	}
+	return 0
+}

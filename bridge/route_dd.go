@@ -1,0 +1,80 @@
+package bridge
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	shellquote "github.com/kballard/go-shellquote"
+)
+
+// routeDD is Ansible's piped transfer (`dd of=PATH bs=65536`, the
+// transfer method piped), written through SFTP atomically instead of by
+// dd; into a held temp dir, kept in memory.
+const routeDD = "dd"
+
+var ddRoute = route{
+	name:  routeDD,
+	match: func(r *request) bool { return r.ddDst != "" },
+	serve: func(r *request) (int, bool) {
+		r.count(routeDD)
+		return r.serveDD(), true
+	},
+}
+
+// ddTarget recognises Ansible's piped transfer, `dd of=PATH bs=65536`.
+func ddTarget(command string) (string, bool) {
+	words, err := shellquote.Split(command)
+	if err != nil || len(words) != 3 || words[0] != "dd" || words[2] != "bs=65536" ||
+		!strings.HasPrefix(words[1], "of=") || len(words[1]) == 3 {
+		return "", false
+	}
+	return words[1][3:], true
+}
+
+// serveDD writes stdin to dst atomically and reports like dd does.
+func (r *request) serveDD() int {
+	ctx, iv, t, dst := r.ctx, r.iv, r.t, r.ddDst
+	c, sc, err := t.useSFTP(ctx, iv)
+	if err != nil {
+		return connFailure(iv, err)
+	}
+	defer c.release()
+	if err := iv.accept(""); err != nil {
+		return 255
+	}
+	start := time.Now()
+	var n int64
+	held, rest, err := false, io.Reader(iv.stdin), error(nil)
+	if iv.getenv(FastPathEnv) != "0" {
+		held, rest, err = holdUpload(t, sc, dst, iv.stdin, 0o666&^0o022)
+	}
+	if err == nil && !held {
+		n, err = putAtomic(sc, dst, rest, 0o666)
+	}
+	t.bytesIn.Add(n)
+	if err != nil {
+		_, _ = io.Copy(io.Discard, iv.stdin)
+		iv.errorf("dd: failed to open '%s': %s", dst, sftpErrText(err))
+		return 1
+	}
+	full, part := n/65536, 0
+	if n%65536 != 0 {
+		part = 1
+	}
+	secs := time.Since(start).Seconds()
+	_, _ = fmt.Fprintf(iv.stderr(), "%d+%d records in\n%d+%d records out\n%d bytes copied, %.6g s, %s/s\n",
+		full, part, full, part, n, secs, humanRate(float64(n)/max(secs, 1e-9)))
+	return 0
+}
+
+func humanRate(bps float64) string {
+	units := []string{"B", "kB", "MB", "GB"}
+	i := 0
+	for bps >= 1000 && i < len(units)-1 {
+		bps /= 1000
+		i++
+	}
+	return fmt.Sprintf("%.3g %s", bps, units[i])
+}
