@@ -7,6 +7,9 @@
 #   make test    loopback lab up, every test including end-to-end, lab down
 #   make lint    gofmt, go vet, staticcheck; the agent's Python: py_compile
 #                on every Python 3.6+ here, pyflakes3 (Debian's pyflakes3)
+#   make cover   coverage of ./bridge/... without the lab, per package and
+#                in total (profile in COVERPROFILE, default
+#                $TMPDIR/ansible-bridge-cover.out; go tool cover -html=...)
 #   make bench   benchmark runner (scripts/bench): bench.md and bench.svg, the
 #                median of 3 interleaved runs per row (stock, bridge, floor,
 #                Mitogen), a second table at 20 ms added RTT, and 50 targets
@@ -46,7 +49,7 @@ ANSIBLE ?=
 # The chosen version's bin dir, first on PATH ("" for Debian's or all).
 ANSIBLE_PATH = $(if $(filter-out all,$(ANSIBLE)),$(shell scripts/ansible-versions.sh bin $(ANSIBLE)):)
 
-.PHONY: build install unit agent-test test lint lint-python bench demo lab-up lab-down
+.PHONY: build install unit agent-test cover test lint lint-python bench demo lab-up lab-down
 
 # bin/ansible-bridge-shim is the shim alone (fakessh/cmd): it starts faster
 # than the full binary, and `ansible-bridge shims DIR` links to it when it
@@ -74,6 +77,13 @@ agent-test:
 		echo "agent tests with $$py"; \
 		$$py -m unittest discover -s interp -p 'agent_test.py' || exit 1; \
 	done
+
+# Coverage of the daemon's packages by the tests that need no lab: go test
+# prints each package's figure, the last line the total.
+COVERPROFILE ?= $(or $(TMPDIR),/tmp)/ansible-bridge-cover.out
+cover:
+	env -u AB_LAB $(GO) test -count=1 -coverprofile=$(COVERPROFILE) $(GOTESTFLAGS) ./bridge/...
+	@$(GO) tool cover -func=$(COVERPROFILE) | tail -n 1
 
 # The lab goes down even when the tests fail; the tests' exit status is kept.
 # End-to-end tests run after the others, not alongside: they edit the

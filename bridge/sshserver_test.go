@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"os/exec"
 	"sync"
@@ -163,7 +164,16 @@ func (ts *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 func (ts *testServer) run(ch ssh.Channel, command string, env []string) {
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
-	cmd.Stdin = ch
+	// As sshd, the exit status goes out when the command exits, whether
+	// or not the client has closed its stdin.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return
+	}
+	go func() {
+		_, _ = io.Copy(stdin, ch)
+		stdin.Close()
+	}()
 	cmd.Stdout = ch
 	cmd.Stderr = ch.Stderr()
 	status := uint32(0)
