@@ -40,8 +40,9 @@ func (r *request) startBecomeAgent(w *become.Wrapper, python string, tty bool, s
 		release()
 		return becomeStarted{code: code}, err
 	}
-	// su reads passwords from a terminal only; -tt asks for one anyway.
-	pty := tty || w.Method == become.Su
+	// A tool that reads passwords from a terminal only (su) gets one;
+	// -tt asks for one anyway.
+	pty := tty || w.Method.TerminalPassword
 	if pty {
 		if err := sess.RequestPty(iv.getenv("TERM"), iv.hello.Rows, iv.hello.Cols, ssh.TerminalModes{}); err != nil {
 			return fail(255, err)

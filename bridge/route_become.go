@@ -178,12 +178,9 @@ func (r *request) loginOwner(python string) (*[2]int, error) {
 // the interpreter was started with; if not, answer is the line typed, to
 // be given to the real tool.
 func askPassword(iv *invocation, w *become.Wrapper, tty bool, secret *passwordHash) (answer string, ok bool) {
-	prompt := w.Prompt
-	switch {
-	case w.Method == become.Su, prompt == "":
-		prompt = "Password: "
-	}
-	if tty || w.Method == become.Su {
+	prompt := w.PasswordPrompt()
+	onTerminal := tty || w.Method.TerminalPassword
+	if onTerminal {
 		_, _ = io.WriteString(iv.stdout(), prompt)
 	} else {
 		_, _ = io.WriteString(iv.stderr(), prompt) // sudo -S prompts on stderr
@@ -206,7 +203,7 @@ func askPassword(iv *invocation, w *become.Wrapper, tty bool, secret *passwordHa
 	if pw != "" && iv.secrets != nil {
 		iv.secrets.AddSecret(pw)
 	}
-	if tty || w.Method == become.Su {
+	if onTerminal {
 		_, _ = io.WriteString(iv.stdout(), "\r\n") // the tool ends the silent line
 	}
 	return string(line), secret.matches(pw)

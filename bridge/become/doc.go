@@ -8,6 +8,16 @@
 // Anything not fully understood is ErrUnsupported: the bridge then passes the
 // command through unchanged, which is always correct.
 //
+// # Methods
+//
+// Each tool is a Method value (sudo.go, su.go, doas.go), registered in
+// methods and found by Lookup: its option parser, when it asks for a
+// password (Wrapper.Password), its prompt check (Wrapper.IsPrompt) and
+// default prompt, its failure messages (Method.Messages), and how an
+// interpreter is started through it (TerminalPassword: on a PTY;
+// NestedShell: su's extra quoting, which WithInner follows). Nothing
+// outside those files switches on the tool.
+//
 // # Grammar
 //
 // A become plugin's build_become_command wraps CMD, then

@@ -12,17 +12,6 @@ import (
 	shellquote "github.com/kballard/go-shellquote"
 )
 
-// Method names the become tool a wrapper runs. It is the base name of the
-// wrapper's first word, whatever become_method produced it.
-type Method string
-
-// The become tools Parse understands.
-const (
-	Sudo Method = "sudo"
-	Su   Method = "su"
-	Doas Method = "doas"
-)
-
 var (
 	// ErrNotBecome means the command carries no BECOME-SUCCESS marker:
 	// Ansible did not wrap it in a become plugin.
@@ -67,8 +56,8 @@ func (p Password) String() string {
 // Wrapper is a parsed become wrapper: the remote command that runs Inner
 // through Shell as User by way of a become tool, after printing Success.
 type Wrapper struct {
-	// Method is the become tool: Sudo, Su or Doas.
-	Method Method
+	// Method is the become tool: Sudo, Su or Doas (see Lookup).
+	Method *Method
 	// Exe is the tool's first word, as the shell sees it: become_exe, such
 	// as "sudo" or "/usr/local/bin/sudo". Its base name is Method.
 	Exe string
@@ -187,7 +176,7 @@ func Parse(cmd string) (*Wrapper, error) {
 // agent started through one wrapper can serve the commands of any wrapper
 // with the same Identity.
 func (w *Wrapper) Identity() string {
-	parts := []string{string(w.Method), w.Exe, "user=" + w.User}
+	parts := []string{w.Method.Name, w.Exe, "user=" + w.User}
 	add := func(on bool, s string) {
 		if on {
 			parts = append(parts, s)
@@ -251,25 +240,21 @@ func parseBecome(x string) (*Wrapper, error) {
 	if exe.raw != exe.val || strings.Contains(exe.val, "=") {
 		return nil, unsupported("become tool %q", exe.raw)
 	}
-	w := &Wrapper{Method: Method(path.Base(exe.val)), Exe: exe.val}
-	switch w.Method {
-	case Sudo, Doas:
-		err = parseSudoDoas(w, x, words)
-	case Su:
-		err = parseSu(w, x, words)
-	default:
+	m := Lookup(path.Base(exe.val))
+	if m == nil {
 		return nil, unsupported("become tool %q", exe.val)
 	}
-	if err != nil {
+	w := &Wrapper{Method: m, Exe: exe.val}
+	if err := m.parse(w, x, words); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
-// parseSudoDoas parses "EXE OPTIONS... SHELL -c QUOTED(echo SUCCESS ; INNER)",
+// parseToolShell parses "EXE OPTIONS... SHELL -c QUOTED(echo SUCCESS ; INNER)",
 // the shape of the sudo and doas plugins (sudo: FLAGS [-p "PROMPT"] [-u USER],
-// doas: FLAGS [-n] [-u USER]).
-func parseSudoDoas(w *Wrapper, x string, words []word) error {
+// doas: FLAGS [-n] [-u USER]), the options with options.
+func parseToolShell(w *Wrapper, x string, words []word, options func(*Wrapper, []string) error) error {
 	n := len(words)
 	if n < 4 {
 		return unsupported("%s: too few words", w.Method)
@@ -281,43 +266,11 @@ func parseSudoDoas(w *Wrapper, x string, words []word) error {
 	if payload.raw != pyQuote(payload.val) || !strings.HasSuffix(x, " "+shell.raw+" -c "+payload.raw) {
 		return unsupported("%s: command not quoted as Ansible quotes it", w.Method)
 	}
-	var err error
-	if w.Method == Sudo {
-		err = sudoOptions(w, vals(words[1:n-3]))
-	} else {
-		err = doasOptions(w, vals(words[1:n-3]))
-	}
-	if err != nil {
+	if err := options(w, vals(words[1:n-3])); err != nil {
 		return err
 	}
 	w.Shell = shell.val
 	return w.setPayload(payload.val)
-}
-
-// parseSu parses "EXE FLAGS [USER] -c QUOTED(SHELL -c QUOTED(echo SUCCESS ;
-// INNER))", the shape of the su plugin.
-func parseSu(w *Wrapper, x string, words []word) error {
-	n := len(words)
-	if n < 3 {
-		return unsupported("su: too few words")
-	}
-	c, cmd := words[n-2], words[n-1]
-	if c.raw != "-c" || cmd.raw != pyQuote(cmd.val) || !strings.HasSuffix(x, " -c "+cmd.raw) {
-		return unsupported("su: command not quoted as Ansible quotes it")
-	}
-	shell, quoted, ok := strings.Cut(cmd.val, " -c ")
-	if !ok || !isShellPath(shell) {
-		return unsupported("su: command is not SHELL -c ...")
-	}
-	payload, ok := unquoteCanonical(quoted)
-	if !ok {
-		return unsupported("su: inner command not quoted as Ansible quotes it")
-	}
-	if err := suOptions(w, vals(words[1:n-2])); err != nil {
-		return err
-	}
-	w.Shell = shell
-	return w.setPayload(payload)
 }
 
 // setPayload parses "echo BECOME-SUCCESS-ID ; INNER" and sets Password,
@@ -338,18 +291,7 @@ func (w *Wrapper) setPayload(p string) error {
 		return unsupported("no command after the success marker")
 	}
 	w.ID, w.Success, w.Inner = id, successPrefix+id, inner
-	switch {
-	case w.Method == Su:
-		w.Password = PasswordUnknown
-	case w.NonInteractive:
-		w.Password = PasswordNever
-	case w.Method == Doas:
-		w.Password = PasswordAnswered
-	case w.ansiblePrompt():
-		w.Password = PasswordAnswered
-	default:
-		w.Password = PasswordUnknown
-	}
+	w.Password = w.Method.password(w)
 	return nil
 }
 
@@ -387,56 +329,6 @@ type option struct {
 	short byte
 	arg   argKind
 }
-
-// sudoShort and sudoLong are the sudo options Parse accepts: those whose
-// effect is the password exchange or the state of the resulting process.
-// Everything else (-A -a -B -b -C -c -D -e -h -K -k -l -N -R -r -T -t -U -V -v,
-// abbreviated long options) is ErrUnsupported.
-var (
-	sudoShort = map[byte]option{
-		'E': {'E', noArg},
-		'g': {'g', requiredArg},
-		'H': {'H', noArg},
-		'i': {'i', noArg},
-		'n': {'n', noArg},
-		'P': {'P', noArg},
-		'p': {'p', requiredArg},
-		'S': {'S', noArg},
-		's': {'s', noArg},
-		'u': {'u', requiredArg},
-	}
-	sudoLong = map[string]option{
-		"group":           {'g', requiredArg},
-		"login":           {'i', noArg},
-		"non-interactive": {'n', noArg},
-		"preserve-env":    {'E', optionalArg},
-		"preserve-groups": {'P', noArg},
-		"prompt":          {'p', requiredArg},
-		"set-home":        {'H', noArg},
-		"shell":           {'s', noArg},
-		"stdin":           {'S', noArg},
-		"user":            {'u', requiredArg},
-	}
-	// doas has no long options; -a, -C, -L and -s are ErrUnsupported
-	// (-s with a command is a usage error).
-	doasShort = map[byte]option{
-		'n': {'n', noArg},
-		'u': {'u', requiredArg},
-	}
-	// su (util-linux): -f, -g, -G, -P, -w, -c (other than Ansible's),
-	// --session-command, -h and -V are ErrUnsupported.
-	suShort = map[byte]option{
-		'l': {'l', noArg},
-		'm': {'m', noArg},
-		'p': {'m', noArg},
-		's': {'s', requiredArg},
-	}
-	suLong = map[string]option{
-		"login":                {'l', noArg},
-		"preserve-environment": {'m', noArg},
-		"shell":                {'s', requiredArg},
-	}
-)
 
 // getopt walks args as getopt_long would, calling opt for each option and
 // operand for each operand (a word not starting with "-", or "-" alone).
@@ -497,128 +389,6 @@ func getopt(tool string, args []string, short map[byte]option, long map[string]o
 				return err
 			}
 		}
-	}
-	return nil
-}
-
-func sudoOptions(w *Wrapper, args []string) error {
-	err := getopt("sudo", args, sudoShort, sudoLong, func(o option, val string, hasVal bool) error {
-		switch o.short {
-		case 'u':
-			if val == "" {
-				return unsupported("sudo: empty user")
-			}
-			w.User = val
-			return nil
-		case 'p':
-			// sudo expands %H %h %p %U %u %% in the prompt; what it prints
-			// then depends on the target.
-			if val == "" || strings.Contains(val, "%") {
-				return unsupported("sudo: prompt %q", val)
-			}
-			w.Prompt = val
-			return nil
-		case 'g':
-			if val == "" {
-				return unsupported("sudo: empty group")
-			}
-			w.Group = val
-			w.Flags = append(w.Flags, "-g", val)
-			return nil
-		case 'E':
-			if hasVal {
-				if val == "" {
-					return unsupported("sudo: empty --preserve-env list")
-				}
-				w.PreserveEnvVars = append(w.PreserveEnvVars, strings.Split(val, ",")...)
-				w.Flags = append(w.Flags, "--preserve-env="+val)
-				return nil
-			}
-			w.PreserveEnv = true
-		case 'H':
-			w.SetHome = true
-		case 'i':
-			w.Login = true
-		case 'n':
-			w.NonInteractive = true
-		case 'P':
-			w.PreserveGroups = true
-		case 'S':
-			w.Stdin = true
-		case 's':
-			w.RunShell = true
-		}
-		w.Flags = append(w.Flags, "-"+string(o.short))
-		return nil
-	}, func(a string) error {
-		// sudo would run it (or take NAME=value as an environment
-		// assignment); Ansible's SHELL comes later.
-		return unsupported("sudo: operand %q before the shell", a)
-	})
-	if err != nil {
-		return err
-	}
-	if w.Login && w.RunShell {
-		return unsupported("sudo: -i and -s together")
-	}
-	return nil
-}
-
-func doasOptions(w *Wrapper, args []string) error {
-	return getopt("doas", args, doasShort, nil, func(o option, val string, _ bool) error {
-		if o.short == 'u' {
-			if val == "" {
-				return unsupported("doas: empty user")
-			}
-			w.User = val
-			return nil
-		}
-		w.NonInteractive = true
-		w.Flags = append(w.Flags, "-n")
-		return nil
-	}, func(a string) error {
-		return unsupported("doas: operand %q before the shell", a)
-	})
-}
-
-func suOptions(w *Wrapper, args []string) error {
-	var operands []string
-	err := getopt("su", args, suShort, suLong, func(o option, val string, _ bool) error {
-		switch o.short {
-		case 'l':
-			w.Login = true
-		case 'm':
-			w.PreserveEnv = true
-		case 's':
-			if val == "" {
-				return unsupported("su: empty shell")
-			}
-			w.UserShell = val
-			w.Flags = append(w.Flags, "-s", val)
-			return nil
-		}
-		w.Flags = append(w.Flags, "-"+string(o.short))
-		return nil
-	}, func(a string) error {
-		operands = append(operands, a)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if len(operands) > 0 && operands[0] == "-" {
-		w.Login = true
-		w.Flags = append(w.Flags, "-l")
-		operands = operands[1:]
-	}
-	switch {
-	case len(operands) > 1:
-		return unsupported("su: extra operands %q", operands[1:])
-	case len(operands) == 1:
-		if operands[0] == "" || strings.HasPrefix(operands[0], "-") {
-			return unsupported("su: user %q", operands[0])
-		}
-		w.User = operands[0]
 	}
 	return nil
 }

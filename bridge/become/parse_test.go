@@ -19,7 +19,7 @@ import (
 // become_flags, become_user, whether it had become_pass, and the play's
 // shell executable.
 type setting struct {
-	method Method
+	method *Method
 	exe    string
 	flags  string
 	user   string
@@ -786,8 +786,8 @@ func TestPrompts(t *testing.T) {
 			t.Errorf("%s IsMissingPassword(%q) = %v", c.w.Method, c.line, got)
 		}
 	}
-	if m := Method("pbrun").Messages(); m.Plugin != "" || m.Incorrect != nil {
-		t.Errorf("pbrun Messages = %+v", m)
+	if m := Lookup("pbrun"); m != nil {
+		t.Errorf("Lookup(pbrun) = %v", m)
 	}
 	if got := len(SuPromptLocalizations); got != 32 {
 		t.Errorf("%d su localisations, su.py has 32", got)

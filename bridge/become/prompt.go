@@ -27,28 +27,6 @@ type Messages struct {
 	Missing []string
 }
 
-// Messages returns the strings the default Ansible plugin for m recognises:
-// ansible.builtin.sudo, ansible.builtin.su and community.general.doas.
-func (m Method) Messages() Messages {
-	switch m {
-	case Sudo:
-		return Messages{
-			Plugin:    "sudo",
-			Incorrect: []string{"Sorry, try again."},
-			Missing:   []string{"Sorry, a password is required to run sudo", "sudo: a password is required"},
-		}
-	case Su:
-		return Messages{Plugin: "su", Incorrect: []string{"Authentication failure"}}
-	case Doas:
-		return Messages{
-			Plugin:    "community.general.doas",
-			Incorrect: []string{"Permission denied"},
-			Missing:   []string{"Authorization required"},
-		}
-	}
-	return Messages{}
-}
-
 // SuPromptLocalizations is the su plugin's SU_PROMPT_LOCALIZATIONS (ansible-core
 // 2.14): the localised words for "Password" that su's prompt may start with.
 // Users can replace it with the prompt_l10n option (ansible_su_prompt_l10n),
@@ -149,18 +127,7 @@ const pySpace = " \t\n\r\v\f"
 // does not reveal. line is one line as Python's bytes.splitlines(True)
 // splits output (at "\n", "\r" or "\r\n"), with or without its ending.
 func (w *Wrapper) IsPrompt(line []byte) bool {
-	switch w.Method {
-	case Sudo:
-		if !w.ansiblePrompt() {
-			return false
-		}
-		return bytes.HasPrefix(bytes.Trim(line, pySpace), []byte(strings.Trim(w.Prompt, pySpace)))
-	case Su:
-		return SuPromptRegexp().Match(line)
-	case Doas:
-		return DoasPromptRegexp().Match(line)
-	}
-	return false
+	return w.Method.isPrompt(w, line)
 }
 
 // IsSuccess reports whether Ansible takes line as the become success line
@@ -170,22 +137,13 @@ func (w *Wrapper) IsSuccess(line []byte) bool {
 }
 
 // IsIncorrectPassword reports whether line contains one of
-// Method.Messages().Incorrect.
+// Method.Messages.Incorrect.
 func (w *Wrapper) IsIncorrectPassword(line []byte) bool {
-	return containsAny(line, w.Method.Messages().Incorrect)
+	return containsAny(line, w.Method.Messages.Incorrect)
 }
 
 // IsMissingPassword reports whether line contains one of
-// Method.Messages().Missing.
+// Method.Messages.Missing.
 func (w *Wrapper) IsMissingPassword(line []byte) bool {
-	return containsAny(line, w.Method.Messages().Missing)
-}
-
-func containsAny(line []byte, subs []string) bool {
-	for _, s := range subs {
-		if bytes.Contains(line, []byte(s)) {
-			return true
-		}
-	}
-	return false
+	return containsAny(line, w.Method.Messages.Missing)
 }

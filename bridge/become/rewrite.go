@@ -24,7 +24,7 @@ func (w *Wrapper) WithInner(cmd, inner string) (string, error) {
 // shell.
 func (w *Wrapper) quoted(inner string) string {
 	q := pyQuote("echo " + w.Success + " ; " + inner)
-	if w.Method == Su {
+	if w.Method.NestedShell {
 		q = pyQuote(w.Shell + " -c " + q)
 	}
 	if w.Outer.Shell != "" {
