@@ -200,10 +200,9 @@ func helloFor(prog string, argv []string) wire.HelloMsg {
 			h.Rows, h.Cols = rows, cols
 		}
 	}
-	if tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err == nil {
-		h.CanPrompt = true
-		tty.Close()
-	}
+	// Without a terminal OpenSSH asks an askpass program, if allowed.
+	use, program := askpassProgram(os.Getenv, haveTTY())
+	h.CanPrompt = !use || program != ""
 	return h
 }
 
@@ -292,15 +291,25 @@ func unixSignalName(s os.Signal) string {
 	return s.String()
 }
 
-// answerPrompt asks on the controlling terminal, as ssh does with
-// readpassphrase(3): sshpass and humans both answer there.
+// answerPrompt asks as ssh does: an askpass program where OpenSSH's
+// read_passphrase would run one (ansible-core 2.19+ passes passwords
+// that way), otherwise the controlling terminal, where sshpass and
+// humans answer.
 func answerPrompt(payload []byte, send func(wire.Type, []byte) error) {
 	var p wire.PromptMsg
 	if err := json.Unmarshal(payload, &p); err != nil {
 		_ = send(wire.PromptFail, []byte(err.Error()))
 		return
 	}
-	answer, err := promptTTY(p)
+	var answer string
+	var err error
+	if use, program := askpassProgram(os.Getenv, haveTTY()); !use {
+		answer, err = promptTTY(p)
+	} else if program != "" {
+		answer, err = runAskpass(program, p.Text)
+	} else {
+		err = errors.New("no terminal, and askpass not allowed (no DISPLAY)")
+	}
 	if err != nil {
 		_ = send(wire.PromptFail, []byte(err.Error()))
 		return

@@ -30,6 +30,11 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(dirname "$here")
 CACHE=${AB_ANSIBLE_CACHE:-/var/cache/ansible-bridge/ansible-core}
 VERSIONS=(2.14 2.16 2.18 2.19 2.22)
+# WRAPPERS is the format of the bin/ wrappers. 3: sys.argv[0] is the
+# wrapper's absolute path before ansible.cli is imported, so that 2.22's
+# SSH_ASKPASS (the `ansible` next to argv[0]) is this version's ansible,
+# not Debian's /usr/bin/ansible, and sees that it runs as the askpass.
+WRAPPERS=3
 
 die() {
 	echo "ansible-versions.sh: $*" >&2
@@ -92,7 +97,10 @@ install_version() {
 	pkg=$(package "$v") || die "unknown version $v (have: ${VERSIONS[*]})"
 	[[ -f $pkg ]] || die "$pkg not found (set AB_PEERS)"
 	dest=$CACHE/$v
-	if [[ -x $dest/bin/ansible-playbook && $dest/.source -nt $pkg ]] && [[ $(cat "$dest/.source") == "$pkg" ]]; then
+	# .source names the package and the wrappers' format: a cache made by
+	# an older version of this script is made again.
+	local stamp="$pkg $WRAPPERS"
+	if [[ -x $dest/bin/ansible-playbook && $dest/.source -nt $pkg ]] && [[ $(cat "$dest/.source") == "$stamp" ]]; then
 		echo "$dest/bin"
 		return
 	fi
@@ -123,11 +131,11 @@ install_version() {
 		cat >"$tmp/bin/$tool" <<EOF
 #!/bin/sh
 # ansible-core $v from $pkg
-PYTHONPATH=$lib$extra\${PYTHONPATH:+:\$PYTHONPATH} exec $py -c 'import sys; from ansible.cli.$mod import main; sys.argv[0] = "$tool"; sys.exit(main())' "\$@"
+PYTHONPATH=$lib$extra\${PYTHONPATH:+:\$PYTHONPATH} exec $py -c 'import sys; sys.argv[0] = "$dest/bin/$tool"; from ansible.cli.$mod import main; sys.exit(main())' "\$@"
 EOF
 		chmod 0755 "$tmp/bin/$tool"
 	done
-	echo "$pkg" >"$tmp/.source"
+	echo "$stamp" >"$tmp/.source"
 	rm -rf "$dest"
 	mv "$tmp" "$dest"
 	if ! "$dest/bin/ansible-playbook" --version >/dev/null; then
