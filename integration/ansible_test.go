@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -349,4 +351,29 @@ func (r *runResult) event(t *testing.T, host, task string) taskEvent {
 	}
 	t.Fatalf("%s run: no result for task %q on host %s", r.Spec.Side, task, host)
 	return taskEvent{}
+}
+
+// coreVersions caches each ansible-playbook's minor version.
+var coreVersions sync.Map // ansible-playbook path → int
+
+// coreMinor returns the 2.x minor version of the ansible-core r ran
+// (`ansible-playbook --version`): stock behaviour the checks expect
+// differs by version, and the comparison with stock covers the rest.
+func coreMinor(t *testing.T, r *runResult) int {
+	t.Helper()
+	bin := "ansible-playbook"
+	if r.Spec.AnsibleBin != "" {
+		bin = filepath.Join(r.Spec.AnsibleBin, "ansible-playbook")
+	}
+	if v, ok := coreVersions.Load(bin); ok {
+		return v.(int)
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	m := regexp.MustCompile(`\[core 2\.(\d+)\.`).FindSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("%s --version: %v\n%s", bin, err, out)
+	}
+	minor, _ := strconv.Atoi(string(m[1]))
+	coreVersions.Store(bin, minor)
+	return minor
 }
