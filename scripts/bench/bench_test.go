@@ -191,11 +191,11 @@ func TestReportFloorColumn(t *testing.T) {
 	for _, want := range []string{
 		"| 10-item loop | stock-default | ok | 8.00 | 4.00 | 0 |",
 		"| 10-item loop | stock-pipelining | ok | 6.00 | 6.00 | 0 |",
-		"| 10-item loop | bridge-default | ok | 3.00 | 1.50 ✓ |",
-		"| 10-item loop | bridge-pipelining | ok | 1.60 | 1.60 ✗ |",
+		"| 10-item loop | bridge-default | ok, 0 in interpreters | 3.00 | 1.50 ✓ |",
+		"| 10-item loop | bridge-pipelining | ok, 0 in interpreters | 1.60 | 1.60 ✗ |",
 		"| 10-item loop | floor-default | ok | 2.00 | — |",
-		"| 10 tasks | bridge-default | ok | 3.00 | n/a (failed) |",
-		"| 10 tasks | bridge-pipelining | ok | 1.00 | — |", // no floor-pipelining run
+		"| 10 tasks | bridge-default | ok, 0 in interpreters | 3.00 | n/a (failed) |",
+		"| 10 tasks | bridge-pipelining | ok, 0 in interpreters | 1.00 | — |", // no floor-pipelining run
 		"÷ floor",
 	} {
 		if !strings.Contains(got, want) {
@@ -312,5 +312,15 @@ func TestMedianRun(t *testing.T) {
 	bad.err = errors.New("recap failed=1")
 	if got := medianRun([]result{run(2), bad, run(3)}); got.err == nil {
 		t.Error("a failed run did not make the row fail")
+	}
+}
+
+func TestRouteCounts(t *testing.T) {
+	js := []byte(`{"targets":[{"routes":{"module":90,"become":10,"cached":400},"slow":{"unrecognised wrapper":2}},{"routes":{"module":5}}]}`)
+	if in, slow := routeCounts(js); in != 105 || slow != 2 {
+		t.Errorf("routeCounts = %d, %d; want 105, 2", in, slow)
+	}
+	if in, slow := routeCounts([]byte("not json")); in != 0 || slow != 0 {
+		t.Errorf("routeCounts of garbage = %d, %d", in, slow)
 	}
 }

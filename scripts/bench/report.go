@@ -37,7 +37,8 @@ func renderReport(ctx context.Context, cfg config, results []result) string {
 		time.Now().Format("2006-01-02 15:04"), ansibleVersion(ctx), sshPath, runtime.NumCPU(), cfg.n,
 		cfg.latency, 2*cfg.latency, cfg.lab.target(), cfg.lab.user)
 	b.WriteString(resultRows(cfg, results))
-	b.WriteString("\nbytes: relayed payload, both directions; turns: client→server to server→client direction changes, " +
+	b.WriteString("\nin interpreters: the run's module steps the bridge ran in its persistent interpreters (routes module and become, from `ansible-bridge status --json`); slow: invocations it counted as a slow path.\n")
+	b.WriteString("bytes: relayed payload, both directions; turns: client→server to server→client direction changes, " +
 		"i.e. round trips on the wire (package integration/relay).\n")
 	b.WriteString(floorNote)
 	if cfg.repeat > 1 {
@@ -94,6 +95,12 @@ func resultRows(cfg config, results []result) string {
 		}
 		if r.playbook == "become" {
 			status += fmt.Sprintf(", sudo ran %d×", r.sudo)
+		}
+		if r.mode.bridge && r.err == nil {
+			status += fmt.Sprintf(", %d in interpreters", r.interp)
+			if r.slow > 0 {
+				status += fmt.Sprintf(", **%d slow**", r.slow)
+			}
 		}
 		s := r.stats
 		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %d | %.1f KiB | %.2f |\n",

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -28,6 +29,9 @@ type result struct {
 	err      error  // nil: verified ok
 	log      string // ansible-playbook output
 	sudo     int    // the target's sudo runs during the run (become playbook)
+	// Bridge runs: module steps the persistent interpreters ran (routes
+	// module and become), and invocations counted as a slow path.
+	interp, slow int
 }
 
 // table is one set of runs: every selected (playbook, mode) at one n and
@@ -327,6 +331,9 @@ func runOne(ctx context.Context, cfg config, dir, book, pb string, m mode, tl to
 		// to the real ssh?), best effort.
 		st, _ := bridge.command(context.WithoutCancel(ctx), "status").CombinedOutput()
 		_ = os.WriteFile(filepath.Join(dir, tag+".status"), st, 0o644)
+		if js, err := bridge.command(context.WithoutCancel(ctx), "status", "--json").Output(); err == nil {
+			res.interp, res.slow = routeCounts(js)
+		}
 		teardownErr = bridge.stop(context.WithoutCancel(ctx))
 		// A shim that fell back to the real ssh may have left a master.
 		_ = stopMasters(context.WithoutCancel(ctx), cpDir)
@@ -407,4 +414,25 @@ func firstLine(err error) error {
 	}
 	s, _, _ := strings.Cut(err.Error(), "\n")
 	return errors.New(s)
+}
+
+// routeCounts sums, over the targets of `ansible-bridge status --json`,
+// the module steps run in interpreters and the slow-path invocations.
+func routeCounts(statusJSON []byte) (interp, slow int) {
+	var st struct {
+		Targets []struct {
+			Routes map[string]int `json:"routes"`
+			Slow   map[string]int `json:"slow"`
+		} `json:"targets"`
+	}
+	if json.Unmarshal(statusJSON, &st) != nil {
+		return 0, 0
+	}
+	for _, t := range st.Targets {
+		interp += t.Routes["module"] + t.Routes["become"]
+		for _, n := range t.Slow {
+			slow += n
+		}
+	}
+	return interp, slow
 }
