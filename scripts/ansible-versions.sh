@@ -179,7 +179,7 @@ all)
 	for v in "${VERSIONS[@]}"; do
 		if available "$v"; then
 			install_version "$v" >/dev/null
-			echo "$v: $("$(install_version "$v")/ansible-playbook" --version | head -n1)"
+			echo "$v: $("$(install_version "$v")/ansible-playbook" --version | sed -n 1p)"
 		else
 			echo "$v: not available here" >&2
 		fi

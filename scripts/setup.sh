@@ -68,4 +68,4 @@ if command -v setfacl >/dev/null 2>&1; then
 		"then succeeds in both runs instead of failing in both)" >&2
 fi
 
-ansible-playbook --version | head -n 1
+ansible-playbook --version | sed -n 1p
