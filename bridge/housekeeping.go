@@ -162,7 +162,7 @@ func (st *sharedTemp) held() bool {
 
 // hold stores a file put into the held dir. It returns false when the
 // dir is on the target (or the file too big), and the caller must write
-// to the target instead.
+// to the target instead: errNotHeld then carries what was read already.
 func (st *sharedTemp) hold(name string, r io.Reader, mode fs.FileMode) (bool, int64, error) {
 	st.mu.Lock()
 	if st.onTarget {
@@ -176,18 +176,25 @@ func (st *sharedTemp) hold(name string, r io.Reader, mode fs.FileMode) (bool, in
 		return true, n, err
 	}
 	if n > maxHeldFile {
-		return false, n, errTooBigToHold{buf.Bytes()}
+		return false, n, errNotHeld{buf.Bytes()}
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.onTarget {
+		// Another invocation (a concurrent run's passthrough command)
+		// wrote the dir to the target while this upload was read: held
+		// now, the file would never reach it.
+		return false, n, errNotHeld{buf.Bytes()}
+	}
 	st.files[name] = &heldFile{data: buf.Bytes(), mode: mode, size: n, mtime: time.Now()}
 	return true, n, nil
 }
 
-// errTooBigToHold carries what was read before the limit was hit.
-type errTooBigToHold struct{ prefix []byte }
+// errNotHeld means an upload goes to the target after all; prefix is what
+// was read of it before that was known.
+type errNotHeld struct{ prefix []byte }
 
-func (errTooBigToHold) Error() string { return "file too big to hold in the bridge" }
+func (errNotHeld) Error() string { return "upload not held in the bridge" }
 
 // chmodUX applies `chmod u+x` to held paths; false means a path is not
 // held (the caller runs the real chmod).

@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,5 +112,48 @@ func TestHousekeeping(t *testing.T) {
 	}
 	if strings.TrimSpace(first.stdout) == "" {
 		t.Fatalf("echo ~ gave %q", first.stdout)
+	}
+}
+
+// readThen is a reader that runs then once its data is read, before it
+// reports the end: another invocation acting while an upload streams.
+type readThen struct {
+	r    io.Reader
+	then func()
+}
+
+func (r *readThen) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err == io.EOF && r.then != nil {
+		r.then()
+		r.then = nil
+	}
+	return n, err
+}
+
+// TestHoldRacesMaterialize: when a concurrent run's passthrough command
+// writes a held dir to the target while an upload into it is still being
+// read, the upload goes to the target too (it was kept in memory only,
+// and the module run found no file: concurrent runs without pipelining
+// failed).
+func TestHoldRacesMaterialize(t *testing.T) {
+	var h housekeeping
+	h.addTemp("/home/u/.ansible/tmp", "/home/u/.ansible/tmp/ansible-tmp-1")
+	st, name := h.lookup("/home/u/.ansible/tmp/ansible-tmp-1/AnsiballZ_ping.py")
+	if st == nil || name != "AnsiballZ_ping.py" {
+		t.Fatalf("lookup: %v %q", st, name)
+	}
+	upload := &readThen{r: strings.NewReader("wrapper"), then: func() {
+		st.mu.Lock()
+		st.onTarget = true // as materialize leaves it
+		st.mu.Unlock()
+	}}
+	held, n, err := st.hold(name, upload, 0o600)
+	var read errNotHeld
+	if held || !errors.As(err, &read) || string(read.prefix) != "wrapper" || n != 7 {
+		t.Fatalf("hold = %v, %d, %v (prefix %q); want not held, with the 7 bytes read to write to the target", held, n, err, read.prefix)
+	}
+	if _, ok := st.file(name); ok {
+		t.Error("the upload is kept in memory of a dir already on the target")
 	}
 }

@@ -515,14 +515,14 @@ func holdUpload(t *target, sc *sftp.Client, dst string, r io.Reader, mode os.Fil
 		t.bytesIn.Add(n)
 		return true, nil, nil
 	}
-	var big errTooBigToHold
-	if ok && !errors.As(err, &big) {
+	var read errNotHeld
+	if ok && !errors.As(err, &read) {
 		return false, nil, err
 	}
 	if err := st.materialize(sc); err != nil {
 		return false, nil, err
 	}
-	return false, io.MultiReader(bytes.NewReader(big.prefix), r), nil
+	return false, io.MultiReader(bytes.NewReader(read.prefix), r), nil
 }
 
 // captureReader passes r through and, once r has been read to its end,
