@@ -264,7 +264,11 @@ func (st *sharedTemp) materialize(sc *sftp.Client) error {
 		return fmt.Errorf("mkdir %s: %w", st.base, err)
 	}
 	if err := sc.Mkdir(st.dir); err != nil {
-		return fmt.Errorf("mkdir %s: %w", st.dir, err)
+		// A module run of a concurrent invocation may have made it (the
+		// interpreter writes the dir it runs from): then it is ours.
+		if fi, serr := sc.Lstat(st.dir); serr != nil || !fi.IsDir() {
+			return fmt.Errorf("mkdir %s: %w", st.dir, err)
+		}
 	}
 	if err := sc.Chmod(st.dir, 0o700); err != nil {
 		return fmt.Errorf("chmod %s: %w", st.dir, err)

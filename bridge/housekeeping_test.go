@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -155,5 +156,37 @@ func TestHoldRacesMaterialize(t *testing.T) {
 	}
 	if _, ok := st.file(name); ok {
 		t.Error("the upload is kept in memory of a dir already on the target")
+	}
+}
+
+// TestMaterializeAfterModuleRun: a held dir that a concurrent module run
+// has already made on the target (the interpreter writes the dir it runs
+// from) is written there without failing on the existing dir.
+func TestMaterializeAfterModuleRun(t *testing.T) {
+	h := newHarness(t, 0)
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", "true"), ""); r.code != 0 {
+		t.Fatalf("ssh: %+v", r)
+	}
+	tg := h.srv.targets.all()[0]
+	c, sc, err := tg.useSFTP(context.Background(), nopPrompter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.release()
+	base := t.TempDir()
+	dir := filepath.Join(base, "ansible-tmp-1")
+	tg.house.addTemp(base, dir)
+	st, name := tg.house.lookup(filepath.Join(dir, "AnsiballZ_ping.py"))
+	if held, _, err := st.hold(name, strings.NewReader("wrapper"), 0o700); !held || err != nil {
+		t.Fatalf("hold: %v %v", held, err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil { // the module run's
+		t.Fatal(err)
+	}
+	if err := st.materialize(sc); err != nil {
+		t.Fatalf("materialize over the dir a module run made: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != "wrapper" {
+		t.Errorf("wrapper on the target: %q, %v", b, err)
 	}
 }
