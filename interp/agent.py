@@ -340,6 +340,15 @@ def _set_nonblock(fd):
     os.set_blocking(fd, False)
 
 
+def drain(fd):
+    """Read a non-blocking wakeup pipe empty."""
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass  # drained
+
+
 def close_fds_except(*keep):
     """Close every fd from 3 up except those in keep."""
     lo = 3
@@ -1140,11 +1149,7 @@ class ZygoteServer(object):
 
     def reap(self):
         """SIGCHLD: report the tasks that exited."""
-        try:
-            while os.read(self.wake_r, 4096):
-                pass
-        except BlockingIOError:
-            pass  # drained
+        drain(self.wake_r)
         while True:
             try:
                 pid, st = os.waitpid(-1, os.WNOHANG)
@@ -1735,11 +1740,7 @@ class Agent(object):
 
     def reap(self):
         """SIGCHLD: collect the commands and zygotes that exited."""
-        try:
-            while os.read(self.wake_r, 4096):
-                pass
-        except BlockingIOError:
-            pass  # drained
+        drain(self.wake_r)
         for p in list(self.procs.values()):
             if p.popen is not None and p.status is None:
                 try:
