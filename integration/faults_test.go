@@ -1,0 +1,317 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	abridge "github.com/ansible-bridge/ansible-bridge/bridge"
+)
+
+// The fault tests: what must keep holding when the daemon, the target's
+// sshd or the network fail under a run (issue 11). Each test uses a daemon
+// of its own (privateDaemon), so that killing it or loading it disturbs no
+// other test, and every wait is for a condition, bounded by a deadline.
+
+// privateDaemon is a socket of its own: the first shim that uses it starts
+// a daemon there, as for a user.
+type privateDaemon struct {
+	socket, log string
+}
+
+// newPrivateDaemon returns a fresh socket path in a private directory; the
+// daemon started there is stopped when t ends.
+func newPrivateDaemon(t *testing.T) *privateDaemon {
+	t.Helper()
+	dir, err := os.MkdirTemp(suite.work, "pd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sock"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d := &privateDaemon{socket: filepath.Join(dir, "sock", "bridge.sock"), log: filepath.Join(dir, "daemon.log")}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, suite.bin, "stop")
+		cmd.Env = append(cleanEnv(os.Environ()), d.env()...)
+		_ = cmd.Run()
+		if t.Failed() {
+			b, _ := os.ReadFile(d.log)
+			t.Logf("private daemon log %s:\n%s", d.log, tail(string(b), 60))
+		}
+	})
+	return d
+}
+
+func (d *privateDaemon) env() []string {
+	return []string{"ANSIBLE_BRIDGE_SOCKET=" + d.socket, "ANSIBLE_BRIDGE_LOG=" + d.log}
+}
+
+// status asks the daemon for its state; ok is false when none answers.
+func (d *privateDaemon) status(t *testing.T) (st abridge.Status, ok bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, suite.bin, "status", "--json")
+	cmd.Env = append(cleanEnv(os.Environ()), d.env()...)
+	out, err := cmd.Output()
+	if err != nil {
+		return st, false
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	return st, st.PID > 0
+}
+
+// mustStatus is status, failing t when no daemon answers.
+func (d *privateDaemon) mustStatus(t *testing.T) abridge.Status {
+	t.Helper()
+	st, ok := d.status(t)
+	if !ok {
+		t.Fatalf("no daemon answers on %s", d.socket)
+	}
+	return st
+}
+
+// waitFor polls cond (a condition, not a duration) until it holds or
+// limit passes; it fails t with what on timeout.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after %v waiting for %s", limit, what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+}
+
+// hookDir is a directory the target's users and the test share: a task
+// touches a file there and waits for the test to touch another.
+func hookDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ab-hook-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func touch(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// procSample is what a process holds: resident memory, open files, threads.
+type procSample struct {
+	RSSKiB, FDs, Threads int
+}
+
+func (p procSample) String() string {
+	return fmt.Sprintf("RSS %.1f MiB, %d fds, %d threads", float64(p.RSSKiB)/1024, p.FDs, p.Threads)
+}
+
+func sampleProc(t *testing.T, pid int) procSample {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("process %d: %v", pid, err)
+	}
+	var s procSample
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		n, _ := strconv.Atoi(f[0])
+		switch k {
+		case "VmRSS":
+			s.RSSKiB = n
+		case "Threads":
+			s.Threads = n
+		}
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatalf("process %d: %v", pid, err)
+	}
+	s.FDs = len(fds)
+	return s
+}
+
+// descendants returns the pids of every process below pid.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		children[pp] = append(children[pp], p)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// labSSHDPid is the pid of the lab's listening sshd.
+func labSSHDPid(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(suite.lab.Dir, "sshd.pid"))
+	if err != nil {
+		t.Fatalf("lab sshd pid: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("lab sshd pid %q: %v", b, err)
+	}
+	return pid
+}
+
+// loopItems returns the per-item results of a loop task.
+func loopItems(t *testing.T, r *runResult, host, task string) []map[string]any {
+	t.Helper()
+	e := r.event(t, host, task)
+	raw, _ := e.Result["results"].([]any)
+	var out []map[string]any
+	for _, x := range raw {
+		m, _ := x.(map[string]any)
+		out = append(out, m)
+	}
+	return out
+}
+
+func itemStatus(m map[string]any) string {
+	switch {
+	case m["unreachable"] == true:
+		return "unreachable"
+	case m["failed"] == true:
+		return "failed"
+	}
+	return "ok"
+}
+
+// TestDaemonKilledMidRun: kill -9 of the daemon while a loop item runs
+// costs that item (UNREACHABLE or failed) and nothing else: the next items
+// run on a fresh daemon the shims start, and the host stays in the play.
+func TestDaemonKilledMidRun(t *testing.T) {
+	requireLab(t)
+	for _, m := range []mode{{true, "sftp"}, {false, "scp"}} {
+		t.Run(m.String(), func(t *testing.T) {
+			requireBridge(t)
+			d := newPrivateDaemon(t)
+			hook := hookDir(t)
+			const items, hold = 12, 5
+			done := make(chan *runResult, 1)
+			go func() {
+				// runPlaybook's Fatal paths would end this goroutine only:
+				// the test below notices the missing result.
+				defer close(done)
+				done <- runPlaybook(t, runSpec{
+					Playbook: "faults-kill.yml", Mode: m, Side: bridge,
+					HostVars: map[string]map[string]any{"t": {"hook_dir": hook, "items": items, "hold_item": hold}},
+					Env:      d.env(),
+				})
+			}()
+			waitFor(t, 2*time.Minute, "item "+strconv.Itoa(hold)+" to start", func() bool { return exists(filepath.Join(hook, "started")) })
+			st := d.mustStatus(t)
+			if err := syscall.Kill(st.PID, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("killed daemon %d while item %d ran", st.PID, hold)
+			var orphans []int // the killed daemon's interpreters on the target
+			for _, ts := range st.Targets {
+				for _, in := range ts.Interpreters {
+					orphans = append(orphans, in.PID)
+				}
+			}
+			touch(t, filepath.Join(hook, "release"))
+			r := <-done
+			if r == nil {
+				t.Fatal("the run failed to complete (see above)")
+			}
+			got := loopItems(t, r, "t", "loop")
+			if len(got) != items {
+				t.Fatalf("%d loop results, want %d", len(got), items)
+			}
+			bad := 0
+			for i, res := range got {
+				s := itemStatus(res)
+				if s != "ok" {
+					bad++
+					t.Logf("item %d: %s: %v", i+1, s, res["msg"])
+				}
+				switch {
+				case i+1 == hold:
+				case s != "ok":
+					t.Errorf("item %d: %s, want ok (only item %d was in flight): %s", i+1, s, hold, short(res))
+				case res["stdout"] != fmt.Sprintf("item %d", i+1):
+					t.Errorf("item %d: stdout %q", i+1, res["stdout"])
+				}
+			}
+			if bad > 1 {
+				t.Errorf("%d items lost to one daemon kill, want at most 1", bad)
+			}
+			wantTask(t, r, "t", "after", "ok", "after")
+			st2 := d.mustStatus(t)
+			if st2.PID == st.PID {
+				t.Errorf("daemon pid %d unchanged after kill -9", st.PID)
+			}
+			t.Logf("items after the kill ran on daemon %d; recap %v", st2.PID, r.Doc.Stats["t"])
+			// Its connection gone, sshd ends the killed daemon's
+			// interpreters: nothing of it stays on the target.
+			for _, pid := range orphans {
+				waitFor(t, 30*time.Second, fmt.Sprintf("interpreter %d of the killed daemon to exit", pid), func() bool {
+					return syscall.Kill(pid, 0) != nil
+				})
+			}
+		})
+	}
+}
