@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"strings"
 
@@ -154,6 +155,11 @@ func (r *request) execIn(ag *interp.Client, command string, stdin io.Reader, tty
 	}
 	code, err := ag.Exec(r.ctx, req)
 	if err != nil {
+		if errors.Is(err, interp.ErrAgentGone) {
+			iv.log.WithError(err).Warn("command in the interpreter failed")
+			r.lostConnection(tty)
+			return 255
+		}
 		iv.errorf("ansible-bridge: persistent interpreter failed: %v", err)
 		return 255
 	}

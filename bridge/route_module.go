@@ -140,6 +140,12 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []*sharedTemp, res
 	iv := r.iv
 	if err != nil {
 		iv.log.WithError(err).Warn("module run in the interpreter failed")
+		if errors.Is(err, interp.ErrAgentGone) {
+			// The connection (or the interpreter) died under the step:
+			// say what ssh says when its master's connection dies.
+			r.lostConnection(req.PTY != nil)
+			return 255
+		}
 		iv.errorf("ansible-bridge: persistent interpreter failed: %v", err)
 		return 255
 	}
@@ -180,4 +186,14 @@ func (t *target) recognised(iv *invocation, src []byte) bool {
 // which Ansible passes in the module's internal arguments.
 func keepRemoteFiles(wrapper []byte) bool {
 	return bytes.Contains(wrapper, []byte(`"_ansible_keep_remote_files": true`))
+}
+
+// lostConnection tells the shim what an ssh multiplexing client prints
+// when its master's connection dies under a session: "Shared connection to
+// HOST closed." with a terminal, nothing without (Ansible always runs ssh
+// with ControlMaster, so that is what stock shows).
+func (r *request) lostConnection(tty bool) {
+	if tty {
+		r.sharedClosed()
+	}
 }
