@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -312,6 +314,154 @@ func TestDaemonKilledMidRun(t *testing.T) {
 					return syscall.Kill(pid, 0) != nil
 				})
 			}
+		})
+	}
+}
+
+// holderSession returns the lab sshd's child (the per-connection monitor)
+// whose subtree runs the process with marker in its command line.
+func holderSession(t *testing.T, marker string) int {
+	t.Helper()
+	sshd := labSSHDPid(t)
+	for _, pid := range descendants(sshd) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !strings.Contains(string(b), marker) {
+			continue
+		}
+		for p := pid; p > 1; {
+			pp := parentPid(p)
+			if pp == sshd {
+				return p
+			}
+			p = pp
+		}
+	}
+	return 0
+}
+
+func parentPid(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	pp, _ := strconv.Atoi(f[1])
+	return pp
+}
+
+// killTree sends SIGKILL to pid and everything below it.
+func killTree(pid int) {
+	all := append([]int{pid}, descendants(pid)...)
+	for _, p := range all {
+		_ = syscall.Kill(p, syscall.SIGSTOP) // none may fork meanwhile
+	}
+	for _, p := range all {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+}
+
+// restartLabSSHD kills the lab's sshd with every session it serves, as a
+// crashed or rebooted target would, and starts it again as lab.sh does.
+func restartLabSSHD(t *testing.T) {
+	t.Helper()
+	pid := labSSHDPid(t)
+	killTree(pid)
+	addr := "127.0.0.1:" + suite.lab.Port
+	waitFor(t, 30*time.Second, "the lab sshd to stop listening", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	// As lab.sh starts it (sshd rewrites its own command line).
+	lab := suite.lab.Dir
+	cmd := exec.Command("/usr/sbin/sshd", "-D", "-f", filepath.Join(lab, "sshd_config"), "-E", filepath.Join(lab, "sshd.log"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("restart sshd: %v", err)
+	}
+	go cmd.Wait() //nolint:errcheck // reaped if it exits while the test runs
+	waitFor(t, 30*time.Second, "the restarted sshd's banner", func() bool {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		b := make([]byte, 8)
+		n, _ := io.ReadFull(c, b)
+		return n == 8 && string(b) == "SSH-2.0-"
+	})
+	t.Logf("restarted the lab sshd (was pid %d, now %d)", pid, cmd.Process.Pid)
+}
+
+// TestSSHDFaults: a killed sshd session (kill -9 of the per-connection
+// sshd while a task runs) and a restarted sshd (between tasks, every
+// session killed with it) give the same results as with stock ssh: the
+// task in flight UNREACHABLE with a message of the same class, the next
+// tasks ok on a new connection.
+func TestSSHDFaults(t *testing.T) {
+	requireLab(t)
+	tests := []struct {
+		name string
+		mode mode
+		on   string // where "held" runs
+	}{
+		{"session-killed", mode{true, "sftp"}, "t"},
+		{"session-killed", mode{false, "scp"}, "t"},
+		{"sshd-restarted", mode{true, "sftp"}, "localhost"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name+"/"+tc.mode.String(), func(t *testing.T) {
+			requireBridge(t)
+			d := newPrivateDaemon(t)
+			runs := map[side]*runResult{}
+			// One hook directory for both runs: its name is in the results.
+			hook := hookDir(t)
+			for _, sd := range []side{stock, bridgeSide()} {
+				for _, f := range []string{"started", "release"} {
+					if err := os.Remove(filepath.Join(hook, f)); err != nil && !os.IsNotExist(err) {
+						t.Fatal(err)
+					}
+				}
+				done := make(chan *runResult, 1)
+				go func() {
+					defer close(done)
+					done <- runPlaybook(t, runSpec{
+						Playbook: "faults-sshd.yml", Mode: tc.mode, Side: sd,
+						HostVars: map[string]map[string]any{"t": {"hook_dir": hook, "held_on": tc.on}},
+						Env:      d.env(),
+					})
+				}()
+				waitFor(t, 2*time.Minute, "task held to start", func() bool { return exists(filepath.Join(hook, "started")) })
+				if tc.on == "t" {
+					var sess int
+					waitFor(t, 30*time.Second, "the sshd session running task held", func() bool {
+						sess = holderSession(t, hook)
+						return sess != 0
+					})
+					killTree(sess)
+					t.Logf("%s run: killed sshd session %d", sd, sess)
+				} else {
+					restartLabSSHD(t)
+				}
+				touch(t, filepath.Join(hook, "release"))
+				r := <-done
+				if r == nil {
+					t.Fatal("the run failed to complete (see above)")
+				}
+				if e := r.event(t, "t", "held"); e.Status == "unreachable" {
+					t.Logf("%s run: held: %v", sd, e.Result["msg"])
+				}
+				wantTask(t, r, "t", "after", "ok", "after")
+				runs[sd] = r
+			}
+			compareRuns(t, runs[bridgeSide()], runs[stock])
 		})
 	}
 }
