@@ -57,4 +57,13 @@
 // so protocols that signal end of input with EOF work through the relay. A
 // connection pair is torn down when both directions have ended, or at once
 // on a read or write error.
+//
+// # Stall
+//
+// [Relay.Stall] makes the network a blackhole and back: while stalled, the
+// relay accepts connections and reads what each side sends but delivers
+// nothing, in either direction, so an ssh client sees neither the banner
+// of a new connection nor any answer on an open one (ConnectTimeout and
+// ServerAliveInterval fire as on a dead link). Held data is delivered when
+// the stall ends.
 package relay

@@ -53,6 +53,10 @@ type Relay struct {
 	bytesDown atomic.Int64
 	turns     atomic.Int64
 
+	// stalled, when not nil, is closed when a stall ends (see Stall).
+	stallMu sync.Mutex
+	stalled chan struct{}
+
 	mu sync.Mutex
 	// stopCtxClose unregisters the close-on-ctx-done hook set by Start.
 	stopCtxClose func() bool
@@ -123,6 +127,42 @@ func (r *Relay) Reset() {
 	r.bytesUp.Store(0)
 	r.bytesDown.Store(0)
 	r.turns.Store(0)
+}
+
+// Stall stops (on) or resumes (off) the delivery of data in both
+// directions on every connection, current and future, as a network that
+// blackholes packets would: the relay keeps accepting connections and
+// reading what each side sends, but holds it until the stall ends.
+// Nothing is dropped, so after a stall that both ends survive the
+// connections carry on. A connection being closed still ends at once.
+func (r *Relay) Stall(on bool) {
+	r.stallMu.Lock()
+	defer r.stallMu.Unlock()
+	switch {
+	case on && r.stalled == nil:
+		r.stalled = make(chan struct{})
+	case !on && r.stalled != nil:
+		close(r.stalled)
+		r.stalled = nil
+	}
+}
+
+// flowing waits while the relay is stalled; it reports false if the pair
+// died meanwhile.
+func (p *pair) flowing() bool {
+	for {
+		p.r.stallMu.Lock()
+		ch := p.r.stalled
+		p.r.stallMu.Unlock()
+		if ch == nil {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-p.dead:
+			return false
+		}
+	}
 }
 
 // Close stops accepting, closes every relayed connection on both sides and
@@ -328,6 +368,10 @@ func (p *pair) pipe(src, dst net.Conn, dir direction, counter *atomic.Int64) {
 				return
 			}
 		}
+		if !p.flowing() {
+			drain(queue)
+			return
+		}
 		// Counted before the write: the peer may answer, and the answer be
 		// relayed back, before this goroutine runs again after Write.
 		counter.Add(int64(len(c.data)))
@@ -363,6 +407,9 @@ func (p *pair) pipeDirect(src, dst net.Conn, dir direction, counter *atomic.Int6
 		ackNow(src)
 		if n > 0 {
 			p.observe(dir)
+			if !p.flowing() {
+				return
+			}
 			// Counted before the write, as in pipe.
 			counter.Add(int64(n))
 			if w, werr := dst.Write(buf[:n]); werr != nil {

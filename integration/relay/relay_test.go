@@ -474,3 +474,49 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// TestStall: a stalled relay delivers nothing either way, keeps what was
+// sent, delivers it once the stall ends, and closes while stalled.
+func TestStall(t *testing.T) {
+	for _, latency := range []time.Duration{0, time.Millisecond} {
+		t.Run(latency.String(), func(t *testing.T) {
+			r := startRelay(t, startEcho(t), latency)
+			c := dial(t, r)
+			pingPong(t, c, []byte("before"))
+			r.Stall(true)
+			r.Stall(true) // idempotent
+			if _, err := c.Write([]byte("held")); err != nil {
+				t.Fatal(err)
+			}
+			// Nothing may come back while stalled. A short look can only
+			// miss a failure, never invent one.
+			_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+			if n, err := c.Read(make([]byte, 16)); n != 0 || err == nil {
+				t.Fatalf("read %d bytes (%v) through a stalled relay", n, err)
+			}
+			_ = c.SetReadDeadline(time.Time{})
+			r.Stall(false)
+			r.Stall(false)
+			got := make([]byte, 4)
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadFull(c, got); err != nil || string(got) != "held" {
+				t.Fatalf("after the stall: %q, %v", got, err)
+			}
+			// A new connection made during a stall gets nothing, and a
+			// relay closed during a stall ends every connection.
+			r.Stall(true)
+			c2 := dial(t, r)
+			if _, err := c2.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			_ = c2.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if n, err := c2.Read(make([]byte, 1)); n != 0 || err == nil {
+				t.Fatalf("read %d bytes (%v) from a relay closed while stalled", n, err)
+			}
+			checkNoRelayGoroutines(t)
+		})
+	}
+}
