@@ -180,6 +180,9 @@ type sshConn struct {
 	active   int
 	detached bool // -O stop: close when the last session ends
 	dead     bool
+	// timedOut is set when keepalives went unanswered (ServerAliveInterval
+	// × ServerAliveCountMax) and the connection was closed for it.
+	timedOut atomic.Bool
 	sftp     *sftp.Client
 	home     string // the SFTP server's starting directory
 }
@@ -277,7 +280,12 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 		_ = client.Wait()
 		c.markDead()
 	}()
-	go sshclient.KeepAlive(context.Background(), client, t.settings.ServerAliveInterval, t.settings.ServerAliveCountMax, c.kill,
+	timeout := func() {
+		t.log.Warn(t.settings.TimeoutMessage())
+		c.timedOut.Store(true)
+		c.kill()
+	}
+	go sshclient.KeepAlive(context.Background(), client, t.settings.ServerAliveInterval, t.settings.ServerAliveCountMax, timeout,
 		func(d time.Duration) { t.rtt.Store(int64(d)) })
 	return c, nil
 }
