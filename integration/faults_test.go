@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	abridge "github.com/ansible-bridge/ansible-bridge/bridge"
+	"github.com/ansible-bridge/ansible-bridge/integration/relay"
 )
 
 // The fault tests: what must keep holding when the daemon, the target's
@@ -465,3 +468,141 @@ func TestSSHDFaults(t *testing.T) {
 		})
 	}
 }
+
+// sshCmd is ssh (stock: the real binary; bridge: the shim) to the lab's
+// user through port, with ssh_config and known hosts out of the way.
+func sshCmd(ctx context.Context, sd side, d *privateDaemon, port int, opts []string, command string) *exec.Cmd {
+	bin := suite.realSSH
+	path := suite.basePATH
+	if sd == bridge {
+		bin = filepath.Join(suite.shims, "ssh")
+		path = suite.shims + string(os.PathListSeparator) + suite.basePATH
+	}
+	args := []string{"-F", "/dev/null", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+		"-o", "UserKnownHostsFile=/dev/null", "-i", suite.lab.Key, "-p", strconv.Itoa(port)}
+	args = append(args, opts...)
+	args = append(args, suite.lab.User+"@127.0.0.1", command)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(cleanEnv(os.Environ()), "PATH="+path, "HOME="+suite.home, "LANG=C.UTF-8")
+	cmd.Env = append(cmd.Env, d.env()...)
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// sshMessage is ssh's stderr without the known-hosts notice and line-end
+// noise: what Ansible would put in an UNREACHABLE message.
+func sshMessage(stderr string) string {
+	var keep []string
+	for _, l := range strings.Split(strings.ReplaceAll(stderr, "\r", ""), "\n") {
+		if l == "" || strings.HasPrefix(l, "Warning: Permanently added") {
+			continue
+		}
+		keep = append(keep, l)
+	}
+	return strings.Join(keep, "\n")
+}
+
+// TestStalledNetwork: a link that goes silent (the relay's Stall) under a
+// session with ServerAliveInterval, or under a new connection with
+// ConnectTimeout, ends the bridge's ssh as it ends OpenSSH's: exit 255 and
+// the same message, once the timeouts expire; without them, a stall that
+// ends is survived by both.
+func TestStalledNetwork(t *testing.T) {
+	requireLab(t)
+	target := net.JoinHostPort("127.0.0.1", suite.lab.Port)
+	startStallRelay := func(t *testing.T) *relay.Relay {
+		r, err := relay.Start(context.Background(), "127.0.0.1:0", target, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	type outcome struct {
+		code int
+		msg  string
+	}
+	run := func(t *testing.T, sd side, d *privateDaemon, r *relay.Relay, opts []string, stallAfterUp, resume bool) outcome {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := sshCmd(ctx, sd, d, r.Port(), opts, "echo up; exec cat")
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stdin.Close()
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		start := time.Now()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		out := bufio.NewReader(stdout)
+		if stallAfterUp {
+			if l, err := out.ReadString('\n'); l != "up\n" {
+				t.Fatalf("%s: first line %q, %v; stderr %q", sd, l, err, stderr.String())
+			}
+			r.Stall(true)
+		}
+		if resume {
+			if _, err := io.WriteString(stdin, "ping\n"); err != nil {
+				t.Fatal(err)
+			}
+			r.Stall(false)
+			if l, err := out.ReadString('\n'); l != "ping\n" {
+				t.Fatalf("%s: after the stall: %q, %v; stderr %q", sd, l, err, stderr.String())
+			}
+			stdin.Close()
+		}
+		_, _ = io.Copy(io.Discard, out)
+		err = cmd.Wait()
+		if ctx.Err() != nil {
+			t.Fatalf("%s: ssh %v still running after %v", sd, opts, 2*time.Minute)
+		}
+		o := outcome{code: cmd.ProcessState.ExitCode(), msg: sshMessage(stderr.String())}
+		t.Logf("%s: exit %d after %v: %q", sd, o.code, time.Since(start).Round(10*time.Millisecond), o.msg)
+		return o
+	}
+	tests := []struct {
+		name         string
+		opts         []string
+		stallAfterUp bool // else stalled before connecting
+		resume       bool
+		wantCode     int
+		wantMsg      string // a substring; stock must show it too
+	}{
+		{"ServerAlive", []string{"-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=2"}, true, false, 255, "Timeout, server 127.0.0.1 not responding."},
+		{"ConnectTimeout", []string{"-o", "ConnectTimeout=2"}, false, false, 255, "timed out"},
+		{"no timeouts, stall ends", nil, true, true, 0, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			requireBridge(t)
+			d := newPrivateDaemon(t)
+			got := map[side]outcome{}
+			for _, sd := range []side{stock, bridgeSide()} {
+				r := startStallRelay(t)
+				if !tc.stallAfterUp {
+					r.Stall(true)
+				}
+				got[sd] = run(t, sd, d, r, tc.opts, tc.stallAfterUp, tc.resume)
+				r.Close()
+				if got[sd].code != tc.wantCode || !strings.Contains(got[sd].msg, tc.wantMsg) {
+					t.Errorf("%s: exit %d, %q; want exit %d and %q", sd, got[sd].code, got[sd].msg, tc.wantCode, tc.wantMsg)
+				}
+			}
+			if g, w := got[bridgeSide()], got[stock]; g.code != w.code || normalizePort(g.msg) != normalizePort(w.msg) {
+				t.Errorf("bridge: exit %d, %q\n stock: exit %d, %q", g.code, g.msg, w.code, w.msg)
+			}
+		})
+	}
+}
+
+var portNumber = regexp.MustCompile(`port \d+`)
+
+// normalizePort hides the relay's port: each side has a relay of its own.
+func normalizePort(s string) string { return portNumber.ReplaceAllString(s, "port N") }
