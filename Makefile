@@ -10,6 +10,13 @@
 #   make cover   coverage of ./bridge/... without the lab, per package and
 #                in total (profile in COVERPROFILE, default
 #                $TMPDIR/ansible-bridge-cover.out; go tool cover -html=...)
+#   make fuzz    every Fuzz target for FUZZTIME (default 15s) each: the
+#                frame decoder, the shim's argv parsers, the become and
+#                AnsiballZ parsers (~2 minutes; .ci/run runs it)
+#   make soak    SOAK_ITEMS (default 10000) loop items through the bridge
+#                against the lab (scripts/soak), the daemon's RSS, fds and
+#                threads every SOAK_EVERY (1000) items; fails if RSS grows
+#                over 10 % or fds or threads change after the first report
 #   make bench   benchmark runner (scripts/bench): bench.md and bench.svg, the
 #                median of 3 interleaved runs per row (stock, bridge, floor,
 #                Mitogen), a second table at 20 ms added RTT, and 50 targets
@@ -49,7 +56,7 @@ ANSIBLE ?=
 # The chosen version's bin dir, first on PATH ("" for Debian's or all).
 ANSIBLE_PATH = $(if $(filter-out all,$(ANSIBLE)),$(shell scripts/ansible-versions.sh bin $(ANSIBLE)):)
 
-.PHONY: build install unit agent-test cover test lint lint-python bench demo lab-up lab-down
+.PHONY: build install unit agent-test cover test lint lint-python fuzz soak bench demo lab-up lab-down
 
 # bin/ansible-bridge-shim is the shim alone (fakessh/cmd): it starts faster
 # than the full binary, and `ansible-bridge shims DIR` links to it when it
@@ -121,6 +128,23 @@ lint-python:
 	done
 	@command -v pyflakes3 >/dev/null || { echo "make lint: pyflakes3 not found: apt-get install pyflakes3 (scripts/setup.sh installs it)" >&2; exit 1; }
 	pyflakes3 $(PYFILES)
+
+# One go test per target: -fuzz takes a single target.
+FUZZTIME ?= 15s
+FUZZ_TARGETS = ./fakessh/wire:FuzzRead ./fakessh:FuzzParseSSH ./fakessh:FuzzParseSCP \
+	./fakessh:FuzzParseSFTP ./fakessh:FuzzParseSFTPBatch ./bridge/become:FuzzParse \
+	./interp/ansiballz:FuzzParse
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $$t for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(FUZZTIME) "$${t%%:*}"; \
+	done
+
+# Needs the lab (scripts/lab.sh up; eval "$$(scripts/lab.sh env)").
+SOAK_ITEMS ?= 10000
+SOAK_EVERY ?= 1000
+soak:
+	$(GO) run ./scripts/soak -items $(SOAK_ITEMS) -every $(SOAK_EVERY)
 
 bench:
 	@set -e; for v in $(if $(filter all,$(ANSIBLE)),$$(scripts/ansible-versions.sh list),$(or $(ANSIBLE),debian)); do \
