@@ -73,6 +73,37 @@
 // TestFallback passes an option the bridge cannot honour (ForwardAgent=yes)
 // and checks that the shim falls back to the real ssh with identical results.
 //
+// The fault and scale tests (faults_test.go, playbooks corpus/faults-*.yml)
+// each use a daemon of their own and wait only for conditions (a file a
+// task touches, the daemon's status), never for a duration:
+//
+//   - TestDaemonKilledMidRun: kill -9 of the daemon while a loop item runs
+//     costs that item only; the next ones run on a fresh daemon, and the
+//     killed one's interpreters leave the target.
+//   - TestSSHDFaults: the sshd session serving a task killed, and the
+//     target's sshd restarted with every session, compared with stock.
+//   - TestStalledNetwork: a relay that goes silent (relay.Stall) with
+//     ServerAliveInterval or ConnectTimeout ends the shim as it ends the
+//     real ssh (exit 255, the same message); a stall that ends is survived.
+//   - TestConcurrentRuns: three runs at once through one daemon, each equal
+//     to the same run with stock.
+//   - TestLargeCopy: 64 MiB copied and fetched intact; the daemon killed
+//     during the upload or the module that writes it out leaves the
+//     destination absent or whole, and the next run completes it.
+//   - TestFleet: 50 hosts (127.0.0.2–51, a relay each), forks=50: one TCP
+//     connection per host, and the daemon's fds and threads after the
+//     connections close (logged, with its RSS).
+//   - TestOtherUIDRefused, TestDaemonSurvivesGarbage,
+//     TestNoPasswordInStatusOrProcesses: another uid gets nothing (its
+//     shim runs the real ssh; its Hello is refused by SO_PEERCRED), 200
+//     random blobs and malformed frames leave the daemon up, and no
+//     password is in status or in any process's argv or environment.
+//
+// Longer checks are outside `make test`: `make soak` (scripts/soak) runs
+// 10,000 loop items and watches the daemon's RSS, fds and threads and the
+// target's processes; `make fuzz` runs the fuzz targets for a bounded time
+// (.ci/run runs it before the tests).
+//
 // The output directories are fixed paths (results name them), so a run
 // holds an flock on $AB_LAB/integration.lock: a second `go test` on the same
 // machine waits instead of clearing the first one's files.

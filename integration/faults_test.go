@@ -2,10 +2,13 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -13,12 +16,15 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	abridge "github.com/ansible-bridge/ansible-bridge/bridge"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 	"github.com/ansible-bridge/ansible-bridge/integration/relay"
+	"golang.org/x/sys/unix"
 )
 
 // The fault tests: what must keep holding when the daemon, the target's
@@ -115,6 +121,27 @@ func hookDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// goRunPlaybook runs runPlaybook in the background; the channel yields its
+// result, or closes without one if it failed t. Should t end first, the
+// run is let go (hook/release) and waited for.
+func goRunPlaybook(t *testing.T, hook string, spec runSpec) <-chan *runResult {
+	t.Helper()
+	done := make(chan *runResult, 1)
+	finished := make(chan struct{})
+	go func() {
+		// runPlaybook's Fatal paths end this goroutine only: the
+		// channel closes without a result.
+		defer close(finished)
+		defer close(done)
+		done <- runPlaybook(t, spec)
+	}()
+	t.Cleanup(func() {
+		_ = os.WriteFile(filepath.Join(hook, "release"), nil, 0o666)
+		<-finished
+	})
+	return done
 }
 
 func touch(t *testing.T, path string) {
@@ -254,17 +281,11 @@ func TestDaemonKilledMidRun(t *testing.T) {
 			d := newPrivateDaemon(t)
 			hook := hookDir(t)
 			const items, hold = 12, 5
-			done := make(chan *runResult, 1)
-			go func() {
-				// runPlaybook's Fatal paths would end this goroutine only:
-				// the test below notices the missing result.
-				defer close(done)
-				done <- runPlaybook(t, runSpec{
-					Playbook: "faults-kill.yml", Mode: m, Side: bridge,
-					HostVars: map[string]map[string]any{"t": {"hook_dir": hook, "items": items, "hold_item": hold}},
-					Env:      d.env(),
-				})
-			}()
+			done := goRunPlaybook(t, hook, runSpec{
+				Playbook: "faults-kill.yml", Mode: m, Side: bridge,
+				HostVars: map[string]map[string]any{"t": {"hook_dir": hook, "items": items, "hold_item": hold}},
+				Env:      d.env(),
+			})
 			waitFor(t, 2*time.Minute, "item "+strconv.Itoa(hold)+" to start", func() bool { return exists(filepath.Join(hook, "started")) })
 			st := d.mustStatus(t)
 			if err := syscall.Kill(st.PID, syscall.SIGKILL); err != nil {
@@ -432,15 +453,11 @@ func TestSSHDFaults(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				done := make(chan *runResult, 1)
-				go func() {
-					defer close(done)
-					done <- runPlaybook(t, runSpec{
-						Playbook: "faults-sshd.yml", Mode: tc.mode, Side: sd,
-						HostVars: map[string]map[string]any{"t": {"hook_dir": hook, "held_on": tc.on}},
-						Env:      d.env(),
-					})
-				}()
+				done := goRunPlaybook(t, hook, runSpec{
+					Playbook: "faults-sshd.yml", Mode: tc.mode, Side: sd,
+					HostVars: map[string]map[string]any{"t": {"hook_dir": hook, "held_on": tc.on}},
+					Env:      d.env(),
+				})
 				waitFor(t, 2*time.Minute, "task held to start", func() bool { return exists(filepath.Join(hook, "started")) })
 				if tc.on == "t" {
 					var sess int
@@ -559,7 +576,7 @@ func TestStalledNetwork(t *testing.T) {
 			stdin.Close()
 		}
 		_, _ = io.Copy(io.Discard, out)
-		err = cmd.Wait()
+		_ = cmd.Wait() // the exit status is in ProcessState
 		if ctx.Err() != nil {
 			t.Fatalf("%s: ssh %v still running after %v", sd, opts, 2*time.Minute)
 		}
@@ -606,3 +623,599 @@ var portNumber = regexp.MustCompile(`port \d+`)
 
 // normalizePort hides the relay's port: each side has a relay of its own.
 func normalizePort(s string) string { return portNumber.ReplaceAllString(s, "port N") }
+
+// TestFleet: 50 hosts (the lab's sshd at 127.0.0.2–51, a counting relay on
+// each) with forks=50 through one daemon: every host ok, exactly one TCP
+// connection per host, and once the connections have closed the daemon's
+// fds and threads are back near where they started. Its memory is logged.
+func TestFleet(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	const hosts = 50
+	d := newPrivateDaemon(t)
+	start := exec.Command(suite.bin, "daemon", "--detached")
+	start.Env = append(cleanEnv(os.Environ()), d.env()...)
+	if out, err := start.CombinedOutput(); err != nil {
+		t.Fatalf("ansible-bridge daemon --detached: %v\n%s", err, out)
+	}
+	var st abridge.Status
+	waitFor(t, 30*time.Second, "the daemon to answer", func() bool {
+		var ok bool
+		st, ok = d.status(t)
+		return ok
+	})
+	before := sampleProc(t, st.PID)
+
+	vars := map[string]map[string]any{}
+	relays := map[string]*relay.Relay{}
+	for i := 0; i < hosts; i++ {
+		addr := fmt.Sprintf("127.0.0.%d", i+2)
+		r, err := relay.Start(context.Background(), addr+":0", net.JoinHostPort("127.0.0.1", suite.lab.Port), 0)
+		if err != nil {
+			t.Fatalf("relay on %s: %v", addr, err)
+		}
+		t.Cleanup(func() { r.Close() })
+		name := fmt.Sprintf("fleet%02d", i+2)
+		relays[name] = r
+		vars[name] = map[string]any{
+			"ansible_host": addr, "ansible_port": r.Port(), "ansible_user": suite.lab.User,
+			"ansible_ssh_private_key_file": suite.lab.Key, "ansible_python_interpreter": "/usr/bin/python3",
+		}
+	}
+	res := runPlaybook(t, runSpec{
+		Playbook: "faults-fleet.yml", Mode: mode{true, "sftp"}, Side: bridge, HostVars: vars,
+		Env: append(d.env(), "ANSIBLE_FORKS="+strconv.Itoa(hosts)),
+	})
+	wantExit(t, res, 0)
+	for name, r := range relays {
+		wantStats(t, res, name, map[string]int{"ok": 4, "failures": 0, "unreachable": 0})
+		wantTask(t, res, name, "command", "ok", name)
+		wantTask(t, res, name, "become", "ok", "root")
+		if n := r.Stats().Connections; n != 1 {
+			t.Errorf("%s: %d TCP connections, want 1", name, n)
+		}
+	}
+	during := sampleProc(t, st.PID)
+	waitFor(t, time.Minute, "every connection to close", func() bool {
+		s := d.mustStatus(t)
+		for _, ts := range s.Targets {
+			if ts.Connections > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	after := sampleProc(t, st.PID)
+	t.Logf("daemon %d: at start %v; after the run %v; connections closed %v", st.PID, before, during, after)
+	// Loose bounds: the runtime keeps some threads it made under load, and
+	// logs stay open; a leak per host would be 50 or more.
+	if after.FDs > before.FDs+5 {
+		t.Errorf("daemon fds: %d at start, %d once the connections closed", before.FDs, after.FDs)
+	}
+	if after.Threads > before.Threads+10 {
+		t.Errorf("daemon threads: %d at start, %d once the connections closed", before.Threads, after.Threads)
+	}
+	if s := d.mustStatus(t); s.PID != st.PID {
+		t.Errorf("daemon pid %d became %d", st.PID, s.PID)
+	}
+}
+
+// runAll runs specs at once: like runPlaybook, but nothing is reset (each
+// spec names its own output directories) and ansible-playbook processes
+// run in parallel. Files are not collected.
+func runAll(t *testing.T, specs []runSpec) []*runResult {
+	t.Helper()
+	type prepared struct {
+		cmd                      *exec.Cmd
+		dir, stdout, stderr, res string
+	}
+	var ps []prepared
+	for _, spec := range specs {
+		dir := filepath.Join(suite.work, "r", strconv.FormatInt(runSeq.Add(1), 10))
+		cp := filepath.Join(dir, "cp")
+		if err := os.MkdirAll(cp, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		p := prepared{dir: dir, stdout: filepath.Join(dir, "stdout"), stderr: filepath.Join(dir, "stderr"), res: filepath.Join(dir, "result.json")}
+		inv := writeInventory(t, dir, spec.HostVars)
+		pathEnv := suite.basePATH
+		if spec.Side == bridge {
+			pathEnv = suite.shims + string(os.PathListSeparator) + suite.basePATH
+		}
+		env := append(cleanEnv(os.Environ()),
+			"PATH="+pathEnv, "HOME="+suite.home, "LANG=C.UTF-8",
+			"ANSIBLE_CONFIG="+filepath.Join(suite.work, "ansible.cfg"),
+			"ANSIBLE_CALLBACK_PLUGINS="+filepath.Join(suite.corpus, "plugins", "callback"),
+			"ANSIBLE_STDOUT_CALLBACK=abjson", "ANSIBLE_LOAD_CALLBACK_PLUGINS=1",
+			"AB_RESULT_FILE="+p.res, "ANSIBLE_HOST_KEY_CHECKING=False", "ANSIBLE_RETRY_FILES_ENABLED=False",
+			"ANSIBLE_NOCOLOR=1", "ANSIBLE_SSH_CONTROL_PATH_DIR="+cp,
+			"ANSIBLE_PIPELINING="+strconv.FormatBool(spec.Mode.Pipelining),
+			"ANSIBLE_SSH_TRANSFER_METHOD="+spec.Mode.Transfer)
+		env = append(bridgeEnv(env), spec.Env...)
+		cmd := exec.Command("ansible-playbook", "-i", inv, filepath.Join(suite.corpus, spec.Playbook))
+		cmd.Dir, cmd.Env = dir, env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Stdout, cmd.Stderr = createFile(t, p.stdout), createFile(t, p.stderr)
+		p.cmd = cmd
+		ps = append(ps, p)
+	}
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			timer := time.AfterFunc(runTimeout, func() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) })
+			defer timer.Stop()
+			errs[i] = p.cmd.Wait()
+		}()
+	}
+	wg.Wait()
+	var out []*runResult
+	for i, p := range ps {
+		p.cmd.Stdout.(*os.File).Close()
+		p.cmd.Stderr.(*os.File).Close()
+		r := &runResult{Spec: specs[i], Dir: p.dir, ExitCode: p.cmd.ProcessState.ExitCode()}
+		noteRunOnFailure(t, r)
+		r.Stdout, r.Stderr = readString(t, p.stdout), readString(t, p.stderr)
+		r.Masters = stopMasters(t, filepath.Join(p.dir, "cp"))
+		raw, err := os.ReadFile(p.res)
+		if err != nil {
+			t.Fatalf("%s run %d (%v) wrote no results: %v\nstdout:\n%s\nstderr:\n%s", r.Spec.Side, i, errs[i], err, r.Stdout, r.Stderr)
+		}
+		if err := json.Unmarshal(raw, &r.Doc); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s run %d: exit %d (%s)", r.Spec.Side, i, r.ExitCode, p.dir)
+		out = append(out, r)
+	}
+	return out
+}
+
+// TestConcurrentRuns: three ansible-playbook runs at once through one
+// daemon (each with its own files, all overlapping) each give what three
+// concurrent stock runs give.
+func TestConcurrentRuns(t *testing.T) {
+	requireLab(t)
+	for _, m := range []mode{{true, "sftp"}, {false, "scp"}} {
+		t.Run(m.String(), func(t *testing.T) {
+			requireBridge(t)
+			d := newPrivateDaemon(t)
+			hook := hookDir(t)
+			results := map[side][]*runResult{}
+			for _, sd := range []side{stock, bridgeSide()} {
+				resetOutputs(t)
+				entries, _ := os.ReadDir(hook)
+				for _, e := range entries {
+					os.Remove(filepath.Join(hook, e.Name()))
+				}
+				var specs []runSpec
+				for i := 1; i <= 3; i++ {
+					specs = append(specs, runSpec{
+						Playbook: "faults-concurrent.yml", Mode: m, Side: sd, Env: d.env(),
+						HostVars: map[string]map[string]any{"t": {
+							"run_id": i, "hook_dir": hook,
+							"out_dir": filepath.Join(suite.targetOut[suite.lab.User], fmt.Sprintf("run%d", i)),
+						}},
+					})
+				}
+				results[sd] = runAll(t, specs)
+				for i, r := range results[sd] {
+					wantExit(t, r, 0)
+					wantStats(t, r, "t", map[string]int{"failures": 0, "ignored": 1, "unreachable": 0})
+					wantTask(t, r, "t", "command", "ok", fmt.Sprintf("run %d", i+1))
+					st := wantTask(t, r, "t", "stat", "ok", "")
+					if s, _ := st["stat"].(map[string]any); s == nil || s["checksum"] != suite.bigSHA {
+						t.Errorf("%s run %d: big.bin on the target: %v, want sha256 %s", sd, i+1, st["stat"], suite.bigSHA)
+					}
+				}
+			}
+			for i := range results[stock] {
+				compareRuns(t, results[bridgeSide()][i], results[stock][i])
+			}
+		})
+	}
+}
+
+// largeFile writes size pseudo-random bytes (the same every run) and
+// returns the path and its sha256.
+func largeFile(t *testing.T, size int) (string, string) {
+	t.Helper()
+	p := filepath.Join(suite.data, fmt.Sprintf("large-%d.bin", size))
+	b := make([]byte, size)
+	_, _ = rand.NewChaCha8([32]byte{1, 2, 3}).Read(b)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(p) })
+	return p, fmt.Sprintf("%x", sha256.Sum256(b))
+}
+
+func fileSHA(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		return "missing: " + err.Error()
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+// TestLargeCopy: a 64 MiB file copied to the target and fetched back
+// through the bridge is intact both ways; and a daemon killed while the
+// file is on its way (during the upload, or during the module run that
+// writes it out) never leaves a partial destination: it is absent or
+// whole, and the next run completes the copy.
+func TestLargeCopy(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	const size = 64 << 20
+	src, want := largeFile(t, size)
+	target := filepath.Join(suite.targetOut[suite.lab.User], "large.bin")
+	local := filepath.Join(suite.local, "large.bin")
+	vars := map[string]map[string]any{"t": {"large_src": src}}
+	for _, m := range []mode{{true, "sftp"}, {false, "scp"}} {
+		t.Run("copy and fetch/"+m.String(), func(t *testing.T) {
+			d := newPrivateDaemon(t)
+			r := runPlaybook(t, runSpec{Playbook: "faults-large.yml", Mode: m, Side: bridge, HostVars: vars, Env: d.env()})
+			wantExit(t, r, 0)
+			if got := fileSHA(t, target); got != want {
+				t.Errorf("on the target: sha256 %s, want %s", got, want)
+			}
+			if got := fileSHA(t, local); got != want {
+				t.Errorf("fetched: sha256 %s, want %s", got, want)
+			}
+		})
+	}
+	// Killed while the shim uploads (route sftp), or while the module
+	// that writes the file out runs.
+	for _, during := range []string{"sftp", "module"} {
+		t.Run("daemon killed during "+during, func(t *testing.T) {
+			d := newPrivateDaemon(t)
+			hook := hookDir(t)
+			done := goRunPlaybook(t, hook, runSpec{
+				Playbook: "faults-large.yml", Mode: mode{false, "sftp"}, Side: bridge, Env: d.env(),
+				HostVars: map[string]map[string]any{"t": {"large_src": src, "skip_fetch": true}},
+			})
+			// Without pipelining the copy task makes two sftp uploads,
+			// AnsiballZ_stat.py and then the file, and runs the file task's
+			// module, stat, then copy, which writes the file out: kill at
+			// the second sftp, or the third module, seen in flight (or a
+			// later one, if the poll misses it).
+			nth := map[string]int{"sftp": 2, "module": 3}[during]
+			seen := map[uint64]bool{}
+			var killed int
+			var finished *runResult
+			func() {
+				deadline := time.Now().Add(2 * time.Minute)
+				for time.Now().Before(deadline) {
+					select {
+					case finished = <-done:
+						return
+					default:
+					}
+					st, ok := d.status(t)
+					if !ok {
+						continue
+					}
+					for _, iv := range st.InFlight {
+						if iv.Prog == during || iv.Route == during {
+							seen[iv.ID] = true
+						}
+						if len(seen) >= nth && seen[iv.ID] {
+							if err := syscall.Kill(st.PID, syscall.SIGKILL); err == nil {
+								killed = st.PID
+								t.Logf("killed daemon %d during %s invocation %d (%s) %q", st.PID, during, iv.ID, iv.Route, iv.Command)
+							}
+							return
+						}
+					}
+					time.Sleep(5 * time.Millisecond) // polling a condition
+				}
+			}()
+			if finished == nil {
+				finished = <-done
+			}
+			if finished == nil {
+				t.Fatal("the run failed to complete (see above)")
+			}
+			if killed == 0 {
+				t.Fatalf("the copy ended before the test saw it in flight (%s); exit %d", during, finished.ExitCode)
+			}
+			t.Logf("copy: %s", finished.event(t, "t", "copy").Status)
+			entries, _ := os.ReadDir(filepath.Dir(target))
+			for _, e := range entries {
+				t.Logf("left in %s: %s", filepath.Dir(target), e.Name())
+			}
+			if got := fileSHA(t, target); !strings.HasPrefix(got, "missing") && got != want {
+				t.Errorf("partial destination after the kill: sha256 %s, want %s or no file", got, want)
+			}
+			// The next run, on a fresh daemon, completes the copy. (Not
+			// through runPlaybook: it would clear the directory.)
+			r := runAll(t, []runSpec{{Playbook: "faults-large.yml", Mode: mode{false, "sftp"}, Side: bridge, Env: d.env(),
+				HostVars: map[string]map[string]any{"t": {"large_src": src, "skip_fetch": true}}}})[0]
+			wantExit(t, r, 0)
+			if got := fileSHA(t, target); got != want {
+				t.Errorf("after the next run: sha256 %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// The helper of TestOtherUIDRefused: the test binary, re-run as another
+// user, connects to the socket named by abDialEnv and sends a Hello.
+const abDialEnv = "AB_FAULTS_DIAL_AS_OTHER"
+
+func init() {
+	if p := os.Getenv(abDialEnv); p != "" {
+		os.Exit(dialAsOther(p))
+	}
+}
+
+// dialAsOther prints what the daemon did with a Hello from this process:
+// exit 0 when it closed the connection without a frame, 1 when it
+// answered, 2 when the connection could not be made.
+func dialAsOther(path string) int {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		fmt.Println("dial:", err)
+		return 2
+	}
+	defer c.Close()
+	hello, _ := json.Marshal(wire.HelloMsg{Prog: "ctl", Argv: []string{"status", "--json"}, PID: os.Getpid()})
+	if err := wire.Write(c, wire.Hello, hello); err != nil {
+		fmt.Println("write:", err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	f, err := wire.Read(c)
+	if err != nil {
+		fmt.Println("refused:", err)
+		return 0
+	}
+	fmt.Printf("answered: frame %c %q\n", f.Type, f.Payload)
+	return 1
+}
+
+// startDetached starts the private daemon as the shim would, and returns
+// its status once it answers.
+func (d *privateDaemon) startDetached(t *testing.T) abridge.Status {
+	t.Helper()
+	start := exec.Command(suite.bin, "daemon", "--detached")
+	start.Env = append(cleanEnv(os.Environ()), d.env()...)
+	if out, err := start.CombinedOutput(); err != nil {
+		t.Fatalf("ansible-bridge daemon --detached: %v\n%s", err, out)
+	}
+	var st abridge.Status
+	waitFor(t, 30*time.Second, "the daemon to answer", func() bool {
+		var ok bool
+		st, ok = d.status(t)
+		return ok
+	})
+	return st
+}
+
+// TestOtherUIDRefused: another user (nobody) gets nothing from root's
+// daemon. Its shim, pointed at root's socket, runs the real ssh without
+// sending anything; and a process of that uid that can reach the socket
+// anyway (CAP_DAC_OVERRIDE, so that the directory's and the socket's modes
+// do not stop it) is refused by the daemon's SO_PEERCRED check, which logs
+// it, and the daemon serves on.
+func TestOtherUIDRefused(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	d := newPrivateDaemon(t)
+	st := d.startDetached(t)
+	nobody := nobodyUID(t)
+	cred := &syscall.Credential{Uid: nobody, Gid: nobody}
+
+	// Binaries nobody can run: the work directory is root's.
+	dir, err := os.MkdirTemp("", "ab-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	install := func(src, name string) string {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	shimDir := filepath.Join(dir, "shims")
+	if err := os.Mkdir(shimDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	install(filepath.Join(filepath.Dir(suite.bin), "ansible-bridge-shim"), "shims/ssh")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper := install(self, "integration.test")
+	logBefore := fileSize(d.log)
+
+	t.Run("shim", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(shimDir, "ssh"), "-o", "BatchMode=yes", "-p", "1", "127.0.0.1", "true")
+		cmd.Env = []string{"PATH=" + shimDir + ":/usr/bin:/bin", "HOME=/nonexistent", "ANSIBLE_BRIDGE_SOCKET=" + d.socket}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, _ := cmd.CombinedOutput()
+		code := cmd.ProcessState.ExitCode()
+		t.Logf("shim as nobody: exit %d: %q", code, out)
+		// The real ssh's answer: nothing listens on port 1.
+		if code != 255 || !strings.Contains(string(out), "port 1: Connection refused") {
+			t.Errorf("shim as nobody against root's socket: exit %d, %q; want the real ssh's refused connection", code, out)
+		}
+	})
+	t.Run("peer uid", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, helper)
+		cmd.Env = []string{abDialEnv + "=" + d.socket}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, AmbientCaps: []uintptr{unix.CAP_DAC_OVERRIDE}}
+		out, err := cmd.CombinedOutput()
+		t.Logf("nobody with CAP_DAC_OVERRIDE: %v: %s", err, out)
+		if code := cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("a Hello from uid %d: exit %d (%s), want the connection closed unanswered", nobody, code, out)
+		}
+		waitFor(t, 30*time.Second, "the daemon to log the refusal", func() bool {
+			return strings.Contains(string(readFrom(d.log, logBefore)), "refusing connection from another user")
+		})
+	})
+	after := d.mustStatus(t)
+	if after.PID != st.PID {
+		t.Errorf("daemon pid %d became %d", st.PID, after.PID)
+	}
+	// Only the status calls of this test reached the daemon.
+	for _, l := range strings.Split(string(readFrom(d.log, logBefore)), "\n") {
+		if strings.Contains(l, "prog=") && !strings.Contains(l, "prog=ctl") {
+			t.Errorf("the daemon served another user's shim: %s", l)
+		}
+	}
+}
+
+// TestDaemonSurvivesGarbage: 200 connections to the daemon's socket
+// carrying random bytes or malformed frames (bad lengths, cut frames,
+// frames out of order, Hellos that are not JSON or name nothing it
+// serves, stray control frames after a Hello) leave it up: the same
+// daemon answers status afterwards, with nothing left in flight.
+func TestDaemonSurvivesGarbage(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	d := newPrivateDaemon(t)
+	st := d.startDetached(t)
+	rng := rand.New(rand.NewPCG(11, 12))
+	blob := func(max int) []byte {
+		b := make([]byte, rng.IntN(max+1))
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	frame := func(typ wire.Type, payload []byte) []byte {
+		var b bytes.Buffer
+		_ = wire.Write(&b, typ, payload)
+		return b.Bytes()
+	}
+	hello := func(prog string, argv ...string) []byte {
+		p, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, PID: 1})
+		return frame(wire.Hello, p)
+	}
+	cases := []func() []byte{
+		func() []byte { return blob(64 << 10) },                                   // random bytes
+		func() []byte { return nil },                                              // connect, close
+		func() []byte { return []byte{byte(wire.Hello), 0xff, 0xff, 0xff, 0xff} }, // length over MaxPayload
+		func() []byte { return frame(wire.Hello, blob(4096))[:rng.IntN(4000)+1] }, // cut short
+		func() []byte { return frame(wire.Hello, blob(4096)) },                    // not JSON
+		func() []byte { return frame(wire.Stdin, blob(100)) },                     // no Hello first
+		func() []byte { return hello(string(blob(8))) },                           // unknown prog
+		func() []byte { return hello("ctl", string(blob(16)), string(blob(16))) }, // unknown command
+		func() []byte { // ssh that must fall back, then stray frames
+			b := hello("ssh", "-N", "-o", "ForwardAgent=yes", "nohost.invalid")
+			b = append(b, frame(wire.Signal, blob(20))...)
+			b = append(b, frame(wire.WindowSize, blob(9))...)
+			return append(b, frame(wire.PromptReply, blob(30))...)
+		},
+		func() []byte { // a Hello, then garbage where frames should be
+			return append(hello("ctl", "status"), blob(1024)...)
+		},
+		func() []byte { return append(frame(wire.Hello, []byte(`{"prog":"ssh","argv":`)), blob(64)...) },
+	}
+	for i := 0; i < 200; i++ {
+		payload := cases[i%len(cases)]()
+		c, err := net.Dial("unix", d.socket)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		_, _ = c.Write(payload)
+		if uc, ok := c.(*net.UnixConn); ok && i%2 == 0 {
+			_ = uc.CloseWrite() // half of them: EOF, then read the answer
+			_, _ = io.Copy(io.Discard, c)
+		}
+		c.Close()
+	}
+	waitFor(t, 30*time.Second, "nothing in flight", func() bool {
+		s := d.mustStatus(t)
+		return len(s.InFlight) == 0
+	})
+	after := d.mustStatus(t)
+	if after.PID != st.PID {
+		t.Fatalf("daemon pid %d became %d: it died", st.PID, after.PID)
+	}
+	if b, _ := os.ReadFile(d.log); bytes.Contains(b, []byte("panic")) {
+		t.Errorf("the daemon log has a panic:\n%s", tail(string(b), 40))
+	}
+	t.Logf("daemon %d served %d invocations and still answers", after.PID, after.Invocations)
+}
+
+// TestNoPasswordInStatusOrProcesses adds to TestNoPasswordLeaks (logs, the
+// mount) what it does not look at: after the playbooks that type
+// passwords, with the connections and interpreters still up, neither
+// `status` (text and JSON) nor the command line or environment of the
+// daemon or of any process on the target (sessions, interpreters, become
+// interpreters) holds a password.
+func TestNoPasswordInStatusOrProcesses(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	d := newPrivateDaemon(t)
+	for _, pb := range []string{"become.yml", "password.yml"} {
+		for _, pipelining := range []bool{false, true} {
+			r := runPlaybook(t, runSpec{
+				Playbook: pb, Mode: mode{Pipelining: pipelining, Transfer: "sftp"}, Side: bridge,
+				HostVars: setupBecome(t), Env: d.env(),
+			})
+			if r.ExitCode != 0 && r.ExitCode != 2 && r.ExitCode != 4 {
+				t.Fatalf("%s: exit %d\n%s", pb, r.ExitCode, r.Stderr)
+			}
+		}
+	}
+	secrets := [][]byte{[]byte(suite.lab.Password), []byte("wrong-password")}
+	check := func(name string, data []byte) {
+		for _, s := range secrets {
+			if bytes.Contains(data, s) {
+				t.Errorf("%s holds the password %q", name, s)
+			}
+		}
+	}
+	st := d.mustStatus(t)
+	interpreters := 0
+	for _, ts := range st.Targets {
+		interpreters += len(ts.Interpreters)
+	}
+	if interpreters == 0 {
+		t.Fatalf("no interpreter is up: nothing to look at")
+	}
+	for _, args := range [][]string{{"status"}, {"status", "--json"}} {
+		cmd := exec.Command(suite.bin, args...)
+		cmd.Env = append(cleanEnv(os.Environ()), d.env()...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		check(strings.Join(args, " "), out)
+	}
+	procs := append([]int{st.PID}, descendants(labSSHDPid(t))...)
+	for _, pid := range procs {
+		for _, f := range []string{"cmdline", "environ"} {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, f)); err == nil {
+				check(fmt.Sprintf("/proc/%d/%s", pid, f), b)
+			}
+		}
+	}
+	t.Logf("looked at status and %d processes (the daemon, %d interpreters and the rest on the target)", len(procs), interpreters)
+}
