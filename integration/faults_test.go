@@ -633,17 +633,7 @@ func TestFleet(t *testing.T) {
 	requireBridge(t)
 	const hosts = 50
 	d := newPrivateDaemon(t)
-	start := exec.Command(suite.bin, "daemon", "--detached")
-	start.Env = append(cleanEnv(os.Environ()), d.env()...)
-	if out, err := start.CombinedOutput(); err != nil {
-		t.Fatalf("ansible-bridge daemon --detached: %v\n%s", err, out)
-	}
-	var st abridge.Status
-	waitFor(t, 30*time.Second, "the daemon to answer", func() bool {
-		var ok bool
-		st, ok = d.status(t)
-		return ok
-	})
+	st := d.startDetached(t)
 	before := sampleProc(t, st.PID)
 
 	vars := map[string]map[string]any{}
@@ -987,13 +977,26 @@ func dialAsOther(path string) int {
 // its status once it answers.
 func (d *privateDaemon) startDetached(t *testing.T) abridge.Status {
 	t.Helper()
-	start := exec.Command(suite.bin, "daemon", "--detached")
+	// As fakessh's startDaemon: in a session of its own, not waited for
+	// (it runs until stopped); its output, if any, to a file.
+	out := createFile(t, d.log+".start")
+	defer out.Close()
+	start := exec.Command(suite.bin, "daemon", "--socket", d.socket, "--detached")
 	start.Env = append(cleanEnv(os.Environ()), d.env()...)
-	if out, err := start.CombinedOutput(); err != nil {
-		t.Fatalf("ansible-bridge daemon --detached: %v\n%s", err, out)
+	start.Stdout, start.Stderr = out, out
+	start.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := start.Start(); err != nil {
+		t.Fatalf("ansible-bridge daemon: %v", err)
 	}
+	exited := make(chan struct{})
+	go func() { _ = start.Wait(); close(exited) }()
 	var st abridge.Status
 	waitFor(t, 30*time.Second, "the daemon to answer", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("the daemon exited: %s", readString(t, d.log+".start"))
+		default:
+		}
 		var ok bool
 		st, ok = d.status(t)
 		return ok
@@ -1119,7 +1122,10 @@ func TestDaemonSurvivesGarbage(t *testing.T) {
 		func() []byte { return blob(64 << 10) },                                   // random bytes
 		func() []byte { return nil },                                              // connect, close
 		func() []byte { return []byte{byte(wire.Hello), 0xff, 0xff, 0xff, 0xff} }, // length over MaxPayload
-		func() []byte { return frame(wire.Hello, blob(4096))[:rng.IntN(4000)+1] }, // cut short
+		func() []byte { // cut short
+			b := frame(wire.Hello, blob(4096))
+			return b[:rng.IntN(len(b))]
+		},
 		func() []byte { return frame(wire.Hello, blob(4096)) },                    // not JSON
 		func() []byte { return frame(wire.Stdin, blob(100)) },                     // no Hello first
 		func() []byte { return hello(string(blob(8))) },                           // unknown prog
