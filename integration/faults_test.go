@@ -783,16 +783,15 @@ func TestConcurrentRuns(t *testing.T) {
 		m := tc.mode
 		t.Run(fmt.Sprintf("%s/transfers=%t", m, tc.transfers), func(t *testing.T) {
 			requireBridge(t)
-			if (tc.transfers || !m.Pipelining) && os.Getenv("AB_KNOWN_DEFECTS") == "" {
-				// Held temp dirs are per target, not per run: one run's
-				// passthrough, SFTP or module request writes every run's
-				// held dirs to the target (materializeHeld, onTargetSpec)
-				// while another run's does too, so one of them fails
-				// ("mkdir …ansible-tmp-…: sftp: \"Failure\"
-				// (SSH_FX_FAILURE)", or "can't open file
-				// …/AnsiballZ_command.py"). Every run that uploads
-				// (transfers, or modules without pipelining) can hit it.
-				t.Skip("known defect: concurrent runs' held temp dirs race; AB_KNOWN_DEFECTS=1 runs it")
+			if !m.Pipelining && os.Getenv("AB_KNOWN_DEFECTS") == "" {
+				// Held temp dirs are per target, not per run. Without
+				// pipelining one run's `chmod u+x` of its held
+				// AnsiballZ_*.py can still reach the target while the file
+				// is not there ("Failed to set execute bit on remote
+				// files … chmod: cannot access …/AnsiballZ_command.py: No
+				// such file or directory"), in about one in three runs
+				// after 5b695ec and d53f87d fixed the other races.
+				t.Skip("known defect: concurrent runs without pipelining race on held temp dirs; AB_KNOWN_DEFECTS=1 runs it")
 			}
 			d := newPrivateDaemon(t)
 			hook := hookDir(t)
