@@ -33,6 +33,11 @@ type sharedTemp struct {
 	byAgent  bool                 // written by a module run, not materialize
 	becomeAs string               // the become user whose step ran from it, if any
 	files    map[string]*heldFile // by base name
+	// changes counts uploads and mode changes: a module run that wrote
+	// the dir marks it on the target only if nothing changed since it
+	// took what to write (onTargetSpec), since every run writes every
+	// held dir, and another run may be uploading into this one.
+	changes int
 }
 
 type heldFile struct {
@@ -187,6 +192,7 @@ func (st *sharedTemp) hold(name string, r io.Reader, mode fs.FileMode) (bool, in
 		return false, n, errNotHeld{buf.Bytes()}
 	}
 	st.files[name] = &heldFile{data: buf.Bytes(), mode: mode, size: n, mtime: time.Now()}
+	st.changes++
 	return true, n, nil
 }
 
@@ -212,6 +218,7 @@ func (st *sharedTemp) chmodUX(name string) bool {
 		return false
 	}
 	f.mode |= 0o100
+	st.changes++
 	return true
 }
 
@@ -357,12 +364,13 @@ func (t *target) syncRemovals(ctx context.Context) {
 
 // onTargetSpec is what a module run must create before it starts: the
 // dir (modules may use it as their tmpdir) and its files but skip (the
-// wrapper, which runs from memory).
-func (st *sharedTemp) onTargetSpec(skip string) ([]interp.DirSpec, []interp.FileSpec) {
+// wrapper, which runs from memory), and the change count to pass to
+// markOnTarget once they are written.
+func (st *sharedTemp) onTargetSpec(skip string) ([]interp.DirSpec, []interp.FileSpec, int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.onTarget {
-		return nil, nil
+		return nil, nil, st.changes
 	}
 	dirs := []interp.DirSpec{{Path: st.dir, Mode: 0o700}}
 	var files []interp.FileSpec
@@ -378,14 +386,16 @@ func (st *sharedTemp) onTargetSpec(skip string) ([]interp.DirSpec, []interp.File
 		f := st.files[n]
 		files = append(files, interp.FileSpec{Path: path.Join(st.dir, n), Data: f.data, Mode: f.mode})
 	}
-	return dirs, files
+	return dirs, files, st.changes
 }
 
-// markOnTarget records that a module run wrote the dir to the target.
-func (st *sharedTemp) markOnTarget() {
+// markOnTarget records that a module run wrote the dir to the target as
+// it was at change count changes. If it changed since, it stays held: the
+// next command that needs it writes it whole (over what is there).
+func (st *sharedTemp) markOnTarget(changes int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if !st.onTarget {
+	if !st.onTarget && st.changes == changes {
 		st.onTarget, st.byAgent = true, true
 		st.dropData()
 	}

@@ -190,3 +190,38 @@ func TestMaterializeAfterModuleRun(t *testing.T) {
 		t.Errorf("wrapper on the target: %q, %v", b, err)
 	}
 }
+
+// TestModuleRunDoesNotDropLaterUpload: every module run writes every held
+// dir; an upload into one of them after the run took what to write (a
+// concurrent run's) must not be dropped when the run marks the dir on the
+// target (the other run's chmod then found no file).
+func TestModuleRunDoesNotDropLaterUpload(t *testing.T) {
+	var h housekeeping
+	h.addTemp("/b", "/b/ansible-tmp-2")
+	st, _ := h.lookup("/b/ansible-tmp-2/x")
+	dirs, files, changes := st.onTargetSpec("")
+	if len(dirs) != 1 || len(files) != 0 {
+		t.Fatalf("spec of an empty held dir: %v %v", dirs, files)
+	}
+	if held, _, err := st.hold("AnsiballZ_command.py", strings.NewReader("w"), 0o600); !held || err != nil {
+		t.Fatalf("hold: %v %v", held, err)
+	}
+	st.markOnTarget(changes) // the first run's module run is done
+	if !st.held() {
+		t.Fatal("dir marked on the target though an upload came after the run took it")
+	}
+	if f, ok := st.file("AnsiballZ_command.py"); !ok || string(f.data) != "w" {
+		t.Fatal("the later upload was dropped")
+	}
+	if !st.chmodUX("AnsiballZ_command.py") {
+		t.Error("chmod u+x of the held file not answered")
+	}
+	_, files, changes = st.onTargetSpec("")
+	if len(files) != 1 || files[0].Mode != 0o700 {
+		t.Fatalf("next run's spec: %+v", files)
+	}
+	st.markOnTarget(changes)
+	if st.held() {
+		t.Error("dir still held after a run wrote it as it is")
+	}
+}

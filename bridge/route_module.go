@@ -104,8 +104,9 @@ func (t *target) heldWrapper(script string) []byte {
 // the VAR=value prefixes, a PTY as -tt asks, and every held temp dir
 // (not only the wrapper's: a piped module, such as copy with pipelining,
 // finds its source there through its arguments).
-// It also returns the held dirs the request writes to the target.
-func (r *request) moduleRequest(c ansibleCmd, wrapper []byte) (interp.ModuleRequest, []*sharedTemp) {
+// It also returns the held dirs the request writes to the target, as of
+// which change (markOnTarget).
+func (r *request) moduleRequest(c ansibleCmd, wrapper []byte) (interp.ModuleRequest, []heldSnapshot) {
 	iv, t := r.iv, r.t
 	req := interp.ModuleRequest{Wrapper: wrapper, ScriptPath: c.script}
 	if len(c.env) > 0 {
@@ -118,15 +119,16 @@ func (r *request) moduleRequest(c ansibleCmd, wrapper []byte) (interp.ModuleRequ
 	if c.script != "" {
 		st, _ = t.house.lookup(c.script)
 	}
-	held := t.house.held()
-	for _, h := range held {
+	var held []heldSnapshot
+	for _, h := range t.house.held() {
 		skip := ""
 		if h == st && !keepRemoteFiles(wrapper) {
 			skip = path.Base(c.script)
 		}
-		dirs, files := h.onTargetSpec(skip)
+		dirs, files, changes := h.onTargetSpec(skip)
 		req.Dirs = append(req.Dirs, dirs...)
 		req.Files = append(req.Files, files...)
+		held = append(held, heldSnapshot{h, changes})
 	}
 	if r.tty() {
 		req.PTY = &interp.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols}
@@ -134,9 +136,15 @@ func (r *request) moduleRequest(c ansibleCmd, wrapper []byte) (interp.ModuleRequ
 	return req, held
 }
 
+// heldSnapshot is a held dir as a module run wrote it to the target.
+type heldSnapshot struct {
+	st      *sharedTemp
+	changes int
+}
+
 // moduleResult passes a module run's result to the shim, as ssh would
 // have, and returns the exit status.
-func (r *request) moduleResult(req interp.ModuleRequest, held []*sharedTemp, res *interp.Result, err error) int {
+func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, res *interp.Result, err error) int {
 	iv := r.iv
 	if err != nil {
 		iv.log.WithError(err).Warn("module run in the interpreter failed")
@@ -151,7 +159,7 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []*sharedTemp, res
 	}
 	if len(req.Dirs) > 0 {
 		for _, h := range held {
-			h.markOnTarget()
+			h.st.markOnTarget(h.changes)
 		}
 	}
 	_, _ = iv.stdout().Write(res.Stdout)
