@@ -783,16 +783,6 @@ func TestConcurrentRuns(t *testing.T) {
 		m := tc.mode
 		t.Run(fmt.Sprintf("%s/transfers=%t", m, tc.transfers), func(t *testing.T) {
 			requireBridge(t)
-			if !m.Pipelining && os.Getenv("AB_KNOWN_DEFECTS") == "" {
-				// Held temp dirs are per target, not per run. Without
-				// pipelining one run's `chmod u+x` of its held
-				// AnsiballZ_*.py can still reach the target while the file
-				// is not there ("Failed to set execute bit on remote
-				// files … chmod: cannot access …/AnsiballZ_command.py: No
-				// such file or directory"), in about one in three runs
-				// after 5b695ec and d53f87d fixed the other races.
-				t.Skip("known defect: concurrent runs without pipelining race on held temp dirs; AB_KNOWN_DEFECTS=1 runs it")
-			}
 			d := newPrivateDaemon(t)
 			hook := hookDir(t)
 			results := map[side][]*runResult{}
