@@ -163,6 +163,25 @@ func TestExpiryFreesMemory(t *testing.T) {
 	if freed != 1 {
 		t.Fatalf("memory freed %d times with nothing expiring, want 1", freed)
 	}
+	// A connection closed otherwise (reset_connection: -O stop) frees it
+	// at the next tick too.
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", "true"), ""); r.code != 0 {
+		t.Fatalf("ssh: %+v", r)
+	}
+	h.srv.expireIdle(time.Now())
+	if r := h.run("ssh", h.sshArgs("-O", "stop", "127.0.0.1"), ""); r.code != 0 {
+		t.Fatalf("ssh -O stop: %+v", r)
+	}
+	for deadline := time.Now().Add(5 * time.Second); h.srv.targets.connected(); {
+		if time.Now().After(deadline) {
+			t.Fatal("connection still open after -O stop")
+		}
+		time.Sleep(time.Millisecond) // polling a condition, not a delay
+	}
+	h.srv.expireIdle(time.Now())
+	if freed != 2 {
+		t.Fatalf("memory freed %d times, want 2: once more after -O stop closed the last connection", freed)
+	}
 }
 
 // fakeAgents boots in-process fake interpreters that say hello and exit

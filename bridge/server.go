@@ -56,6 +56,8 @@ type Server struct {
 	stopCh   chan struct{}
 	// freeMemory returns freed memory to the system; tests replace it.
 	freeMemory func()
+	hadConns   bool // a connection was open at the last expireIdle
+
 }
 
 // New returns a Server; Run starts it.
@@ -138,13 +140,14 @@ func (s *Server) persistWatch(ctx context.Context) {
 	}
 }
 
-// expireIdle expires the targets idle for their ControlPersist. When that
-// leaves no connection open, the memory freed goes back to the system at
-// once: a run over many targets grows the heap (each connection's and
-// interpreter client's buffers) and the runtime returns it only slowly,
-// so an idle daemon kept its peak RSS. What stays per target after its
-// connections close is its status row and counters (a few hundred
-// bytes) and the bounded journal (Config.JournalSize entries).
+// expireIdle expires the targets idle for their ControlPersist. When no
+// connection is left open (expired, or closed by reset_connection or a
+// dead peer), the memory freed goes back to the system at once: a run
+// over many targets grows the heap (each connection's and interpreter
+// client's buffers) and the runtime returns it only slowly, so an idle
+// daemon kept its peak RSS. What stays per target after its connections
+// close is its status row and counters (a few hundred bytes) and the
+// bounded journal (Config.JournalSize entries). Called once a second.
 func (s *Server) expireIdle(now time.Time) {
 	expired := false
 	for _, t := range s.targets.all() {
@@ -152,9 +155,11 @@ func (s *Server) expireIdle(now time.Time) {
 			expired = true
 		}
 	}
-	if expired && !s.targets.connected() {
+	connected := s.targets.connected()
+	if !connected && (expired || s.hadConns) {
 		s.freeMemory()
 	}
+	s.hadConns = connected
 }
 
 func (s *Server) stopping() bool {
