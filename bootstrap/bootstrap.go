@@ -66,7 +66,9 @@ func Inline(python string) string {
 	return python + ` -c 'import base64;exec(base64.b64decode("` + enc + `"))'`
 }
 
-// quoteInner escapes single quotes for a single-quoted sh word.
+// quoteInner escapes single quotes for a single-quoted sh word. Not
+// go-shellquote's Join, which escapes with backslashes: the line must
+// mean the same to a csh login shell, which Join's output does not.
 func quoteInner(s string) string {
 	return string(bytes.ReplaceAll([]byte(s), []byte("'"), []byte(`'"'"'`)))
 }
