@@ -10,6 +10,9 @@
 //   - ssh -o ControlPersist (Ansible's probe): what OpenSSH prints for an
 //     option without a value, exit 255;
 //   - ssh -O check|stop|exit: like a running ControlMaster;
+// (ansible-core 2.22 writes each without " && sleep 0", and 2.19+ chmod
+// u+rwx; the pipelined wrapper of 2.19+ names its module in its
+// _ansiballz_main call, read by interp/ansiballz.)
 //   - /bin/sh -c 'echo ~user && sleep 0': the home directory;
 //   - /bin/sh -c '( umask 77 && mkdir … echo NAME="` echo DIR `" ) && sleep 0':
 //     NAME=DIR;
@@ -31,6 +34,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/ansible-bridge/ansible-bridge/bridge/become"
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 	"io"
 	"os"
 	"path/filepath"
@@ -207,9 +211,10 @@ func (e env) ssh(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 var (
-	homeRE   = regexp.MustCompile(`^echo ~([A-Za-z0-9_.][A-Za-z0-9_.-]*)? && sleep 0$`)
-	mkdirRE  = regexp.MustCompile("^\\( umask 77 && mkdir .* && echo ([^=\\s]+)=\"` echo (.+?) `\" \\) && sleep 0$")
-	pythonRE = regexp.MustCompile(`^(/\S*python[0-9.]*)(?: (\S+/AnsiballZ_(\w+)\.py))? && sleep 0$`)
+	// ansible-core up to 2.21 appends " && sleep 0"; 2.22 does not.
+	homeRE   = regexp.MustCompile(`^echo ~([A-Za-z0-9_.][A-Za-z0-9_.-]*)?(?: && sleep 0)?$`)
+	mkdirRE  = regexp.MustCompile("^\\( umask 77 && mkdir .* && echo ([^=\\s]+)=\"` echo (.+?) `\" \\)(?: && sleep 0)?$")
+	pythonRE = regexp.MustCompile(`^(/\S*python[0-9.]*)(?: (\S+/AnsiballZ_(\w+)\.py))?(?: && sleep 0)?$`)
 	// The pipelined AnsiballZ wrapper names its module in runpy.run_module.
 	modNameRE = regexp.MustCompile(`mod_name='ansible\.modules\.(\w+)'`)
 )
@@ -250,7 +255,7 @@ func (e env) become(cmd, user string, tty bool, stdin io.Reader, stdout, stderr 
 		}
 	}
 	fmt.Fprintln(stdout, w.Success)
-	return e.answer(w.Inner+" && sleep 0", user, stdin, stdout, stderr)
+	return e.answer(w.Inner, user, stdin, stdout, stderr)
 }
 
 // answer answers the command a remote /bin/sh -c runs.
@@ -267,7 +272,7 @@ func (e env) answer(inner, user string, stdin io.Reader, stdout, stderr io.Write
 		fmt.Fprintf(stdout, "%s=%s\n", m[1], m[2])
 		return 0
 	}
-	if strings.HasPrefix(inner, "chmod u+x ") || strings.HasPrefix(inner, "rm -f -r ") {
+	if strings.HasPrefix(inner, "chmod u+x ") || strings.HasPrefix(inner, "chmod u+rwx ") || strings.HasPrefix(inner, "rm -f -r ") {
 		return 0
 	}
 	if m := pythonRE.FindStringSubmatch(inner); m != nil {
@@ -278,7 +283,9 @@ func (e env) answer(inner, user string, stdin io.Reader, stdout, stderr io.Write
 				fmt.Fprintf(stderr, "floor: read stdin: %v\n", err)
 				return 1
 			}
-			if mm := modNameRE.FindSubmatch(data); mm != nil {
+			if w, err := ansiballz.Parse(data); err == nil {
+				module = strings.TrimPrefix(w.ModuleFQN, "ansible.modules.")
+			} else if mm := modNameRE.FindSubmatch(data); mm != nil {
 				module = string(mm[1])
 			}
 		}

@@ -57,6 +57,15 @@ func TestRun(t *testing.T) {
 			stdout: "/home/abtest\n",
 		},
 		{
+			name:   "home, ansible-core 2.22 (no sleep 0)",
+			argv:   sshCall("127.0.0.1", "/bin/sh -c 'echo ~abtest'"),
+			stdout: "/home/abtest\n",
+		},
+		{
+			name: "chmod u+rwx (2.19+)",
+			argv: sshCall("127.0.0.1", "/bin/sh -c 'chmod u+rwx "+tmp+" "+tmp+"/AnsiballZ_command.py'"),
+		},
+		{
 			name:   "home of the login user",
 			argv:   []string{"ssh", "deploy@127.0.0.1", "/bin/sh -c 'echo ~ && sleep 0'"},
 			stdout: "/home/deploy\n",
