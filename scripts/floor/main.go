@@ -10,6 +10,7 @@
 //   - ssh -o ControlPersist (Ansible's probe): what OpenSSH prints for an
 //     option without a value, exit 255;
 //   - ssh -O check|stop|exit: like a running ControlMaster;
+//
 // (ansible-core 2.22 writes each without " && sleep 0", and 2.19+ chmod
 // u+rwx; the pipelined wrapper of 2.19+ names its module in its
 // _ansiballz_main call, read by interp/ansiballz.)
