@@ -10,10 +10,6 @@
 //   - ssh -o ControlPersist (Ansible's probe): what OpenSSH prints for an
 //     option without a value, exit 255;
 //   - ssh -O check|stop|exit: like a running ControlMaster;
-//
-// (ansible-core 2.22 writes each without " && sleep 0", and 2.19+ chmod
-// u+rwx; the pipelined wrapper of 2.19+ names its module in its
-// _ansiballz_main call, read by interp/ansiballz.)
 //   - /bin/sh -c 'echo ~user && sleep 0': the home directory;
 //   - /bin/sh -c '( umask 77 && mkdir … echo NAME="` echo DIR `" ) && sleep 0':
 //     NAME=DIR;
@@ -24,6 +20,11 @@
 //     prints it for `hostname` (ping is known too);
 //   - sftp -b - with put lines: echoes them as batch mode does, exit 0;
 //   - scp SRC [host]:DST: exit 0.
+//
+// Later versions' shapes are answered too: ansible-core 2.22 writes each
+// command without " && sleep 0" (and a bare /bin/sh -c PYTHON), 2.19+
+// chmod u+rwx, and 2.19+'s pipelined wrapper names its module in its
+// _ansiballz_main call, read by interp/ansiballz.
 //
 // With -tt the output gets a terminal's CRLF line endings and stderr gets
 // "Shared connection to HOST closed.", as through a ControlMaster. Anything
