@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"github.com/ansible-bridge/ansible-bridge/integration/procstat"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -156,81 +157,15 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// procSample is what a process holds: resident memory, open files, threads.
-type procSample struct {
-	RSSKiB, FDs, Threads int
-}
-
-func (p procSample) String() string {
-	return fmt.Sprintf("RSS %.1f MiB, %d fds, %d threads", float64(p.RSSKiB)/1024, p.FDs, p.Threads)
-}
-
-func sampleProc(t *testing.T, pid int) procSample {
+// sampleProc reads what a process holds: resident memory, open files,
+// threads.
+func sampleProc(t *testing.T, pid int) procstat.Sample {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	s, err := procstat.Read(pid)
 	if err != nil {
-		t.Fatalf("process %d: %v", pid, err)
+		t.Fatal(err)
 	}
-	var s procSample
-	for _, l := range strings.Split(string(b), "\n") {
-		k, v, _ := strings.Cut(l, ":")
-		f := strings.Fields(v)
-		if len(f) == 0 {
-			continue
-		}
-		n, _ := strconv.Atoi(f[0])
-		switch k {
-		case "VmRSS":
-			s.RSSKiB = n
-		case "Threads":
-			s.Threads = n
-		}
-	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		t.Fatalf("process %d: %v", pid, err)
-	}
-	s.FDs = len(fds)
 	return s
-}
-
-// descendants returns the pids of every process below pid.
-func descendants(pid int) []int {
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		children[pp] = append(children[pp], p)
-	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	return out
 }
 
 // labSSHDPid is the pid of the lab's listening sshd.
@@ -347,7 +282,7 @@ func TestDaemonKilledMidRun(t *testing.T) {
 func holderSession(t *testing.T, marker string) int {
 	t.Helper()
 	sshd := labSSHDPid(t)
-	for _, pid := range descendants(sshd) {
+	for _, pid := range procstat.Descendants(sshd) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err != nil || !strings.Contains(string(b), marker) {
 			continue
@@ -379,7 +314,7 @@ func parentPid(pid int) int {
 
 // killTree sends SIGKILL to pid and everything below it.
 func killTree(pid int) {
-	all := append([]int{pid}, descendants(pid)...)
+	all := append([]int{pid}, procstat.Descendants(pid)...)
 	for _, p := range all {
 		_ = syscall.Kill(p, syscall.SIGSTOP) // none may fork meanwhile
 	}
@@ -1235,7 +1170,7 @@ func TestNoPasswordInStatusOrProcesses(t *testing.T) {
 		}
 		check(strings.Join(args, " "), out)
 	}
-	procs := append([]int{st.PID}, descendants(labSSHDPid(t))...)
+	procs := append([]int{st.PID}, procstat.Descendants(labSSHDPid(t))...)
 	for _, pid := range procs {
 		for _, f := range []string{"cmdline", "environ"} {
 			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, f)); err == nil {

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ansible-bridge/ansible-bridge/integration/procstat"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -36,8 +37,8 @@ import (
 )
 
 type sample struct {
-	items                  int
-	rssKiB, fds, threads   int
+	items int
+	procstat.Sample
 	targetProcs, daemonPID int
 	wall                   time.Duration
 }
@@ -189,10 +190,10 @@ func run(ctx context.Context, items, every int, growth float64, keep bool) error
 		if err != nil {
 			return err
 		}
-		procs := descendants(sshdPID)
+		procs := procstat.Descendants(sshdPID)
 		s.items, s.wall, s.targetProcs = (i+1)*every, time.Since(start), len(procs)
 		fmt.Printf("items %6d: daemon RSS %6.1f MiB, %3d fds, %3d threads; %3d target processes; these %d items in %.1fs\n",
-			s.items, float64(s.rssKiB)/1024, s.fds, s.threads, s.targetProcs, every, s.wall.Seconds())
+			s.items, float64(s.RSSKiB)/1024, s.FDs, s.Threads, s.targetProcs, every, s.wall.Seconds())
 		if os.Getenv("SOAK_VERBOSE") != "" {
 			for _, p := range procs {
 				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
@@ -217,14 +218,14 @@ func run(ctx context.Context, items, every int, growth float64, keep bool) error
 		return fmt.Errorf("ansible-playbook:\n%s", tail(out.Bytes()))
 	}
 	var fails []string
-	if limit := float64(first.rssKiB) * (1 + growth/100); float64(last.rssKiB) > limit {
-		fails = append(fails, fmt.Sprintf("RSS grew from %.1f to %.1f MiB (more than %g %%)", float64(first.rssKiB)/1024, float64(last.rssKiB)/1024, growth))
+	if limit := float64(first.RSSKiB) * (1 + growth/100); float64(last.RSSKiB) > limit {
+		fails = append(fails, fmt.Sprintf("RSS grew from %.1f to %.1f MiB (more than %g %%)", float64(first.RSSKiB)/1024, float64(last.RSSKiB)/1024, growth))
 	}
-	if last.fds != first.fds {
-		fails = append(fails, fmt.Sprintf("fds went from %d to %d", first.fds, last.fds))
+	if last.FDs != first.FDs {
+		fails = append(fails, fmt.Sprintf("fds went from %d to %d", first.FDs, last.FDs))
 	}
-	if last.threads != first.threads {
-		fails = append(fails, fmt.Sprintf("threads went from %d to %d", first.threads, last.threads))
+	if last.Threads != first.Threads {
+		fails = append(fails, fmt.Sprintf("threads went from %d to %d", first.Threads, last.Threads))
 	}
 	if last.targetProcs != first.targetProcs {
 		fails = append(fails, fmt.Sprintf("target processes went from %d to %d", first.targetProcs, last.targetProcs))
@@ -233,7 +234,7 @@ func run(ctx context.Context, items, every int, growth float64, keep bool) error
 		return fmt.Errorf("between items %d and %d: %s", first.items, last.items, strings.Join(fails, "; "))
 	}
 	fmt.Printf("soak: ok: between items %d and %d RSS %+.1f %%, fds, threads and target processes unchanged\n",
-		first.items, last.items, 100*(float64(last.rssKiB)/float64(first.rssKiB)-1))
+		first.items, last.items, 100*(float64(last.RSSKiB)/float64(first.RSSKiB)-1))
 	return nil
 }
 
@@ -253,66 +254,11 @@ func readPID(path string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
-// measure reads a process's resident memory, threads and open fds.
+// measure reads the daemon's resident memory, threads and open fds.
 func measure(pid int) (sample, error) {
-	s := sample{daemonPID: pid}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	p, err := procstat.Read(pid)
 	if err != nil {
-		return s, fmt.Errorf("daemon %d: %w", pid, err)
+		return sample{}, fmt.Errorf("daemon: %w", err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		k, v, _ := strings.Cut(l, ":")
-		f := strings.Fields(v)
-		if len(f) == 0 {
-			continue
-		}
-		n, _ := strconv.Atoi(f[0])
-		switch k {
-		case "VmRSS":
-			s.rssKiB = n
-		case "Threads":
-			s.threads = n
-		}
-	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		return s, fmt.Errorf("daemon %d: %w", pid, err)
-	}
-	s.fds = len(fds)
-	return s, nil
-}
-
-// descendants returns the pids of every process below pid.
-func descendants(pid int) []int {
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		children[pp] = append(children[pp], p)
-	}
-	var out []int
-	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
-		for _, c := range children[queue[0]] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	return out
+	return sample{Sample: p, daemonPID: pid}, nil
 }

@@ -1,0 +1,85 @@
+// Package procstat reads what the fault tests and the soak watch of a
+// process from /proc: resident memory, threads, open fds, and the
+// processes below it.
+package procstat
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Sample is one reading of a process.
+type Sample struct {
+	RSSKiB, FDs, Threads int
+}
+
+func (s Sample) String() string {
+	return fmt.Sprintf("RSS %.1f MiB, %d fds, %d threads", float64(s.RSSKiB)/1024, s.FDs, s.Threads)
+}
+
+// Read reads pid's resident memory, threads and open fds.
+func Read(pid int) (Sample, error) {
+	var s Sample
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return s, fmt.Errorf("process %d: %w", pid, err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		n, _ := strconv.Atoi(f[0])
+		switch k {
+		case "VmRSS":
+			s.RSSKiB = n
+		case "Threads":
+			s.Threads = n
+		}
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return s, fmt.Errorf("process %d: %w", pid, err)
+	}
+	s.FDs = len(fds)
+	return s, nil
+}
+
+// Descendants returns the pids of every process below pid.
+func Descendants(pid int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		children[pp] = append(children[pp], p)
+	}
+	var out []int
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		for _, c := range children[queue[0]] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
