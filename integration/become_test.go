@@ -52,14 +52,7 @@ func TestNoPasswordLeaks(t *testing.T) {
 			}
 		}
 	}
-	secrets := [][]byte{[]byte(suite.lab.Password), []byte("wrong-password")}
-	check := func(name string, data []byte) {
-		for _, s := range secrets {
-			if bytes.Contains(data, s) {
-				t.Errorf("%s holds the password %q", name, s)
-			}
-		}
-	}
+	check := passwordCheck(t)
 	logs := []string{d.log, wire.SideFile(d.socket, "shim.log")}
 	for _, p := range logs {
 		if b, err := os.ReadFile(p); err == nil {
@@ -319,5 +312,19 @@ func TestUserdelAfterBecome(t *testing.T) {
 			after := runPlaybook(t, spec)
 			checkUserdel(t, after)
 		})
+	}
+}
+
+// passwordCheck returns a check that data, named name, holds neither the
+// lab's password nor the wrong one the corpus types.
+func passwordCheck(t *testing.T) func(name string, data []byte) {
+	secrets := [][]byte{[]byte(suite.lab.Password), []byte("wrong-password")}
+	return func(name string, data []byte) {
+		t.Helper()
+		for _, s := range secrets {
+			if bytes.Contains(data, s) {
+				t.Errorf("%s holds the password %q", name, s)
+			}
+		}
 	}
 }

@@ -1145,14 +1145,7 @@ func TestNoPasswordInStatusOrProcesses(t *testing.T) {
 			}
 		}
 	}
-	secrets := [][]byte{[]byte(suite.lab.Password), []byte("wrong-password")}
-	check := func(name string, data []byte) {
-		for _, s := range secrets {
-			if bytes.Contains(data, s) {
-				t.Errorf("%s holds the password %q", name, s)
-			}
-		}
-	}
+	check := passwordCheck(t)
 	st := d.mustStatus(t)
 	interpreters := 0
 	for _, ts := range st.Targets {
