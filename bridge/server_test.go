@@ -39,7 +39,7 @@ func newHarness(t *testing.T, maxSessions int) *harness {
 	log.SetOutput(testWriter{t})
 	log.SetLevel(logrus.DebugLevel)
 	hook := logtest.NewLocal(log)
-	dial := func(ctx context.Context, s *sshclient.Settings, _ sshclient.Prompter, _ logrus.FieldLogger) (*ssh.Client, error) {
+	dial := func(ctx context.Context, s *sshclient.Settings, _ sshclient.Prompter, _ logrus.FieldLogger) (*sshclient.Client, error) {
 		cfg := &ssh.ClientConfig{
 			User:            s.User,
 			Auth:            []ssh.AuthMethod{ssh.PublicKeys(ts.clientKey)},
@@ -58,7 +58,7 @@ func newHarness(t *testing.T, maxSessions int) *harness {
 			nc.Close()
 			return nil, err
 		}
-		return ssh.NewClient(c, chans, reqs), nil
+		return &sshclient.Client{Client: ssh.NewClient(c, chans, reqs)}, nil
 	}
 	srv := New(Config{Dial: dial}, log)
 	sock := filepath.Join(t.TempDir(), "s", "bridge.sock")

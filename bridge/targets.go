@@ -21,7 +21,7 @@ import (
 // DialFunc opens an authenticated SSH connection; messages for the
 // invoking shim's stderr go to p when it is an sshclient.Notifier.
 // Tests replace it.
-type DialFunc func(ctx context.Context, s *sshclient.Settings, p sshclient.Prompter, log logrus.FieldLogger) (*ssh.Client, error)
+type DialFunc func(ctx context.Context, s *sshclient.Settings, p sshclient.Prompter, log logrus.FieldLogger) (*sshclient.Client, error)
 
 // registry holds one target per distinct set of effective connection
 // settings (sshclient.Settings.Key).
@@ -175,6 +175,7 @@ type target struct {
 type sshConn struct {
 	t      *target
 	client *ssh.Client
+	dialed *sshclient.Client // client, with the host key it was accepted with
 
 	mu       sync.Mutex
 	active   int
@@ -267,13 +268,14 @@ func (t *target) use(ctx context.Context, p sshclient.Prompter, open func(*sshCo
 func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn, error) {
 	s := *t.settings
 	s.Wire = &t.wire
-	client, err := t.reg.dial(ctx, &s, p, t.log)
+	dialed, err := t.reg.dial(ctx, &s, p, t.log)
 	if err != nil {
 		return nil, err
 	}
+	client := dialed.Client
 	t.dials++
 	t.connected.Store(true)
-	c := &sshConn{t: t, client: client}
+	c := &sshConn{t: t, client: client, dialed: dialed}
 	t.conns = append(t.conns, c)
 	t.log.WithField("connections", len(t.conns)).Info("connected")
 	go func() {
@@ -288,6 +290,29 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 	go sshclient.KeepAlive(context.Background(), client, t.settings.ServerAliveInterval, t.settings.ServerAliveCountMax, timeout,
 		func(d time.Duration) { t.rtt.Store(int64(d)) })
 	return c, nil
+}
+
+// verifyHostKey checks the host key for an invocation that ssh would not
+// run through a ControlMaster: such an ssh connects afresh every time, and
+// verifies the key against the known_hosts files as they are now. The
+// live connection's key is checked again (sshclient.Reverify), or a
+// connection is made, which verifies it.
+func (t *target) verifyHostKey(ctx context.Context, s *sshclient.Settings, p sshclient.Prompter) error {
+	t.mu.Lock()
+	var live *sshConn
+	for _, c := range t.conns {
+		if c.alive() {
+			live = c
+			break
+		}
+	}
+	if live == nil {
+		_, err := t.dialLocked(ctx, p)
+		t.mu.Unlock()
+		return err
+	}
+	t.mu.Unlock()
+	return sshclient.Reverify(ctx, s, p, live.dialed, t.log)
 }
 
 // hasLive reports whether the target has a connection (for -O check).

@@ -25,6 +25,11 @@ func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.S
 	t := s.targets.get(settings, iv)
 	t.countRoute(iv, route)
 	iv.log = iv.log.WithField("target", t.label).WithField("route", route)
+	if !muxClient(inv) {
+		if err := t.verifyHostKey(ctx, settings, iv); err != nil {
+			return t, nil, "", nil, err
+		}
+	}
 	c, sc, err := t.useSFTP(ctx, iv)
 	if err != nil {
 		return t, nil, "", nil, err

@@ -29,11 +29,19 @@ const proxyRemote = "UNKNOWN port 65535"
 // prompt gets an empty answer); if p also implements Notifier it receives
 // the non-fatal stderr messages as they happen. Errors are *ConnError
 // whose Msg is what ssh prints; a canceled ctx aborts with an empty Msg.
-func Dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) (*ssh.Client, error) {
+func Dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) (*Client, error) {
 	return dial(ctx, s, p, log)
 }
 
-func dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) (*ssh.Client, error) {
+// Client is an authenticated connection and the host key it was accepted
+// with, which Reverify checks again for a later invocation.
+type Client struct {
+	*ssh.Client
+	HostKey ssh.PublicKey
+	hostIP  string
+}
+
+func dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) (*Client, error) {
 	log = log.WithField("target", s.String())
 	for _, u := range s.Unsupported {
 		log.WithField("setting", u).Warn("ssh_config setting ignored")
@@ -99,7 +107,7 @@ func dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) 
 		}()
 	}
 	log.Debug("ssh connection established")
-	return client, nil
+	return &Client{Client: client, HostKey: hk.accepted, hostIP: tr.hostIP}, nil
 }
 
 // transport is the byte stream under an SSH connection.

@@ -401,10 +401,25 @@ func TestDialKnownHosts(t *testing.T) {
 			opts:  []string{"StrictHostKeyChecking=yes", "HostKeyAlias=MyAlias"},
 		},
 		{
-			name:    "plain host name does not match a non-22 port",
-			known:   func(srv *testServer) string { return srv.hostLine("127.0.0.1") },
+			// OpenSSH: "checking without port identifier" ... "found
+			// matching key w/out port".
+			name:  "the bare host name's entry holds the key of a non-22 port",
+			known: func(srv *testServer) string { return srv.hostLine("127.0.0.1") },
+			opts:  []string{"StrictHostKeyChecking=yes"},
+		},
+		{
+			name: "the bare host name's entry holds another key: unknown, not changed",
+			known: func(srv *testServer) string {
+				return "127.0.0.1 " + string(ssh.MarshalAuthorizedKey(stranger.PublicKey()))
+			},
 			opts:    []string{"StrictHostKeyChecking=yes"},
 			wantErr: "No ED25519 host key is known for [127.0.0.1]:PORT and you have requested strict checking.\r\nHost key verification failed.",
+		},
+		{
+			name:    "HostKeyAlias turns the bare host name fallback off",
+			known:   func(srv *testServer) string { return srv.hostLine("127.0.0.1") },
+			opts:    []string{"StrictHostKeyChecking=yes", "HostKeyAlias=myalias"},
+			wantErr: "No ED25519 host key is known for myalias and you have requested strict checking.\r\nHost key verification failed.",
 		},
 		{
 			name: "changed key, strict",
@@ -768,7 +783,7 @@ func TestKeepAlive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	dead := make(chan struct{})
-	KeepAlive(ctx, c, 20*time.Millisecond, 2, func() { close(dead) }, nil)
+	KeepAlive(ctx, c.Client, 20*time.Millisecond, 2, func() { close(dead) }, nil)
 	select {
 	case <-dead:
 		t.Fatal("onDead called for a live server")
@@ -799,7 +814,7 @@ func TestKeepAlive(t *testing.T) {
 	defer c2.Close()
 	start := time.Now()
 	called := false
-	KeepAlive(context.Background(), c2, 20*time.Millisecond, 2, func() { called = true }, nil)
+	KeepAlive(context.Background(), c2.Client, 20*time.Millisecond, 2, func() { called = true }, nil)
 	if !called {
 		t.Fatal("onDead not called")
 	}
@@ -881,5 +896,57 @@ func TestChangedKeyDefaultKnownHosts(t *testing.T) {
 		"UpdateHostkeys is disabled because the host key is not trusted.\r\n"
 	if !strings.HasSuffix(p.notified(), want) {
 		t.Errorf("stderr %q", p.notified())
+	}
+}
+
+// TestReverify: a connection accepted under one known_hosts file is
+// checked again against the file as it is later, as a fresh ssh would.
+func TestReverify(t *testing.T) {
+	priv, pub := newEd25519(t)
+	stranger := newTestSigner(t)
+	srv := startServer(t, withAuthKey(pub))
+	env := testEnv(t)
+	kh := filepath.Join(env.Home, "kh")
+	port := strconv.Itoa(srv.port())
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(kh, []byte(strings.ReplaceAll(content, "PORT", port)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(srv.hostLine(srv.knownName()))
+	s := settingsFor(t, env, srv.port(), "StrictHostKeyChecking=yes", "UserKnownHostsFile="+kh, "IdentityFile="+writeKey(t, env.Home, "id", priv, ""))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, s, nil, testLogger(t))
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	defer c.Close()
+	if err := Reverify(ctx, s, nil, c, testLogger(t)); err != nil {
+		t.Fatalf("Reverify with the file unchanged: %v", err)
+	}
+	write("")
+	if got, want := connMsg(t, Reverify(ctx, s, nil, c, testLogger(t))),
+		"No ED25519 host key is known for [127.0.0.1]:"+port+" and you have requested strict checking.\r\nHost key verification failed."; got != want {
+		t.Errorf("entry removed: got %q, want %q", got, want)
+	}
+	write("[127.0.0.1]:PORT " + string(ssh.MarshalAuthorizedKey(stranger.PublicKey())))
+	if got := connMsg(t, Reverify(ctx, s, nil, c, testLogger(t))); !strings.Contains(got, "REMOTE HOST IDENTIFICATION HAS CHANGED") {
+		t.Errorf("key changed: got %q", got)
+	}
+	// accept-new adds the key, as a fresh connection would.
+	write("")
+	s2 := *s
+	s2.StrictHostKeyChecking = "accept-new"
+	p := &fakePrompter{}
+	if err := Reverify(ctx, &s2, p, c, testLogger(t)); err != nil {
+		t.Fatalf("accept-new: %v", err)
+	}
+	if b, _ := os.ReadFile(kh); !strings.Contains(string(b), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(srv.hostKey.PublicKey())))) {
+		t.Errorf("accept-new: known_hosts is %q, without the key", b)
+	}
+	if !strings.Contains(p.notified(), "Warning: Permanently added") {
+		t.Errorf("accept-new: notifications %q", p.notified())
 	}
 }

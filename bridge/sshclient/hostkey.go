@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sirupsen/logrus"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -272,7 +273,28 @@ func (c *hostKeyChecker) check(key ssh.PublicKey) error {
 	if offending != nil {
 		return c.changed(key, name, offending)
 	}
+	if c.knownWithoutPort(key) {
+		return nil
+	}
 	return c.unknown(key, name)
+}
+
+// knownWithoutPort is OpenSSH's fallback for a host on another port than
+// 22 that known_hosts does not name as "[host]:port" at all: the key is
+// accepted when an entry for the bare host name holds it ("found matching
+// key w/out port"). HostKeyAlias turns the fallback off.
+func (c *hostKeyChecker) knownWithoutPort(key ssh.PublicKey) bool {
+	if c.s.HostKeyAlias != "" || c.s.Port == 22 || c.s.Port == 0 {
+		return false
+	}
+	bare := knownhosts.Normalize(net.JoinHostPort(c.s.HostName, "22"))
+	for i := range c.entries {
+		e := &c.entries[i]
+		if e.marker == "" && keysEqual(e.key, key) && e.matches(bare) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *hostKeyChecker) certOK(cert *ssh.Certificate, name string) bool {
@@ -487,3 +509,25 @@ func (c *hostKeyChecker) continueUnsafe() {
 // keyAlgoDSA names ssh-dss keys, which the bridge never offers or
 // accepts (x/crypto deprecates its constant).
 const keyAlgoDSA = "ssh-dss"
+
+// Reverify checks c's host key against s's known_hosts files again, as
+// the fresh connection that ssh without a ControlMaster makes for every
+// run would: a key since removed, changed or revoked in those files fails
+// with OpenSSH's message, and an unknown one is added (or refused) as
+// StrictHostKeyChecking says. Messages for the user go to p like Dial's.
+func Reverify(ctx context.Context, s *Settings, p Prompter, c *Client, log logrus.FieldLogger) error {
+	if c.HostKey == nil {
+		return nil // a test's connection, made without checking
+	}
+	rep := newReporter(p, s.LogLevel, log)
+	defer rep.detach()
+	hk := newHostKeyChecker(ctx, s, p, rep)
+	hk.hostIP = c.hostIP
+	if err := hk.check(c.HostKey); err != nil {
+		if hk.fail == nil {
+			hk.fail = failure(s.LogLevel, err, fatalLine("Host key verification failed."))
+		}
+		return hk.fail
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package integration
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// hostKeyCase is a known_hosts file and the options of one ssh run.
+type hostKeyCase struct {
+	name  string
+	known string // known_hosts content; KEY and WRONG stand for the keys
+	opts  []string
+}
+
+var hostKeyCases = []hostKeyCase{
+	{"known", "[127.0.0.1]:PORT KEY\n", []string{"-o", "StrictHostKeyChecking=yes"}},
+	{"known without port", "127.0.0.1 KEY\n", []string{"-o", "StrictHostKeyChecking=yes"}},
+	{"unknown, strict", "", []string{"-o", "StrictHostKeyChecking=yes"}},
+	{"unknown, ask without a terminal", "", nil},
+	{"unknown, accept-new", "", []string{"-o", "StrictHostKeyChecking=accept-new"}},
+	{"unknown, accept-new, names in clear", "", []string{"-o", "StrictHostKeyChecking=accept-new", "-o", "HashKnownHosts=no"}},
+	{"unknown, no, LogLevel=ERROR", "", []string{"-o", "StrictHostKeyChecking=no", "-o", "LogLevel=ERROR"}},
+	{"changed, strict", "[127.0.0.1]:PORT WRONG\n", []string{"-o", "StrictHostKeyChecking=yes"}},
+	{"changed, strict, -q", "[127.0.0.1]:PORT WRONG\n", []string{"-o", "StrictHostKeyChecking=yes", "-q"}},
+	{"changed, accept-new", "[127.0.0.1]:PORT WRONG\n", []string{"-o", "StrictHostKeyChecking=accept-new"}},
+	{"changed, no", "[127.0.0.1]:PORT WRONG\n", []string{"-o", "StrictHostKeyChecking=no"}},
+	{"other port's entry is wrong", "127.0.0.1 WRONG\n", []string{"-o", "StrictHostKeyChecking=yes"}},
+	{"revoked", "@revoked * KEY\n", []string{"-o", "StrictHostKeyChecking=yes"}},
+	{"revoked, no", "@revoked * KEY\n", []string{"-o", "StrictHostKeyChecking=no"}},
+	{"alias", "myalias KEY\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "HostKeyAlias=myalias"}},
+}
+
+// TestHostKeyLikeOpenSSH runs ssh (not as Ansible runs it: no ControlPath,
+// so every run connects and checks afresh) through the shim and through
+// OpenSSH with the same known_hosts content and options, and wants the
+// same exit status, output, messages and known_hosts file afterwards.
+// "cold": the daemon has no connection, so it dials; "warm": it has one,
+// made with a trusted key, and must check that key against the file as
+// it is now, as a fresh ssh would.
+func TestHostKeyLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	key := hostPublicKey(t, filepath.Join(suite.lab.Dir, "ssh_host_ed25519_key.pub"))
+	wrong := hostPublicKey(t, suite.lab.WrongKey+".pub")
+	dir := t.TempDir()
+	for _, warm := range []bool{false, true} {
+		for _, tc := range hostKeyCases {
+			name := "cold/" + tc.name
+			if warm {
+				name = "warm/" + tc.name
+			}
+			t.Run(name, func(t *testing.T) {
+				d := newPrivateDaemon(t)
+				content := strings.NewReplacer("PORT", suite.lab.Port, "WRONG", wrong, "KEY", key).Replace(tc.known)
+				if warm {
+					// The same options with the right key known: the
+					// daemon's connection for them is up afterwards.
+					trusted := "[127.0.0.1]:" + suite.lab.Port + " " + key + "\n127.0.0.1 " + key + "\nmyalias " + key + "\n"
+					kh := filepath.Join(dir, "shim")
+					writeKnownHosts(t, kh, trusted)
+					if r := sshRun(t, filepath.Join(suite.shims, "ssh"), kh, tc.opts, d.env()); r.rc != 0 {
+						t.Fatalf("warming up with the right key: rc %d\n%s", r.rc, r.stderr)
+					}
+				}
+				var runs [2]hostKeyRun
+				for i, side := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
+					kh := filepath.Join(dir, []string{"real", "shim"}[i])
+					writeKnownHosts(t, kh, content)
+					runs[i] = sshRun(t, side, kh, tc.opts, d.env())
+					runs[i].known = knownHostsShape(t, kh)
+				}
+				want, got := runs[0], runs[1]
+				if got.rc != want.rc || got.stdout != want.stdout || got.stderr != want.stderr {
+					t.Errorf("through the shim: rc %d, stdout %q, stderr:\n%s\nwith OpenSSH: rc %d, stdout %q, stderr:\n%s",
+						got.rc, got.stdout, got.stderr, want.rc, want.stdout, want.stderr)
+				}
+				if got.known != want.known {
+					t.Errorf("known_hosts afterwards through the shim:\n%s\nwith OpenSSH:\n%s", got.known, want.known)
+				}
+			})
+		}
+	}
+}
+
+type hostKeyRun struct {
+	rc                    int
+	stdout, stderr, known string
+}
+
+// sshRun runs `ssh -o UserKnownHostsFile=kh OPTS abtest@127.0.0.1 echo
+// hi` without a terminal (its own session, stdin /dev/null), the file
+// name in the messages replaced by KNOWN_HOSTS.
+func sshRun(t *testing.T, ssh, kh string, opts, env []string) hostKeyRun {
+	t.Helper()
+	args := []string{"-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-i", suite.lab.Key, "-p", suite.lab.Port}
+	args = append(append(args, opts...), suite.lab.User+"@127.0.0.1", "echo", "hi")
+	cmd := exec.Command(ssh, args...)
+	cmd.Env = append(cleanEnv(os.Environ()), append([]string{"HOME=" + suite.home, "PATH=" + suite.basePATH}, env...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	rc := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		rc = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", ssh, err)
+	}
+	return hostKeyRun{rc: rc, stdout: stdout.String(), stderr: strings.ReplaceAll(stderr.String(), kh, "KNOWN_HOSTS")}
+}
+
+func hostPublicKey(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		t.Fatalf("%s: not a public key", path)
+	}
+	return f[0] + " " + f[1]
+}
+
+func writeKnownHosts(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// knownHostsShape is the file with each hashed host name (random salt)
+// written as HASHED.
+func knownHostsShape(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "|1|") {
+			_, rest, _ := strings.Cut(l, " ")
+			lines[i] = "HASHED " + rest
+		}
+	}
+	return strings.Join(lines, "")
+}
