@@ -13,9 +13,10 @@
 // target's side: the session, the interpreter, its zygote and spare fork),
 // then lets the run go on. It fails if the daemon changes (a crash), if RSS
 // at the end exceeds RSS at the first checkpoint by more than -rss-growth
-// percent, or if fds, threads or target processes differ between those two
-// points. One run, not one per chunk: each ansible-playbook builds its
-// module zips anew, and the interpreter keeps a zygote per zip (up to 8).
+// percent, if threads grew by more than threadSlack, or if fds or target
+// processes differ between those two points. One run, not one per chunk:
+// each ansible-playbook builds its module zips anew, and the interpreter
+// keeps a zygote per zip (up to 8).
 package main
 
 import (
@@ -35,6 +36,14 @@ import (
 	"syscall"
 	"time"
 )
+
+// threadSlack is how many more threads the daemon may have at the end:
+// Go's runtime starts an OS thread when every other one is blocked in a
+// system call and never ends it, so the count is the most threads ever
+// blocked at once, which can rise by one or two late in a long run (8 to 9
+// was seen at 10,000 items). A leak grows with the items instead: one
+// thread per 1,000 items would be 9 more.
+const threadSlack = 2
 
 type sample struct {
 	items int
@@ -224,8 +233,8 @@ func run(ctx context.Context, items, every int, growth float64, keep bool) error
 	if last.FDs != first.FDs {
 		fails = append(fails, fmt.Sprintf("fds went from %d to %d", first.FDs, last.FDs))
 	}
-	if last.Threads != first.Threads {
-		fails = append(fails, fmt.Sprintf("threads went from %d to %d", first.Threads, last.Threads))
+	if last.Threads > first.Threads+threadSlack {
+		fails = append(fails, fmt.Sprintf("threads went from %d to %d (more than %d more)", first.Threads, last.Threads, threadSlack))
 	}
 	if last.targetProcs != first.targetProcs {
 		fails = append(fails, fmt.Sprintf("target processes went from %d to %d", first.targetProcs, last.targetProcs))
@@ -233,8 +242,8 @@ func run(ctx context.Context, items, every int, growth float64, keep bool) error
 	if len(fails) > 0 {
 		return fmt.Errorf("between items %d and %d: %s", first.items, last.items, strings.Join(fails, "; "))
 	}
-	fmt.Printf("soak: ok: between items %d and %d RSS %+.1f %%, fds, threads and target processes unchanged\n",
-		first.items, last.items, 100*(float64(last.RSSKiB)/float64(first.RSSKiB)-1))
+	fmt.Printf("soak: ok: between items %d and %d RSS %+.1f %%, threads %+d, fds and target processes unchanged\n",
+		first.items, last.items, 100*(float64(last.RSSKiB)/float64(first.RSSKiB)-1), last.Threads-first.Threads)
 	return nil
 }
 
