@@ -643,7 +643,14 @@ func (s *Settings) Key() string {
 	return fmt.Sprintf("%s@%s:%d/%s", s.User, s.HostName, s.Port, hex.EncodeToString(h.Sum(nil))[:32])
 }
 
-// String is a short description for logs.
+// String is a short description for logs: user and host are clipped, so
+// that a huge host name from a command line makes no huge log line.
 func (s *Settings) String() string {
-	return fmt.Sprintf("%s@%s:%d", s.User, s.HostName, s.Port)
+	clip := func(v string, n int) string {
+		if len(v) > n {
+			return v[:n] + "…"
+		}
+		return v
+	}
+	return fmt.Sprintf("%s@%s:%d", clip(s.User, 32), clip(s.HostName, 64), s.Port)
 }
