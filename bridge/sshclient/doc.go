@@ -86,7 +86,15 @@
 // connection goes on with password and keyboard-interactive
 // authentication disabled (and, with the default known_hosts files,
 // OpenSSH's "UpdateHostkeys is disabled" notice). At a re-key only the
-// key accepted first is accepted again.
+// key accepted first is accepted again. For a port other than 22, a key
+// that known_hosts holds for the bare host name, with no "[host]:port"
+// entry at all, is accepted, as OpenSSH's "checking without port
+// identifier" does.
+//
+// Reverify checks a connection's key again for a later invocation: the
+// bridge reuses connections where ssh without a ControlMaster would
+// connect, and check, afresh, so an edited known_hosts file must count
+// (TestHostKeyLikeOpenSSH in integration compares both with the real ssh).
 //
 // # Authentication
 //
