@@ -430,6 +430,25 @@ class ImportsOfTest(unittest.TestCase):
         agent.import_quietly(('json', 'no_such_module_here', 'json.no_such'))
         self.assertIn('json', sys.modules)
 
+    def test_zip_profiles(self):
+        """2.19+ zips name the JSON profiles a task imports; older ones
+        none; an unreadable zip gives none."""
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        got = {}
+        for path in WRAPPERS:
+            m = ZIP_RE.search(read(path))
+            z = os.path.join(d, os.path.basename(path) + '.zip')
+            with open(z, 'wb') as f:
+                f.write(base64.b64decode(m.group(2)))
+            got[os.path.basename(path)] = agent.zip_profiles(z)
+        prefix = 'ansible.module_utils._internal._json._profiles.'
+        self.assertEqual(got['ping-2.14.py.gz'], ())
+        self.assertIn(prefix + '_module_legacy_m2c', got['ping-2.22.py.gz'])
+        self.assertIn(prefix + '_module_legacy_c2m', got['ping-2.19.py.gz'])
+        self.assertNotIn(prefix + '__init__', got['ping-2.22.py.gz'])
+        self.assertEqual(agent.zip_profiles(os.path.join(d, 'missing.zip')), ())
+
 
 class CompiledCodeCacheTest(unittest.TestCase):
 
