@@ -82,6 +82,8 @@ func TestVerify(t *testing.T) {
 		{name: "too few ok", out: recap(2, 0), pb: "tasks", n: 3, errHas: "ok=2"},
 		{name: "failed task", out: recap(3, 1), pb: "tasks", n: 3, errHas: "failed=1"},
 		{name: "missing items", out: items(2) + recap(1, 0), pb: "loop", n: 3, errHas: "2 of 3 loop items"},
+		{name: "first task ok", out: recap(firstTasks, 0), pb: "first", n: 100},
+		{name: "first task failed", out: recap(2, 1), pb: "first", n: 100, errHas: "failed=1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := verify(tc.runErr, tc.out, tc.pb, tc.n)
@@ -322,5 +324,46 @@ func TestRouteCounts(t *testing.T) {
 	}
 	if in, slow := routeCounts([]byte("not json")); in != 0 || slow != 0 {
 		t.Errorf("routeCounts of garbage = %d, %d", in, slow)
+	}
+}
+
+func TestFirstTask(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "first.log")
+	out := "TASK [report] ***\nok: [target] => {\n    \"msg\": \"FIRST_TASK=0.2415\"\n}\n"
+	if err := os.WriteFile(log, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ts []time.Duration
+	if err := parseFirst(log, &ts); err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 1 || ts[0] != 241500*time.Microsecond {
+		t.Fatalf("parseFirst: %v, want [241.5ms]", ts)
+	}
+	if err := os.WriteFile(log, []byte("no figure\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := parseFirst(log, &ts); err == nil {
+		t.Error("parseFirst of a log without FIRST_TASK= succeeded")
+	}
+	modes := allModes()
+	byName := func(name string) mode {
+		for _, m := range modes {
+			if m.name == name {
+				return m
+			}
+		}
+		t.Fatalf("no mode %s", name)
+		return mode{}
+	}
+	report := renderFirst(config{firstRuns: 3}, []firstResult{
+		{mode: byName("mitogen"), times: []time.Duration{600 * time.Millisecond, 500 * time.Millisecond, 700 * time.Millisecond}},
+		{mode: byName("bridge-pipelining"), times: []time.Duration{250 * time.Millisecond, 240 * time.Millisecond, 260 * time.Millisecond}},
+		{mode: byName("stock-pipelining"), err: errors.New("recap ok=0\nmore")},
+	})
+	for _, want := range []string{"| mitogen | ok | 600 | 600, 500, 700 | — |", "| bridge-pipelining | ok | 250 | 250, 240, 260 | 0.42 |", "| stock-pipelining | **FAIL**: recap ok=0 |"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
 	}
 }

@@ -71,6 +71,13 @@
 // (ansible-playbook, every process it waited for, and the bridge daemon)
 // per task, and TCP connections per target.
 //
+// # First task
+//
+// With -first N (make bench uses 5), the first task of a run with no
+// connection yet, N times per mode, timed between two controller-side
+// set_fact tasks (first.go): the connection, login, interpreter start and
+// module run that every new run pays once.
+//
 // # Chart
 //
 // With -out FILE.md (or -svg), bench also writes an SVG bar chart of the
@@ -108,6 +115,8 @@ type config struct {
 	// The fleet scenario: fleetHosts targets at once (0: off), fleetTasks
 	// tasks each, forks = fleetHosts.
 	fleetHosts, fleetTasks int
+	// firstRuns is the runs per mode of the first-task scenario (0: off).
+	firstRuns int
 
 	lab  labEnv
 	root string // module root, where `go build .` makes the binary
@@ -127,6 +136,7 @@ func main() {
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory (it is always kept when a run fails)")
 	flag.IntVar(&cfg.fleetHosts, "fleet", 0, "after the tables, run the fleet scenario with this many `targets` (127.0.0.2 on, forks = targets; 0: off) in modes "+strings.Join(fleetModes, ", "))
 	flag.IntVar(&cfg.fleetTasks, "fleet-tasks", 20, "tasks per target in the fleet scenario")
+	flag.IntVar(&cfg.firstRuns, "first", 0, "after the tables, time the first task of a cold run this many `times` per mode (0: off) in modes "+strings.Join(firstModes, ", "))
 	flag.IntVar(&cfg.repeat, "repeat", 1, "runs of each playbook and mode in the main table, interleaved; the table shows the run with the median wall time")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./scripts/bench [flags]\n\n"+

@@ -139,6 +139,15 @@ func bench(ctx context.Context, cfg config) (failed bool, err error) {
 			}
 		}
 	}
+	var first []firstResult
+	if cfg.firstRuns > 0 && ctx.Err() == nil {
+		first = runFirst(ctx, cfg, dir, tl)
+		for _, r := range first {
+			if r.err != nil {
+				failed = true
+			}
+		}
+	}
 	if ctx.Err() != nil {
 		failed = true
 	}
@@ -148,6 +157,9 @@ func bench(ctx context.Context, cfg config) (failed bool, err error) {
 	}
 	if len(fleet) > 0 {
 		report += renderFleet(cfg, fleet)
+	}
+	if len(first) > 0 {
+		report += renderFirst(cfg, first)
 	}
 	fmt.Print(report)
 	if cfg.out != "" {
@@ -190,15 +202,8 @@ func runTable(ctx context.Context, cfg config, dir string, tl tools) ([]result, 
 				if ctx.Err() != nil {
 					break
 				}
-				var r result
-				switch {
-				case m.bridge && tl.bridge == nil:
-					r = result{playbook: pb, mode: m, err: fmt.Errorf("not run: %w", firstLine(tl.bridgeErr))}
-				case m.floor && tl.floorDir == "":
-					r = result{playbook: pb, mode: m, err: fmt.Errorf("not run: %w", firstLine(tl.floorErr))}
-				case m.mitogen && tl.mitogenDir == "":
-					r = result{playbook: pb, mode: m, err: fmt.Errorf("not run: %w", firstLine(tl.mitogenErr))}
-				default:
+				r := result{playbook: pb, mode: m, err: notRunnable(m, tl)}
+				if r.err == nil {
 					fmt.Fprintf(os.Stderr, "bench: %s / %s%s ... ", pbLabel(pb, cfg.n), m.name, roundLabel(round, rounds))
 					r = runOne(ctx, cfg, dir, books[pb], pb, m, tl, round)
 					fmt.Fprintln(os.Stderr, r.summary())
@@ -213,6 +218,20 @@ func runTable(ctx context.Context, cfg config, dir string, tl tools) ([]result, 
 		}
 	}
 	return results, nil
+}
+
+// notRunnable says why mode m cannot run: its tool failed to build or
+// was not found.
+func notRunnable(m mode, tl tools) error {
+	switch {
+	case m.bridge && tl.bridge == nil:
+		return fmt.Errorf("not run: %w", firstLine(tl.bridgeErr))
+	case m.floor && tl.floorDir == "":
+		return fmt.Errorf("not run: %w", firstLine(tl.floorErr))
+	case m.mitogen && tl.mitogenDir == "":
+		return fmt.Errorf("not run: %w", firstLine(tl.mitogenErr))
+	}
+	return nil
 }
 
 func roundLabel(round, rounds int) string {
@@ -262,6 +281,13 @@ func runOne(ctx context.Context, cfg config, dir, book, pb string, m mode, tl to
 	}
 	if bridge != nil && m.bridge {
 		_ = bridge.stop(ctx) // no daemon yet is fine
+		if pb == "first" {
+			// The first-task scenario times a run whose daemon is up.
+			if err := bridge.startDaemon(ctx, cpDir); err != nil {
+				res.err = err
+				return res
+			}
+		}
 	}
 
 	rl, err := relay.Start(ctx, "127.0.0.1:0", cfg.lab.target(), cfg.latency)
@@ -393,8 +419,11 @@ func verify(runErr error, out, pb string, n int) error {
 	}
 	num := func(i int) int { v, _ := strconv.Atoi(m[i]); return v }
 	wantOK := n
-	if pb == "loop" {
+	switch pb {
+	case "loop":
 		wantOK = 1
+	case "first":
+		wantOK = firstTasks
 	}
 	if ok, unreach, fail, skip := num(1), num(3), num(4), num(5); ok != wantOK || unreach != 0 || fail != 0 || skip != 0 {
 		return fmt.Errorf("recap ok=%d unreachable=%d failed=%d skipped=%d, want ok=%d", ok, unreach, fail, skip, wantOK)

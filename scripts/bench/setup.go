@@ -213,6 +213,18 @@ func (b *bridgeBin) command(ctx context.Context, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// startDaemon starts the private daemon without a connection: the ssh
+// shim starts it for a control request (-O check), which never dials.
+func (b *bridgeBin) startDaemon(ctx context.Context, cpDir string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(b.shims, "ssh"), "-O", "check", "-o", "ControlPath="+filepath.Join(cpDir, "probe"), "bench-probe")
+	cmd.Env = append(os.Environ(), "ANSIBLE_BRIDGE_SOCKET="+b.socket)
+	_ = cmd.Run() // "Control socket connect(...)": there is no connection, as wanted
+	if out, err := b.command(ctx, "status").CombinedOutput(); err != nil {
+		return fmt.Errorf("starting the daemon: ansible-bridge status: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
 // stop stops the private daemon.
 func (b *bridgeBin) stop(ctx context.Context) error {
 	if out, err := b.command(ctx, "stop").CombinedOutput(); err != nil {
