@@ -16,7 +16,8 @@
 #   make soak    SOAK_ITEMS (default 10000) loop items through the bridge
 #                against the lab (scripts/soak), the daemon's RSS, fds and
 #                threads every SOAK_EVERY (1000) items; fails if RSS grows
-#                over 10 % or fds or threads change after the first report
+#                over 10 %, threads by more than 2, or fds change after the
+#                first report
 #   make bench   benchmark runner (scripts/bench): bench.md and bench.svg, the
 #                median of 3 interleaved runs per row (stock, bridge, floor,
 #                Mitogen), a second table at 20 ms added RTT, and 50 targets
