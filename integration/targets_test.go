@@ -377,10 +377,14 @@ func checkNoPython(t *testing.T, r *runResult) {
 		t.Errorf("%s run: raw after the failures: stdout %q", r.Spec.Side, s)
 	}
 	// Discovery finds nothing, warns, and falls back to /usr/bin/python
-	// (/usr/bin/python3 from 2.19, which also quotes the host).
+	// (/usr/bin/python3 from 2.17, which dropped Python 2 targets; 2.19
+	// also quotes the host).
 	fallback, warning := "/usr/bin/python", "No python interpreters found for host tnd"
+	if coreMinor(t, r) >= 17 {
+		fallback = "/usr/bin/python3"
+	}
 	if coreMinor(t, r) >= 19 {
-		fallback, warning = "/usr/bin/python3", "No python interpreters found for host 'tnd'"
+		warning = "No python interpreters found for host 'tnd'"
 	}
 	for _, task := range []string{"ping with discovery", "command after discovery"} {
 		res := wantModuleFailure(t, r, "tnd", task, fallback)
