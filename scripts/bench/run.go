@@ -133,20 +133,12 @@ func bench(ctx context.Context, cfg config) (failed bool, err error) {
 	var fleet []fleetResult
 	if cfg.fleetHosts > 0 && ctx.Err() == nil {
 		fleet = runFleet(ctx, cfg, dir, tl)
-		for _, r := range fleet {
-			if r.err != nil {
-				failed = true
-			}
-		}
+		failed = failed || slices.ContainsFunc(fleet, func(r fleetResult) bool { return r.err != nil })
 	}
 	var first []firstResult
 	if cfg.firstRuns > 0 && ctx.Err() == nil {
 		first = runFirst(ctx, cfg, dir, tl)
-		for _, r := range first {
-			if r.err != nil {
-				failed = true
-			}
-		}
+		failed = failed || slices.ContainsFunc(first, func(r firstResult) bool { return r.err != nil })
 	}
 	if ctx.Err() != nil {
 		failed = true
