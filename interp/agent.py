@@ -538,7 +538,7 @@ def imports_of(fqn):
 def zip_profiles(zippath):
     """The JSON profile modules in an ansible-core 2.19+ zip: the wrapper's
     run_module imports the task's profile by name, which imports_of cannot
-    see; left to the task, that import took ~3 ms of each one."""
+    see; left to the task, that import took 2-3 ms of each one."""
     import zipfile
     try:
         with zipfile.ZipFile(zippath) as z:
