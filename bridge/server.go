@@ -57,7 +57,6 @@ type Server struct {
 	// freeMemory returns freed memory to the system; tests replace it.
 	freeMemory func()
 	hadConns   bool // a connection was open at the last expireIdle
-
 }
 
 // New returns a Server; Run starts it.

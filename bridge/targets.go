@@ -174,8 +174,7 @@ type target struct {
 // sshConn is one TCP connection to a target.
 type sshConn struct {
 	t      *target
-	client *ssh.Client
-	dialed *sshclient.Client // client, with the host key it was accepted with
+	client *sshclient.Client // with the host key it was accepted with
 
 	mu       sync.Mutex
 	active   int
@@ -268,14 +267,13 @@ func (t *target) use(ctx context.Context, p sshclient.Prompter, open func(*sshCo
 func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn, error) {
 	s := *t.settings
 	s.Wire = &t.wire
-	dialed, err := t.reg.dial(ctx, &s, p, t.log)
+	client, err := t.reg.dial(ctx, &s, p, t.log)
 	if err != nil {
 		return nil, err
 	}
-	client := dialed.Client
 	t.dials++
 	t.connected.Store(true)
-	c := &sshConn{t: t, client: client, dialed: dialed}
+	c := &sshConn{t: t, client: client}
 	t.conns = append(t.conns, c)
 	t.log.WithField("connections", len(t.conns)).Info("connected")
 	go func() {
@@ -287,7 +285,7 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 		c.timedOut.Store(true)
 		c.kill()
 	}
-	go sshclient.KeepAlive(context.Background(), client, t.settings.ServerAliveInterval, t.settings.ServerAliveCountMax, timeout,
+	go sshclient.KeepAlive(context.Background(), client.Client, t.settings.ServerAliveInterval, t.settings.ServerAliveCountMax, timeout,
 		func(d time.Duration) { t.rtt.Store(int64(d)) })
 	return c, nil
 }
@@ -299,32 +297,31 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 // connection is made, which verifies it.
 func (t *target) verifyHostKey(ctx context.Context, s *sshclient.Settings, p sshclient.Prompter) error {
 	t.mu.Lock()
-	var live *sshConn
-	for _, c := range t.conns {
-		if c.alive() {
-			live = c
-			break
-		}
-	}
+	live := t.liveLocked()
 	if live == nil {
 		_, err := t.dialLocked(ctx, p)
 		t.mu.Unlock()
 		return err
 	}
 	t.mu.Unlock()
-	return sshclient.Reverify(ctx, s, p, live.dialed, t.log)
+	return sshclient.Reverify(ctx, s, p, live.client, t.log)
+}
+
+// liveLocked returns a live connection of the target, or nil; t.mu is held.
+func (t *target) liveLocked() *sshConn {
+	for _, c := range t.conns {
+		if c.alive() {
+			return c
+		}
+	}
+	return nil
 }
 
 // hasLive reports whether the target has a connection (for -O check).
 func (t *target) hasLive() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, c := range t.conns {
-		if c.alive() {
-			return true
-		}
-	}
-	return false
+	return t.liveLocked() != nil
 }
 
 // stop detaches all connections and interpreters so the next use dials
@@ -515,7 +512,7 @@ func (c *sshConn) sftpClient() (*sftp.Client, error) {
 	if c.sftp != nil {
 		return c.sftp, nil
 	}
-	sc, err := sftp.NewClient(c.client, sftp.UseConcurrentWrites(true))
+	sc, err := sftp.NewClient(c.client.Client, sftp.UseConcurrentWrites(true))
 	if err != nil {
 		return nil, fmt.Errorf("start sftp subsystem: %w", err)
 	}
