@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+	"github.com/ansible-bridge/ansible-bridge/integration/procstat"
 )
 
 // The become corpus beyond become.yml (registered here, run by TestCorpus).
@@ -212,37 +214,19 @@ func TestWrongPasswordLeavesNothing(t *testing.T) {
 // tool have it as their parent.
 func becomePrompts(t *testing.T) []string {
 	t.Helper()
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	parents := map[string]bool{}
-	var tools []string
-	for _, d := range dirs {
-		stat, err := os.ReadFile(filepath.Join(d, "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		comm := s[strings.IndexByte(s, '(')+1 : i]
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 {
-			parents[f[1]] = true
-		}
-		if comm != "sudo" && comm != "su" {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join(d, "cmdline"))
-		if strings.Contains(string(cmdline), "BECOME-SUCCESS-") {
-			tools = append(tools, filepath.Base(d))
-		}
+	procs := procstat.All()
+	parents := map[int]bool{}
+	for _, p := range procs {
+		parents[p.PPID] = true
 	}
 	var waiting []string
-	for _, pid := range tools {
-		if !parents[pid] {
-			cmdline, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
-			waiting = append(waiting, pid+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+	for _, p := range procs {
+		if (p.Comm != "sudo" && p.Comm != "su") || parents[p.PID] {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID))
+		if strings.Contains(string(cmdline), "BECOME-SUCCESS-") {
+			waiting = append(waiting, fmt.Sprintf("%d %s", p.PID, strings.ReplaceAll(string(cmdline), "\x00", " ")))
 		}
 	}
 	return waiting

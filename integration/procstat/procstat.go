@@ -1,6 +1,6 @@
 // Package procstat reads what the fault tests and the soak watch of a
 // process from /proc: resident memory, threads, open fds, and the
-// processes below it.
+// processes below it; and the list of processes.
 package procstat
 
 import (
@@ -48,9 +48,16 @@ func Read(pid int) (Sample, error) {
 	return s, nil
 }
 
-// Descendants returns the pids of every process below pid.
-func Descendants(pid int) []int {
-	children := map[int][]int{}
+// Proc is a process as /proc/PID/stat names it.
+type Proc struct {
+	PID, PPID int
+	Comm      string
+}
+
+// All lists the processes on the machine now; those that exit while it
+// reads are left out.
+func All() []Proc {
+	var out []Proc
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		p, err := strconv.Atoi(e.Name())
@@ -63,16 +70,25 @@ func Descendants(pid int) []int {
 		}
 		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
 		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
 			continue
 		}
-		f := strings.Fields(s[i+1:])
+		f := strings.Fields(s[end+1:])
 		if len(f) < 2 {
 			continue
 		}
 		pp, _ := strconv.Atoi(f[1])
-		children[pp] = append(children[pp], p)
+		out = append(out, Proc{PID: p, PPID: pp, Comm: s[open+1 : end]})
+	}
+	return out
+}
+
+// Descendants returns the pids of every process below pid.
+func Descendants(pid int) []int {
+	children := map[int][]int{}
+	for _, p := range All() {
+		children[p.PPID] = append(children[p.PPID], p.PID)
 	}
 	var out []int
 	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
