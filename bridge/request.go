@@ -65,10 +65,8 @@ func (s *Server) newRequest(ctx context.Context, iv *invocation) (*request, int)
 	}
 	r.t = s.targets.get(settings, iv)
 	iv.log = iv.log.WithField("target", r.t.label)
-	if !muxClient(inv) {
-		if err := r.t.verifyHostKey(ctx, settings, iv); err != nil {
-			return nil, connFailure(iv, err)
-		}
+	if err := r.t.verifyHostKey(ctx, inv, settings, iv); err != nil {
+		return nil, connFailure(iv, err)
 	}
 	r.command = strings.Join(inv.Command, " ")
 	if !inv.Subsystem && inv.TTY < 2 {

@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/interp"
 	"github.com/pkg/sftp"
 	"github.com/sirupsen/logrus"
@@ -294,8 +295,12 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 // run through a ControlMaster: such an ssh connects afresh every time, and
 // verifies the key against the known_hosts files as they are now. The
 // live connection's key is checked again (sshclient.Reverify), or a
-// connection is made, which verifies it.
-func (t *target) verifyHostKey(ctx context.Context, s *sshclient.Settings, p sshclient.Prompter) error {
+// connection is made, which verifies it. A ControlMaster's client checks
+// nothing: the master did when it connected.
+func (t *target) verifyHostKey(ctx context.Context, inv *fakessh.SSHInvocation, s *sshclient.Settings, p sshclient.Prompter) error {
+	if muxClient(inv) {
+		return nil
+	}
 	t.mu.Lock()
 	live := t.liveLocked()
 	if live == nil {

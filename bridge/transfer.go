@@ -25,10 +25,8 @@ func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.S
 	t := s.targets.get(settings, iv)
 	t.countRoute(iv, route)
 	iv.log = iv.log.WithField("target", t.label).WithField("route", route)
-	if !muxClient(inv) {
-		if err := t.verifyHostKey(ctx, settings, iv); err != nil {
-			return t, nil, "", nil, err
-		}
+	if err := t.verifyHostKey(ctx, inv, settings, iv); err != nil {
+		return t, nil, "", nil, err
 	}
 	c, sc, err := t.useSFTP(ctx, iv)
 	if err != nil {
