@@ -30,14 +30,19 @@ type sharedTemp struct {
 
 	mu       sync.Mutex
 	onTarget bool
-	byAgent  bool                 // written by a module run, not materialize
+	byAgent  bool                 // (being) written by a module run, not materialize
 	becomeAs string               // the become user whose step ran from it, if any
 	files    map[string]*heldFile // by base name
 	// changes counts uploads and mode changes: a module run that wrote
 	// the dir marks it on the target only if nothing changed since it
-	// took what to write (onTargetSpec), since every run writes every
-	// held dir, and another run may be uploading into this one.
+	// took what to write (onTargetSpec), since a run of the same playbook
+	// (another fork, an async step) may be uploading into this one.
 	changes int
+	// writing counts module runs that took the dir to write and have not
+	// finished; idle is closed when it drops to 0. rm waits for them:
+	// removed from memory only, the dir would reach the target after.
+	writing int
+	idle    chan struct{}
 }
 
 type heldFile struct {
@@ -365,13 +370,19 @@ func (t *target) syncRemovals(ctx context.Context) {
 // onTargetSpec is what a module run must create before it starts: the
 // dir (modules may use it as their tmpdir) and its files but skip (the
 // wrapper, which runs from memory), and the change count to pass to
-// markOnTarget once they are written.
+// markOnTarget once they are written. Unless the dir is on the target
+// already, the run counts as writing it until markOnTarget.
 func (st *sharedTemp) onTargetSpec(skip string) ([]interp.DirSpec, []interp.FileSpec, int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.onTarget {
-		return nil, nil, st.changes
+		return nil, nil, -1
 	}
+	st.byAgent = true
+	if st.writing == 0 {
+		st.idle = make(chan struct{})
+	}
+	st.writing++
 	dirs := []interp.DirSpec{{Path: st.dir, Mode: 0o700}}
 	var files []interp.FileSpec
 	names := make([]string, 0, len(st.files))
@@ -389,15 +400,39 @@ func (st *sharedTemp) onTargetSpec(skip string) ([]interp.DirSpec, []interp.File
 	return dirs, files, st.changes
 }
 
-// markOnTarget records that a module run wrote the dir to the target as
-// it was at change count changes. If it changed since, it stays held: the
-// next command that needs it writes it whole (over what is there).
-func (st *sharedTemp) markOnTarget(changes int) {
+// markOnTarget records that a module run that took the dir to write
+// (onTargetSpec, change count changes) is over: written if ok. If the dir
+// changed since, it stays held: the next command that needs it writes it
+// whole (over what is there).
+func (st *sharedTemp) markOnTarget(changes int, ok bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if !st.onTarget && st.changes == changes {
-		st.onTarget, st.byAgent = true, true
+	if changes < 0 {
+		return // on the target already: the run took nothing
+	}
+	if st.writing--; st.writing == 0 {
+		close(st.idle)
+	}
+	if ok && !st.onTarget && st.changes == changes {
+		st.onTarget = true
 		st.dropData()
+	}
+}
+
+// settled waits until no module run is writing the dir to the target.
+func (st *sharedTemp) settled(ctx context.Context) error {
+	st.mu.Lock()
+	idle := st.idle
+	busy := st.writing > 0
+	st.mu.Unlock()
+	if !busy {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

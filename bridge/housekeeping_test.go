@@ -6,6 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -191,9 +194,9 @@ func TestMaterializeAfterModuleRun(t *testing.T) {
 	}
 }
 
-// TestModuleRunDoesNotDropLaterUpload: every module run writes every held
-// dir; an upload into one of them after the run took what to write (a
-// concurrent run's) must not be dropped when the run marks the dir on the
+// TestModuleRunDoesNotDropLaterUpload: a module run writes the held dirs
+// it needs; an upload into one of them after the run took what to write
+// (by another fork of the same run) must not be dropped when the run marks the dir on the
 // target (the other run's chmod then found no file).
 func TestModuleRunDoesNotDropLaterUpload(t *testing.T) {
 	var h housekeeping
@@ -206,7 +209,7 @@ func TestModuleRunDoesNotDropLaterUpload(t *testing.T) {
 	if held, _, err := st.hold("AnsiballZ_command.py", strings.NewReader("w"), 0o600); !held || err != nil {
 		t.Fatalf("hold: %v %v", held, err)
 	}
-	st.markOnTarget(changes) // the first run's module run is done
+	st.markOnTarget(changes, true) // the first run's module run is done
 	if !st.held() {
 		t.Fatal("dir marked on the target though an upload came after the run took it")
 	}
@@ -220,8 +223,73 @@ func TestModuleRunDoesNotDropLaterUpload(t *testing.T) {
 	if len(files) != 1 || files[0].Mode != 0o700 {
 		t.Fatalf("next run's spec: %+v", files)
 	}
-	st.markOnTarget(changes)
+	st.markOnTarget(changes, true)
 	if st.held() {
 		t.Error("dir still held after a run wrote it as it is")
+	}
+}
+
+// TestRmWaitsForModuleWrite: a module run that took a held dir to write
+// holds back its rm until the run is over; the dir then counts as
+// written by the agent, so the rm reaches the target rather than only
+// memory (it would leave the dir there, unlike stock).
+func TestRmWaitsForModuleWrite(t *testing.T) {
+	var h housekeeping
+	h.addTemp("/b", "/b/ansible-tmp-3")
+	st, _ := h.lookup("/b/ansible-tmp-3")
+	if err := st.settled(context.Background()); err != nil {
+		t.Fatalf("settled with no module run: %v", err)
+	}
+	_, _, changes := st.onTargetSpec("")
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := st.settled(done); err == nil {
+		t.Fatal("settled while a module run is writing the dir")
+	}
+	if !st.writtenByAgent() {
+		t.Error("a dir a module run is writing does not count as written by the agent")
+	}
+	st.markOnTarget(changes, false) // the run failed: maybe written, maybe not
+	if err := st.settled(done); err != nil {
+		t.Fatalf("settled after the run: %v", err)
+	}
+	if !st.held() {
+		t.Error("a failed run marked the dir on the target")
+	}
+}
+
+// TestNeededDirs: a module run writes the held dir its script is in and
+// those its parameters name (decoded: \u escapes too), not a concurrent
+// run's; parameters it cannot read mean every held dir.
+func TestNeededDirs(t *testing.T) {
+	wrapper := pingWrapper(t)
+	tg := &target{}
+	for _, d := range []string{"/b/own", "/b/src", "/b/\u00e9t\u00e9", "/b/other"} {
+		tg.house.addTemp("/b", d)
+	}
+	params := `    ANSIBALLZ_PARAMS = '{"ANSIBLE_MODULE_ARGS": {"src": "/b/src/source", "dest": "/b/\\u00e9t\\u00e9/x", "_ansible_tmpdir": null}}'`
+	wrapper = regexp.MustCompile(`(?m)^\s*ANSIBALLZ_PARAMS = '.*$`).ReplaceAllLiteralString(wrapper, params)
+	names := func(dirs []*sharedTemp) []string {
+		var out []string
+		for _, d := range dirs {
+			out = append(out, d.dir)
+		}
+		sort.Strings(out)
+		return out
+	}
+	own, dirs := tg.neededDirs(ansibleCmd{script: "/b/own/AnsiballZ_ping.py"}, []byte(wrapper))
+	if own == nil || own.dir != "/b/own" {
+		t.Errorf("own dir %v", own)
+	}
+	if got, want := names(dirs), []string{"/b/own", "/b/src", "/b/\u00e9t\u00e9"}; !slices.Equal(got, want) {
+		t.Errorf("dirs %q, want %q", got, want)
+	}
+	_, dirs = tg.neededDirs(ansibleCmd{env: [][2]string{{"X", "/b/other/f"}}}, []byte(wrapper))
+	if got, want := names(dirs), []string{"/b/other", "/b/src", "/b/\u00e9t\u00e9"}; !slices.Equal(got, want) {
+		t.Errorf("piped, with an env value naming a dir: dirs %q, want %q", got, want)
+	}
+	_, dirs = tg.neededDirs(ansibleCmd{}, []byte(strings.Replace(wrapper, "ANSIBALLZ_PARAMS = '{", "ANSIBALLZ_PARAMS = '[", 1)))
+	if len(dirs) != 4 {
+		t.Errorf("unreadable parameters: %d dirs, want all 4", len(dirs))
 	}
 }

@@ -114,14 +114,12 @@ func (r *request) serveBecome() (code int, served bool) {
 			st.setRanAs(becomeUser(w))
 		}
 	}
-	req, held := r.moduleRequest(c, wrapper)
+	// An unprivileged become user cannot write the login user's temp
+	// dirs; Ansible gave the module none (_ansible_tmpdir is unset for
+	// it) and the wrapper runs from memory.
+	req, held := r.moduleRequest(c, wrapper, ag.Info().UID == 0)
 	if len(req.Dirs) > 0 {
-		if ag.Info().UID != 0 {
-			// An unprivileged become user cannot write the login user's
-			// temp dirs; Ansible gave the module none (_ansible_tmpdir is
-			// unset for it) and the wrapper runs from memory.
-			req.Dirs, req.Files, held = nil, nil, nil
-		} else if owner, err := r.loginOwner(python); err == nil {
+		if owner, err := r.loginOwner(python); err == nil {
 			req.Owner = owner
 		} else {
 			iv.log.WithError(err).Warn("login user unknown; temp dirs written as the become user")

@@ -99,7 +99,12 @@ func (r *request) serveCached() (code int, served bool) {
 			return 0, false
 		}
 		t.house.dropTemp(st.dir)
-		if st.held() {
+		// A module run may be writing the dir to the target (a run of
+		// the same playbook on another fork): its files land first.
+		if err := st.settled(r.ctx); err != nil {
+			return 0, false
+		}
+		if !st.writtenByAgent() && st.held() {
 			t.countRoute(iv, routeCached)
 			return 0, true
 		}

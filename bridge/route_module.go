@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"path"
@@ -68,7 +69,7 @@ func (r *request) serveModule() (int, bool) {
 		}
 		return r.passthrough(wrapper), true
 	}
-	req, held := r.moduleRequest(c, wrapper)
+	req, held := r.moduleRequest(c, wrapper, true)
 	t.countRoute(iv, routeModule)
 	if u := deletedUser(wrapper); u != "" {
 		t.retireUser(ctx, iv, ag, u)
@@ -101,12 +102,11 @@ func (t *target) heldWrapper(script string) []byte {
 }
 
 // moduleRequest is the interpreter request for a module run: the wrapper,
-// the VAR=value prefixes, a PTY as -tt asks, and every held temp dir
-// (not only the wrapper's: a piped module, such as copy with pipelining,
-// finds its source there through its arguments).
+// the VAR=value prefixes, a PTY as -tt asks, and, if withDirs, the held
+// temp dirs the module needs (neededDirs).
 // It also returns the held dirs the request writes to the target, as of
-// which change (markOnTarget).
-func (r *request) moduleRequest(c ansibleCmd, wrapper []byte) (interp.ModuleRequest, []heldSnapshot) {
+// which change, for moduleResult to pass to markOnTarget.
+func (r *request) moduleRequest(c ansibleCmd, wrapper []byte, withDirs bool) (interp.ModuleRequest, []heldSnapshot) {
 	iv, t := r.iv, r.t
 	req := interp.ModuleRequest{Wrapper: wrapper, ScriptPath: c.script}
 	if len(c.env) > 0 {
@@ -115,25 +115,85 @@ func (r *request) moduleRequest(c ansibleCmd, wrapper []byte) (interp.ModuleRequ
 			req.Env[kv[0]] = kv[1]
 		}
 	}
-	var st *sharedTemp
-	if c.script != "" {
-		st, _ = t.house.lookup(c.script)
-	}
 	var held []heldSnapshot
-	for _, h := range t.house.held() {
-		skip := ""
-		if h == st && !keepRemoteFiles(wrapper) {
-			skip = path.Base(c.script)
+	if withDirs {
+		own, dirs := t.neededDirs(c, wrapper)
+		for _, h := range dirs {
+			skip := ""
+			if h == own && !keepRemoteFiles(wrapper) {
+				skip = path.Base(c.script)
+			}
+			dirs, files, changes := h.onTargetSpec(skip)
+			req.Dirs = append(req.Dirs, dirs...)
+			req.Files = append(req.Files, files...)
+			held = append(held, heldSnapshot{h, changes})
 		}
-		dirs, files, changes := h.onTargetSpec(skip)
-		req.Dirs = append(req.Dirs, dirs...)
-		req.Files = append(req.Files, files...)
-		held = append(held, heldSnapshot{h, changes})
 	}
 	if r.tty() {
 		req.PTY = &interp.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols}
 	}
 	return req, held
+}
+
+// neededDirs returns the held temp dir the module's script is in (own,
+// nil if piped) and the held dirs the run writes to the target: own and
+// those its parameters or environment name (a piped copy finds its
+// source there). A concurrent run's dirs are left alone: written by
+// this run, they could reach the target after that run's rm, and that
+// run's next module would no longer find its wrapper held. Parameters
+// the bridge cannot read mean every held dir.
+func (t *target) neededDirs(c ansibleCmd, wrapper []byte) (own *sharedTemp, dirs []*sharedTemp) {
+	if c.script != "" {
+		own, _ = t.house.lookup(c.script)
+	}
+	names, ok := namedPaths(wrapper)
+	for _, kv := range c.env {
+		names += "\x00" + kv[1]
+	}
+	for _, h := range t.house.held() {
+		if h == own || !ok || strings.Contains(names, h.dir) {
+			dirs = append(dirs, h)
+		}
+	}
+	return own, dirs
+}
+
+// namedPaths returns the string values of a wrapper's module parameters,
+// NUL-separated; false if they cannot be read.
+func namedPaths(wrapper []byte) (string, bool) {
+	w, err := ansiballz.Parse(wrapper)
+	if err != nil {
+		return "", false
+	}
+	js, err := w.Params()
+	if err != nil {
+		return "", false
+	}
+	var v any
+	if err := json.Unmarshal(js, &v); err != nil {
+		return "", false
+	}
+	var b strings.Builder
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			b.WriteString(v)
+			b.WriteByte(0)
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range v {
+				b.WriteString(k)
+				b.WriteByte(0)
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return b.String(), true
 }
 
 // heldSnapshot is a held dir as a module run wrote it to the target.
@@ -146,6 +206,9 @@ type heldSnapshot struct {
 // have, and returns the exit status.
 func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, res *interp.Result, err error) int {
 	iv := r.iv
+	for _, h := range held {
+		h.st.markOnTarget(h.changes, err == nil)
+	}
 	if err != nil {
 		iv.log.WithError(err).Warn("module run in the interpreter failed")
 		if errors.Is(err, interp.ErrAgentGone) {
@@ -156,11 +219,6 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, re
 		}
 		iv.errorf("ansible-bridge: persistent interpreter failed: %v", err)
 		return 255
-	}
-	if len(req.Dirs) > 0 {
-		for _, h := range held {
-			h.st.markOnTarget(h.changes)
-		}
 	}
 	_, _ = iv.stdout().Write(res.Stdout)
 	_, _ = iv.stderr().Write(res.Stderr)

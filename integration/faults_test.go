@@ -721,8 +721,14 @@ func TestConcurrentRuns(t *testing.T) {
 			d := newPrivateDaemon(t)
 			hook := hookDir(t)
 			results := map[side][]*runResult{}
+			tmpGlob := filepath.Join(filepath.Dir(suite.targetOut[suite.lab.User]), ".ansible", "tmp", "ansible-tmp-*")
 			for _, sd := range []side{stock, bridgeSide()} {
 				resetOutputs(t)
+				// Left by earlier tests (a killed daemon's, as stock's).
+				tmps, _ := filepath.Glob(tmpGlob)
+				for _, d := range tmps {
+					os.RemoveAll(d)
+				}
 				entries, _ := os.ReadDir(hook)
 				for _, e := range entries {
 					os.Remove(filepath.Join(hook, e.Name()))
@@ -738,6 +744,13 @@ func TestConcurrentRuns(t *testing.T) {
 					})
 				}
 				results[sd] = runAll(t, specs)
+				// Every run removed its temp dirs, as stock's rm does: none
+				// reached the target after its rm (another run's module
+				// writing it).
+				tmps, _ = filepath.Glob(tmpGlob)
+				if len(tmps) > 0 {
+					t.Errorf("%s: temp dirs left on the target: %q", sd, tmps)
+				}
 				for i, r := range results[sd] {
 					wantExit(t, r, 0)
 					wantStats(t, r, "t", map[string]int{"failures": 0, "ignored": 1, "unreachable": 0})
