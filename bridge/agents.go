@@ -16,7 +16,6 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/bootstrap"
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/interp"
-	"golang.org/x/crypto/ssh"
 )
 
 // DefaultMaxInterpreters is how many interpreters a target may have at
@@ -425,38 +424,20 @@ type sessionRunner struct {
 }
 
 func (r *sessionRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func(context.Context) error, error) {
-	c, sess, err := r.t.newSession(ctx, r.p, r.env)
+	// The hello awaited next says whether the command started: no round
+	// trip for the exec reply before the payload goes.
+	c, e, err := r.t.startExec(ctx, r.p, r.env, nil, command)
 	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	fail := func(err error) (io.WriteCloser, io.Reader, io.Reader, func(context.Context) error, error) {
-		sess.Close()
-		c.release()
 		return nil, nil, nil, nil, fmt.Errorf("start interpreter session: %w", err)
 	}
-	stdin, err := sess.StdinPipe()
-	if err != nil {
-		return fail(err)
-	}
-	stdout, err := sess.StdoutPipe()
-	if err != nil {
-		return fail(err)
-	}
-	stderr, err := sess.StderrPipe()
-	if err != nil {
-		return fail(err)
-	}
-	if err := sess.Start(command); err != nil {
-		return fail(err)
-	}
-	return stdin, stdout, stderr, sessionWait(sess, c.release), nil
+	return e.Stdin(), e.Stdout(), e.Stderr(), sessionWait(e, c.release), nil
 }
 
 // sessionWait returns an interp.Conn Wait for sess, whose end it awaits
 // from now on, then calls release. A wait whose ctx ends first closes the
 // session and returns; the await ends once the server confirms the close
 // (or the connection goes), not when a stuck remote command would exit.
-func sessionWait(sess *ssh.Session, release func()) func(context.Context) error {
+func sessionWait(sess waitCloser, release func()) func(context.Context) error {
 	ended := make(chan struct{})
 	var err error
 	go func() {
@@ -473,6 +454,12 @@ func sessionWait(sess *ssh.Session, release func()) func(context.Context) error 
 			return fmt.Errorf("remote command still running: %w", ctx.Err())
 		}
 	}
+}
+
+// waitCloser is a remote command's session: ssh.Session, sshclient.Exec.
+type waitCloser interface {
+	Wait() error
+	Close() error
 }
 
 // startAgent boots an interpreter for python through r.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/ansible-bridge/ansible-bridge/bootstrap"
 	"github.com/ansible-bridge/ansible-bridge/bridge/become"
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/interp"
-	"golang.org/x/crypto/ssh"
 )
 
 // startBecomeAgent runs Ansible's become wrapper with the interpreter's
@@ -30,7 +30,16 @@ func (r *request) startBecomeAgent(w *become.Wrapper, python string, tty bool, s
 	if err != nil {
 		return becomeStarted{}, err
 	}
-	c, sess, err := t.newSession(ctx, iv, r.sendEnv())
+	// A tool that reads passwords from a terminal only (su) gets one;
+	// -tt asks for one anyway.
+	pty := tty || w.Method.TerminalPassword
+	var term *sshclient.PTY
+	if pty {
+		term = &sshclient.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols}
+	}
+	// The tool's marker (or its failure) is awaited next: no round trip
+	// for the exec reply before the shim's stdin flows.
+	c, sess, err := t.startExec(ctx, iv, r.sendEnv(), term, startCmd)
 	if err != nil {
 		return becomeStarted{code: connFailure(iv, err)}, err
 	}
@@ -40,30 +49,7 @@ func (r *request) startBecomeAgent(w *become.Wrapper, python string, tty bool, s
 		release()
 		return becomeStarted{code: code}, err
 	}
-	// A tool that reads passwords from a terminal only (su) gets one;
-	// -tt asks for one anyway.
-	pty := tty || w.Method.TerminalPassword
-	if pty {
-		if err := sess.RequestPty(iv.getenv("TERM"), iv.hello.Rows, iv.hello.Cols, ssh.TerminalModes{}); err != nil {
-			return fail(255, err)
-		}
-	}
-	sessIn, err := sess.StdinPipe()
-	if err != nil {
-		return fail(255, err)
-	}
-	sessOut, err := sess.StdoutPipe()
-	if err != nil {
-		return fail(255, err)
-	}
-	sessErr, err := sess.StderrPipe()
-	if err != nil {
-		return fail(255, err)
-	}
-	if err := sess.Start(startCmd); err != nil {
-		iv.errorf("exec request failed on channel 0")
-		return fail(255, err)
-	}
+	sessIn, sessOut, sessErr := sess.Stdin(), sess.Stdout(), sess.Stderr()
 	if shimIn == nil {
 		if err := iv.accept(""); err != nil {
 			return fail(255, err)

@@ -207,6 +207,10 @@ func exitStatus(err error) int {
 	if errors.As(err, &ee) && ee.Signal() == "" {
 		return ee.ExitStatus()
 	}
+	var xe *sshclient.ExitError
+	if errors.As(err, &xe) && xe.Signal == "" && xe.Status >= 0 {
+		return xe.Status
+	}
 	return 255
 }
 

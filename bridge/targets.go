@@ -384,6 +384,22 @@ func (t *target) newSession(ctx context.Context, p sshclient.Prompter, env [][2]
 	return c, sess, nil
 }
 
+// startExec starts command on the target's connection as OpenSSH's client
+// would, not waiting for the exec reply (sshclient.StartExec), with a
+// terminal if pty is not nil.
+func (t *target) startExec(ctx context.Context, p sshclient.Prompter, env [][2]string, pty *sshclient.PTY, command string) (*sshConn, *sshclient.Exec, error) {
+	var e *sshclient.Exec
+	c, err := t.use(ctx, p, func(c *sshConn) error {
+		var err error
+		e, err = sshclient.StartExec(c.client.Client, env, pty, command)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, e, nil
+}
+
 // attach makes iv an invocation of t: in flight (so that the target does
 // not expire under it, nor a stop retire its interpreters) until
 // invocationDone.

@@ -1,0 +1,144 @@
+package sshclient
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Exec is a session channel running one command, started as OpenSSH's
+// client starts one: env, pty-req and exec go out one after the other
+// and the command's stdin may follow at once, without a round trip for
+// the exec reply (x/crypto's Session waits for it). A command that cannot
+// start then shows as a channel that closes without an exit status.
+// Only for commands whose own first output is awaited anyway (an
+// interpreter's hello, a become tool's marker), where an exec failure
+// reads the same as the command failing.
+type Exec struct {
+	ch     ssh.Channel
+	done   chan struct{}
+	status int
+	signal string
+	got    bool // an exit-status or exit-signal came
+}
+
+// PTY is a terminal to request for an Exec: its TERM and size, with the
+// server's default modes.
+type PTY struct {
+	Term       string
+	Rows, Cols int
+}
+
+// StartExec opens a session on c, sends env (as ssh sends SendEnv
+// variables, no reply wanted), a pty-req if pty is not nil, and exec.
+func StartExec(c *ssh.Client, env [][2]string, pty *PTY, command string) (*Exec, error) {
+	ch, reqs, err := c.OpenChannel("session", nil)
+	if err != nil {
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	e := &Exec{ch: ch, done: make(chan struct{})}
+	go e.serve(reqs)
+	send := func(name string, payload []byte) error {
+		if _, err := ch.SendRequest(name, false, payload); err != nil {
+			ch.Close()
+			return fmt.Errorf("%s request: %w", name, err)
+		}
+		return nil
+	}
+	for _, kv := range env {
+		if err := send("env", ssh.Marshal(&struct{ Name, Value string }{kv[0], kv[1]})); err != nil {
+			return nil, err
+		}
+	}
+	if pty != nil {
+		req := struct {
+			Term             string
+			Cols, Rows, W, H uint32
+			Modes            string
+		}{pty.Term, uint32(pty.Cols), uint32(pty.Rows), 0, 0, "\x00"} // TTY_OP_END only
+		if err := send("pty-req", ssh.Marshal(&req)); err != nil {
+			return nil, err
+		}
+	}
+	if err := send("exec", ssh.Marshal(&struct{ Command string }{command})); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// serve takes the session's requests until the channel closes: the exit
+// status or signal is kept, anything else refused.
+func (e *Exec) serve(reqs <-chan *ssh.Request) {
+	defer close(e.done)
+	for req := range reqs {
+		switch req.Type {
+		case "exit-status":
+			if len(req.Payload) >= 4 {
+				e.status, e.got = int(binary.BigEndian.Uint32(req.Payload)), true
+			}
+		case "exit-signal":
+			var sig struct {
+				Signal     string
+				CoreDumped bool
+				Error      string
+				Lang       string
+			}
+			if ssh.Unmarshal(req.Payload, &sig) == nil {
+				e.signal, e.got = sig.Signal, true
+			}
+		}
+		if req.WantReply {
+			_ = req.Reply(false, nil)
+		}
+	}
+}
+
+// Stdin is the command's stdin; Close sends EOF.
+func (e *Exec) Stdin() io.WriteCloser { return execStdin{e.ch} }
+
+// Stdout is the command's stdout.
+func (e *Exec) Stdout() io.Reader { return e.ch }
+
+// Stderr is the command's stderr (it must be read, or the channel stalls).
+func (e *Exec) Stderr() io.Reader { return e.ch.Stderr() }
+
+// Wait waits until the channel has closed: nil for exit status 0, else an
+// *ExitError.
+func (e *Exec) Wait() error {
+	<-e.done
+	switch {
+	case e.got && e.signal == "" && e.status == 0:
+		return nil
+	case e.got:
+		return &ExitError{Status: e.status, Signal: e.signal}
+	}
+	return &ExitError{Status: -1}
+}
+
+// Close closes the channel.
+func (e *Exec) Close() error { return e.ch.Close() }
+
+// ExitError is how an Exec's command ended other than with status 0:
+// Status (-1 when the channel closed without one, as when the command
+// could not start), or Signal.
+type ExitError struct {
+	Status int
+	Signal string
+}
+
+func (e *ExitError) Error() string {
+	switch {
+	case e.Signal != "":
+		return "remote command killed by signal " + e.Signal
+	case e.Status < 0:
+		return "remote command ended without an exit status"
+	}
+	return fmt.Sprintf("remote command exited with status %d", e.Status)
+}
+
+type execStdin struct{ ch ssh.Channel }
+
+func (s execStdin) Write(p []byte) (int, error) { return s.ch.Write(p) }
+func (s execStdin) Close() error                { return s.ch.CloseWrite() }
