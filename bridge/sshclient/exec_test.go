@@ -1,0 +1,139 @@
+package sshclient
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// execServer is one SSH connection on loopback whose session records the
+// requests it got (name, and "?" if a reply was wanted), in order.
+type execServer struct {
+	mu         sync.Mutex
+	reqs       []string
+	exitStatus *uint32 // nil: close without one
+}
+
+func (s *execServer) log() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.reqs...)
+}
+
+func startExecServer(t *testing.T, s *execServer) *ssh.Client {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	cfg := &ssh.ServerConfig{NoClientAuth: true}
+	cfg.AddHostKey(newTestSigner(t))
+	go func() {
+		sc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		_, chans, reqs, err := ssh.NewServerConn(sc, cfg)
+		if err != nil {
+			return
+		}
+		go ssh.DiscardRequests(reqs)
+		for nc := range chans {
+			go s.session(nc)
+		}
+	}()
+	cc, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, chans, reqs, err := ssh.NewClientConn(cc, l.Addr().String(), &ssh.ClientConfig{User: "u", HostKeyCallback: ssh.InsecureIgnoreHostKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ssh.NewClient(conn, chans, reqs)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// session: stdin comes back upper-cased on stdout once it ends, "err" on
+// stderr, then the exit status (if any) and the close.
+func (s *execServer) session(nc ssh.NewChannel) {
+	ch, reqs, err := nc.Accept()
+	if err != nil {
+		return
+	}
+	defer ch.Close()
+	go func() {
+		for r := range reqs {
+			s.mu.Lock()
+			s.reqs = append(s.reqs, r.Type+map[bool]string{true: "?", false: ""}[r.WantReply])
+			s.mu.Unlock()
+			if r.WantReply {
+				_ = r.Reply(true, nil)
+			}
+		}
+	}()
+	in, _ := io.ReadAll(ch)
+	_, _ = ch.Write(bytes.ToUpper(in))
+	_, _ = io.WriteString(ch.Stderr(), "err")
+	if s.exitStatus != nil {
+		_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{*s.exitStatus}))
+	}
+}
+
+// TestStartExec: env, pty-req and exec go out in that order with no reply
+// wanted (StartExec sends them before it returns, so stdin follows them),
+// and the exit status comes back as an ExitError.
+func TestStartExec(t *testing.T) {
+	status := uint32(3)
+	srv := &execServer{exitStatus: &status}
+	c := startExecServer(t, srv)
+	e, err := StartExec(c, [][2]string{{"LANG", "C"}}, &PTY{Term: "xterm", Rows: 24, Cols: 80}, "cat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, _ = io.WriteString(e.Stdin(), "hello")
+		_ = e.Stdin().Close()
+	}()
+	var errOut []byte
+	errDone := make(chan struct{})
+	go func() { errOut, _ = io.ReadAll(e.Stderr()); close(errDone) }()
+	out, _ := io.ReadAll(e.Stdout())
+	<-errDone
+	werr := e.Wait()
+	if string(out) != "HELLO" || string(errOut) != "err" {
+		t.Errorf("stdout %q stderr %q, want HELLO, err", out, errOut)
+	}
+	var xe *ExitError
+	if !errors.As(werr, &xe) || xe.Status != 3 || xe.Signal != "" {
+		t.Errorf("Wait = %v, want exit status 3", werr)
+	}
+	if got := strings.Join(srv.log(), " "); got != "env pty-req exec" {
+		t.Errorf("requests %q, want env, pty-req, exec, none wanting a reply", got)
+	}
+}
+
+// TestStartExecNoStatus: a channel that closes without an exit status (a
+// command that could not start) is an ExitError with status -1.
+func TestStartExecNoStatus(t *testing.T) {
+	c := startExecServer(t, &execServer{})
+	e, err := StartExec(c, nil, nil, "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = e.Stdin().Close()
+	go func() { _, _ = io.Copy(io.Discard, e.Stderr()) }()
+	_, _ = io.Copy(io.Discard, e.Stdout())
+	var xe *ExitError
+	if err := e.Wait(); !errors.As(err, &xe) || xe.Status != -1 {
+		t.Errorf("Wait = %v, want ExitError with status -1", err)
+	}
+}
