@@ -146,11 +146,15 @@ func (t *target) neededDirs(c ansibleCmd, wrapper []byte) (own *sharedTemp, dirs
 	if c.script != "" {
 		own, _ = t.house.lookup(c.script)
 	}
+	held := t.house.held()
+	if len(held) == 0 || len(held) == 1 && held[0] == own {
+		return own, held // the usual case: no parameters to read
+	}
 	names, ok := namedPaths(wrapper)
 	for _, kv := range c.env {
 		names += "\x00" + kv[1]
 	}
-	for _, h := range t.house.held() {
+	for _, h := range held {
 		if h == own || !ok || strings.Contains(names, h.dir) {
 			dirs = append(dirs, h)
 		}

@@ -20,11 +20,16 @@ import (
 // … is currently used by process"), where stock leaves no process behind.
 // raw and script are not looked at (they never reach an interpreter).
 func deletedUser(wrapper []byte) string {
-	if !bytes.Contains(wrapper, []byte("absent")) && !bytes.Contains(wrapper, []byte("userdel")) && !bytes.Contains(wrapper, []byte("deluser")) {
-		return "" // most steps: no need to take the wrapper apart
-	}
 	w, err := ansiballz.Parse(wrapper)
 	if err != nil {
+		return ""
+	}
+	// The words are looked for around the zip (base64, a third of whose
+	// bytes would start a match): most steps need no more.
+	named := func(word string) bool {
+		return bytes.Contains(wrapper[:w.ZipStart], []byte(word)) || bytes.Contains(wrapper[w.ZipEnd:], []byte(word))
+	}
+	if !named("absent") && !named("userdel") && !named("deluser") {
 		return ""
 	}
 	module := w.ModuleFQN[strings.LastIndexByte(w.ModuleFQN, '.')+1:]

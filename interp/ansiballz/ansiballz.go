@@ -105,7 +105,7 @@ func quoted(s []byte, q string, comma bool) ([]byte, bool) {
 	}
 	s = s[len(q):]
 	end := bytes.Index(s, []byte(q))
-	if end < 0 || bytes.ContainsAny(s[:end], `'"\`) {
+	if end < 0 || hasQuoteOrBackslash(s[:end]) {
 		return nil, false
 	}
 	rest := bytes.TrimRight(s[end+len(q):], " \t\r")
@@ -116,6 +116,13 @@ func quoted(s []byte, q string, comma bool) ([]byte, bool) {
 		return nil, false
 	}
 	return s[:end], true
+}
+
+// hasQuoteOrBackslash is bytes.ContainsAny(b, `'"\`), an order of
+// magnitude quicker on a 140 KB zip literal (ContainsAny goes byte by
+// byte; IndexByte does not).
+func hasQuoteOrBackslash(b []byte) bool {
+	return bytes.IndexByte(b, '\'') >= 0 || bytes.IndexByte(b, '"') >= 0 || bytes.IndexByte(b, '\\') >= 0
 }
 
 // dotted reports whether name looks like a Python module path.
