@@ -85,6 +85,17 @@ func (r *request) serveBecome() (code int, served bool) {
 		if err != nil {
 			return 0, false
 		}
+		if c.script != "" && becomeUser(w) == "root" && t.hasLive() {
+			// Its temp dirs are written as the login user, whose
+			// interpreter says who that is (loginOwner): started beside
+			// the become one, its round trips overlap those.
+			loginUp := make(chan struct{})
+			go func() {
+				defer close(loginUp)
+				_, _ = t.agent(ctx, iv, python, r.sendEnv())
+			}()
+			defer func() { <-loginUp }()
+		}
 		st, err := r.startBecomeAgent(w, python, tty, stdin)
 		recorded := res.done(t, st.ag, st.password, err)
 		if st.ag == nil {
