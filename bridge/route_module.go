@@ -117,8 +117,8 @@ func (r *request) moduleRequest(c ansibleCmd, wrapper []byte, withDirs bool) (in
 	}
 	var held []heldSnapshot
 	if withDirs {
-		own, dirs := t.neededDirs(c, wrapper)
-		for _, h := range dirs {
+		own, needed := t.neededDirs(c, wrapper)
+		for _, h := range needed {
 			skip := ""
 			if h == own && !keepRemoteFiles(wrapper) {
 				skip = path.Base(c.script)
