@@ -437,7 +437,7 @@ func (r *sessionRunner) Start(ctx context.Context, command string) (io.WriteClos
 // from now on, then calls release. A wait whose ctx ends first closes the
 // session and returns; the await ends once the server confirms the close
 // (or the connection goes), not when a stuck remote command would exit.
-func sessionWait(sess waitCloser, release func()) func(context.Context) error {
+func sessionWait(sess *sshclient.Exec, release func()) func(context.Context) error {
 	ended := make(chan struct{})
 	var err error
 	go func() {
@@ -454,12 +454,6 @@ func sessionWait(sess waitCloser, release func()) func(context.Context) error {
 			return fmt.Errorf("remote command still running: %w", ctx.Err())
 		}
 	}
-}
-
-// waitCloser is a remote command's session: ssh.Session, sshclient.Exec.
-type waitCloser interface {
-	Wait() error
-	Close() error
 }
 
 // startAgent boots an interpreter for python through r.

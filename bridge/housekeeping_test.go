@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 )
 
 // ansibleMkdir is the command Ansible sends to make a task's temp dir.
@@ -277,18 +279,25 @@ func TestNeededDirs(t *testing.T) {
 		sort.Strings(out)
 		return out
 	}
-	own, dirs := tg.neededDirs(ansibleCmd{script: "/b/own/AnsiballZ_ping.py"}, []byte(wrapper))
+	parse := func(src string) *ansiballz.Wrapper {
+		w, err := ansiballz.Parse([]byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	own, dirs := tg.neededDirs(ansibleCmd{script: "/b/own/AnsiballZ_ping.py"}, parse(wrapper))
 	if own == nil || own.dir != "/b/own" {
 		t.Errorf("own dir %v", own)
 	}
 	if got, want := names(dirs), []string{"/b/own", "/b/src", "/b/\u00e9t\u00e9"}; !slices.Equal(got, want) {
 		t.Errorf("dirs %q, want %q", got, want)
 	}
-	_, dirs = tg.neededDirs(ansibleCmd{env: [][2]string{{"X", "/b/other/f"}}}, []byte(wrapper))
+	_, dirs = tg.neededDirs(ansibleCmd{env: [][2]string{{"X", "/b/other/f"}}}, parse(wrapper))
 	if got, want := names(dirs), []string{"/b/other", "/b/src", "/b/\u00e9t\u00e9"}; !slices.Equal(got, want) {
 		t.Errorf("piped, with an env value naming a dir: dirs %q, want %q", got, want)
 	}
-	_, dirs = tg.neededDirs(ansibleCmd{}, []byte(strings.Replace(wrapper, "ANSIBALLZ_PARAMS = '{", "ANSIBALLZ_PARAMS = '[", 1)))
+	_, dirs = tg.neededDirs(ansibleCmd{}, parse(strings.Replace(wrapper, "ANSIBALLZ_PARAMS = '{", "ANSIBALLZ_PARAMS = '[", 1)))
 	if len(dirs) != 4 {
 		t.Errorf("unreadable parameters: %d dirs, want all 4", len(dirs))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/become"
 	"github.com/ansible-bridge/ansible-bridge/interp"
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 )
 
 // routeBecome is a module run in a become user's interpreter: a sudo,
@@ -42,8 +43,9 @@ func (r *request) serveBecome() (code int, served bool) {
 		return 0, false
 	}
 	var wrapper []byte
+	var parsed *ansiballz.Wrapper
 	if c.script != "" {
-		if wrapper = t.heldWrapper(c.script); wrapper == nil {
+		if wrapper, parsed = t.heldWrapper(c.script); parsed == nil {
 			return 0, false
 		}
 	}
@@ -113,7 +115,10 @@ func (r *request) serveBecome() (code int, served bool) {
 	t.countRoute(iv, routeBecome)
 	if wrapper == nil {
 		data, err := io.ReadAll(io.LimitReader(stdin, maxPipedModule))
-		if err != nil || !t.recognised(iv, data) {
+		if err == nil {
+			parsed = t.recognised(iv, data)
+		}
+		if parsed == nil {
 			// Not a module after all: the inner command runs as the become
 			// user all the same, in its interpreter.
 			return r.execIn(ag, w.Inner, io.MultiReader(bytes.NewReader(data), stdin), tty), true
@@ -128,7 +133,7 @@ func (r *request) serveBecome() (code int, served bool) {
 	// An unprivileged become user cannot write the login user's temp
 	// dirs; Ansible gave the module none (_ansible_tmpdir is unset for
 	// it) and the wrapper runs from memory.
-	req, held := r.moduleRequest(c, wrapper, ag.Info().UID == 0)
+	req, held := r.moduleRequest(c, wrapper, parsed, ag.Info().UID == 0)
 	if len(req.Dirs) > 0 {
 		if owner, err := r.loginOwner(python); err == nil {
 			req.Owner = owner
@@ -139,7 +144,7 @@ func (r *request) serveBecome() (code int, served bool) {
 	// A change of /etc/environment does not concern the become user: the
 	// tool sets its environment (stock steps do not see it either).
 	req.IgnoreEnvChange = true
-	if u := deletedUser(wrapper); u != "" {
+	if u := deletedUser(wrapper, parsed); u != "" {
 		t.retireUser(ctx, iv, ag, u)
 	}
 	res, err := ag.RunModule(ctx, req)

@@ -128,7 +128,13 @@ func (r *request) serveCached() (code int, served bool) {
 			if st == nil {
 				return 0, false
 			}
-			if name != "" && (!strings.HasPrefix(name, "AnsiballZ_") || t.heldWrapper(p) == nil) {
+			if name == "" {
+				continue
+			}
+			if !strings.HasPrefix(name, "AnsiballZ_") {
+				return 0, false
+			}
+			if _, w := t.heldWrapper(p); w == nil {
 				return 0, false
 			}
 		}

@@ -39,8 +39,9 @@ const maxPipedModule = 64 << 20
 func (r *request) serveModule() (int, bool) {
 	ctx, iv, t, c := r.ctx, r.iv, r.t, r.cmd
 	var wrapper []byte
+	var parsed *ansiballz.Wrapper
 	if c.script != "" {
-		if wrapper = t.heldWrapper(c.script); wrapper == nil {
+		if wrapper, parsed = t.heldWrapper(c.script); parsed == nil {
 			return 0, false
 		}
 		iv.entry.SetModuleSource(wrapper)
@@ -56,7 +57,10 @@ func (r *request) serveModule() (int, bool) {
 			return 255, true
 		}
 		data, err := io.ReadAll(io.LimitReader(iv.stdin, maxPipedModule))
-		if err != nil || !t.recognised(iv, data) {
+		if err == nil {
+			parsed = t.recognised(iv, data)
+		}
+		if parsed == nil {
 			return r.passthrough(data), true
 		}
 		wrapper = data
@@ -69,9 +73,9 @@ func (r *request) serveModule() (int, bool) {
 		}
 		return r.passthrough(wrapper), true
 	}
-	req, held := r.moduleRequest(c, wrapper, true)
+	req, held := r.moduleRequest(c, wrapper, parsed, true)
 	t.countRoute(iv, routeModule)
-	if u := deletedUser(wrapper); u != "" {
+	if u := deletedUser(wrapper, parsed); u != "" {
 		t.retireUser(ctx, iv, ag, u)
 	}
 	res, err := ag.RunModule(ctx, req)
@@ -87,26 +91,30 @@ func (r *request) serveModule() (int, bool) {
 	return r.moduleResult(req, held, res, err), true
 }
 
-// heldWrapper returns the AnsiballZ wrapper at script if the bridge has
-// its content, else nil.
-func (t *target) heldWrapper(script string) []byte {
+// heldWrapper returns the AnsiballZ wrapper at script, and it taken
+// apart, if the bridge has its content; else nil, nil.
+func (t *target) heldWrapper(script string) ([]byte, *ansiballz.Wrapper) {
 	st, name := t.house.lookup(script)
 	if st == nil || name == "" {
-		return nil
+		return nil, nil
 	}
 	f, ok := st.file(name)
-	if !ok || !isAnsiballZ(f.data) {
-		return nil
+	if !ok {
+		return nil, nil
 	}
-	return f.data
+	w, err := ansiballz.Parse(f.data)
+	if err != nil {
+		return nil, nil
+	}
+	return f.data, w
 }
 
-// moduleRequest is the interpreter request for a module run: the wrapper,
-// the VAR=value prefixes, a PTY as -tt asks, and, if withDirs, the held
-// temp dirs the module needs (neededDirs).
+// moduleRequest is the interpreter request for a module run: the wrapper
+// (parsed: it taken apart), the VAR=value prefixes, a PTY as -tt asks,
+// and, if withDirs, the held temp dirs the module needs (neededDirs).
 // It also returns the held dirs the request writes to the target, as of
 // which change, for moduleResult to pass to markOnTarget.
-func (r *request) moduleRequest(c ansibleCmd, wrapper []byte, withDirs bool) (interp.ModuleRequest, []heldSnapshot) {
+func (r *request) moduleRequest(c ansibleCmd, wrapper []byte, parsed *ansiballz.Wrapper, withDirs bool) (interp.ModuleRequest, []heldSnapshot) {
 	iv, t := r.iv, r.t
 	req := interp.ModuleRequest{Wrapper: wrapper, ScriptPath: c.script}
 	if len(c.env) > 0 {
@@ -117,7 +125,7 @@ func (r *request) moduleRequest(c ansibleCmd, wrapper []byte, withDirs bool) (in
 	}
 	var held []heldSnapshot
 	if withDirs {
-		own, needed := t.neededDirs(c, wrapper)
+		own, needed := t.neededDirs(c, parsed)
 		for _, h := range needed {
 			skip := ""
 			if h == own && !keepRemoteFiles(wrapper) {
@@ -142,7 +150,7 @@ func (r *request) moduleRequest(c ansibleCmd, wrapper []byte, withDirs bool) (in
 // this run, they could reach the target after that run's rm, and that
 // run's next module would no longer find its wrapper held. Parameters
 // the bridge cannot read mean every held dir.
-func (t *target) neededDirs(c ansibleCmd, wrapper []byte) (own *sharedTemp, dirs []*sharedTemp) {
+func (t *target) neededDirs(c ansibleCmd, w *ansiballz.Wrapper) (own *sharedTemp, dirs []*sharedTemp) {
 	if c.script != "" {
 		own, _ = t.house.lookup(c.script)
 	}
@@ -150,7 +158,7 @@ func (t *target) neededDirs(c ansibleCmd, wrapper []byte) (own *sharedTemp, dirs
 	if len(held) == 0 || len(held) == 1 && held[0] == own {
 		return own, held // the usual case: no parameters to read
 	}
-	names, ok := namedPaths(wrapper)
+	names, ok := namedPaths(w)
 	for _, kv := range c.env {
 		names += "\x00" + kv[1]
 	}
@@ -164,11 +172,7 @@ func (t *target) neededDirs(c ansibleCmd, wrapper []byte) (own *sharedTemp, dirs
 
 // namedPaths returns the string values of a wrapper's module parameters,
 // NUL-separated; false if they cannot be read.
-func namedPaths(wrapper []byte) (string, bool) {
-	w, err := ansiballz.Parse(wrapper)
-	if err != nil {
-		return "", false
-	}
+func namedPaths(w *ansiballz.Wrapper) (string, bool) {
 	js, err := w.Params()
 	if err != nil {
 		return "", false
@@ -232,24 +236,20 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, re
 	return res.ExitCode
 }
 
-// isAnsiballZ recognises Ansible's module wrapper, in any format the
-// bridge runs (package ansiballz).
-func isAnsiballZ(src []byte) bool { return ansiballz.Is(src) }
-
-// recognised reports whether src, what a python on the target was about
-// to read, is a module wrapper the bridge runs. A source that looks like
-// a wrapper but does not take apart (a newer ansible-core?) is counted as
-// a slow path with the reason; plain Python (a script Ansible pipes, a
-// user's own) is not worth a line.
-func (t *target) recognised(iv *invocation, src []byte) bool {
-	_, err := ansiballz.Parse(src)
+// recognised returns src, what a python on the target was about to
+// read, taken apart if it is a module wrapper the bridge runs, else nil.
+// A source that looks like a wrapper but does not take apart (a newer
+// ansible-core?) is counted as a slow path with the reason; plain Python
+// (a script Ansible pipes, a user's own) is not worth a line.
+func (t *target) recognised(iv *invocation, src []byte) *ansiballz.Wrapper {
+	w, err := ansiballz.Parse(src)
 	if err == nil {
-		return true
+		return w
 	}
 	if bytes.Contains(src, []byte("_ANSIBALLZ_WRAPPER")) || bytes.Contains(src, []byte("_ansiballz_main")) {
 		t.countSlow(iv, "unrecognised module wrapper ("+err.Error()+"; a newer ansible-core?)")
 	}
-	return false
+	return nil
 }
 
 // keepRemoteFiles tells whether the task runs with ANSIBLE_KEEP_REMOTE_FILES,

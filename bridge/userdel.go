@@ -19,11 +19,8 @@ import (
 // A become interpreter living as that user would make userdel fail ("user
 // … is currently used by process"), where stock leaves no process behind.
 // raw and script are not looked at (they never reach an interpreter).
-func deletedUser(wrapper []byte) string {
-	w, err := ansiballz.Parse(wrapper)
-	if err != nil {
-		return ""
-	}
+// w is wrapper taken apart.
+func deletedUser(wrapper []byte, w *ansiballz.Wrapper) string {
 	// The words are looked for around the zip (base64, a third of whose
 	// bytes would start a match): most steps need no more.
 	named := func(word string) bool {

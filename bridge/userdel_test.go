@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 )
 
 // wrapperFor turns the saved ping wrapper into one of module with args
@@ -39,7 +41,12 @@ func TestDeletedUser(t *testing.T) {
 		{"command", `{"_raw_params": "echo absent"}`, ""},
 		{"ping", `{"data": "absent userdel x"}`, ""},
 	} {
-		if got := deletedUser(wrapperFor(t, tc.module, tc.args)); got != tc.want {
+		src := wrapperFor(t, tc.module, tc.args)
+		w, err := ansiballz.Parse(src)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.module, tc.args, err)
+		}
+		if got := deletedUser(src, w); got != tc.want {
 			t.Errorf("%s %s: deletes %q, want %q", tc.module, tc.args, got, tc.want)
 		}
 	}
