@@ -400,6 +400,40 @@ DATETIME_RE = re.compile(br"^date_time=(datetime\.datetime\(([0-9, ]+), tzinfo=d
 DATETIME_MARKER = '@@ANSIBLE_BRIDGE_DATETIME@@'
 
 
+# The wrapper's payload work, line by line: it writes the zip it holds to a
+# fresh temp dir, appends a sitecustomize.py to it, runs the module from it
+# and removes the dir, about a millisecond per task. A zygote already has
+# that zip on disk (its forks import from it), so a cached shape runs the
+# module from there instead: each of these lines, found exactly once, gives
+# way to a line that does without the file work. Lines keep their numbers,
+# so a traceback through the wrapper reads as stock's. Each pattern's
+# group 1 is the line's indentation; {zip} in a replacement is the
+# zygote's zip path.
+PAYLOAD_LINES = (
+    (br"^( +)z = zipfile\.ZipFile\(modlib_path, mode='a'\)$", b'pass'),
+    (br"^( +)z\.writestr\(zinfo, sitecustomize\)$", b'pass'),
+    (br"^( +)z\.close\(\)$", b'pass'),
+    (br"^( +)temp_path = (?:os\.path\.realpath\()?tempfile\.mkdtemp\(prefix=[^\n]*\)$", b'temp_path = None'),
+    (br"^( +)zipped_mod = os\.path\.join\(temp_path, [^\n]*\)$", b'zipped_mod = {zip}'),
+    (br"^( +)with open\(zipped_mod, 'wb'\) as modlib:$", b'if 0:'),
+    (br"^( +)shutil\.rmtree\(temp_path(?:, ignore_errors=True)?\)$", b'pass'),
+)
+PAYLOAD_RES = tuple((re.compile(p, re.M), r) for p, r in PAYLOAD_LINES)
+
+
+def without_payload_files(src, zippath):
+    """src (a wrapper's source) running its module from zippath rather
+    than from a copy of its zip in a temp dir, or None when src does not
+    have each payload line exactly once (then it runs as it is)."""
+    zlit = repr(zippath).encode('utf-8')
+    for rx, repl in PAYLOAD_RES:
+        found = rx.findall(src)
+        if len(found) != 1:
+            return None
+        src = rx.sub(lambda m: m.group(1) + repl.replace(b'{zip}', zlit), src)
+    return src
+
+
 def _swap_consts(code, swaps, hits, fname):
     """code with str constants replaced per swaps and fname as its file
     name, in nested code too."""
@@ -431,9 +465,10 @@ class WrapperCompiler(object):
 
     MAX = 16
 
-    def __init__(self, b64):
+    def __init__(self, b64, zippath=None):
         self.b64 = b64
         self.b64s = b64.decode('ascii')
+        self.zippath = zippath  # the zip on disk: cached shapes run the module from it
         self.cache = {}
         self.ok = hasattr(type(self.__init__.__code__), 'replace')
 
@@ -464,6 +499,8 @@ class WrapperCompiler(object):
         return key, values
 
     def _compile_key(self, key):
+        if self.zippath is not None:
+            key = without_payload_files(key, self.zippath) or key
         try:
             return compile(key, '<ansible-bridge-template>', 'exec', dont_inherit=True)
         except SyntaxError:
@@ -1044,7 +1081,7 @@ class ZygoteServer(object):
         if self.fqn:
             cache_module_code(self.fqn)
         restore()
-        self.wc = WrapperCompiler(self.b64)
+        self.wc = WrapperCompiler(self.b64, self.zippath)
         self.pf = Prefaulter()
         self.learn_r, self.learn_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.learn_r.setblocking(False)
@@ -1819,7 +1856,8 @@ class Agent(object):
                 if hashlib.sha256(zdata).hexdigest() != digest:
                     raise ValueError('zip hash mismatch')
                 path = os.path.join(self.zipdir, digest[:32] + '.zip')
-                atomic_write(path, zdata, 0o600)
+                # Read-only: tasks run their modules from it (without_payload_files).
+                atomic_write(path, zdata, 0o400)
                 entry = ZipEntry(digest, path, base64.b64encode(zdata))
                 self.zips[digest] = entry
         return entry, off

@@ -121,12 +121,69 @@ class WrapperCompilerTest(unittest.TestCase):
                 self.assertEqual(result.get('ping'), 'pong', out)
 
 
-def run_in_child(code):
-    """stdout of code run as __main__ in a fork, as the agent runs a task."""
+    def test_payload_lines_every_version(self):
+        """Every version's wrapper has each payload line once, and loses
+        none of its lines without them (a traceback keeps its numbers)."""
+        for path in WRAPPERS:
+            with self.subTest(os.path.basename(path)):
+                src = read(path)
+                out = agent.without_payload_files(src, '/z/a.zip')
+                self.assertIsNotNone(out)
+                self.assertEqual(out.count(b'\n'), src.count(b'\n'))
+                self.assertNotIn(b'tempfile.mkdtemp(', out)
+                self.assertNotIn(b'shutil.rmtree(temp_path', out)
+                self.assertIn(b"zipped_mod = '/z/a.zip'", out)
+
+    def test_payload_lines_all_or_none(self):
+        """A wrapper missing one of the payload lines (or holding one twice)
+        runs as it is: the temp dir it makes is then its own to remove."""
+        src = read(WRAPPERS[0])
+        self.assertIsNone(agent.without_payload_files(src.replace(b'shutil.rmtree(temp_path', b'shutil.rmtree(tp', 1), '/z/a.zip'))
+        self.assertIsNone(agent.without_payload_files(src + b'\n    z.close()\n', '/z/a.zip'))
+
+    def test_runs_from_zygote_zip(self):
+        """A cached shape runs its module from the zip on disk: no temp
+        dir, and the module's _modlib_path is that zip."""
+        for path in WRAPPERS:
+            name = os.path.basename(path)
+            module, version = name[:-len('.py.gz')].split('-')
+            if module != 'ping':
+                continue
+            with self.subTest(name):
+                if sys.version_info[:2] < MIN_PYTHON[version]:
+                    self.skipTest('ansible-core %s needs python >= %d.%d on the target' % ((version,) + MIN_PYTHON[version]))
+                tpl, b64 = template(read(path))
+                d = tempfile.mkdtemp()
+                self.addCleanup(shutil.rmtree, d)
+                zp = os.path.join(d, 'z.zip')
+                with open(zp, 'wb') as f:
+                    f.write(base64.b64decode(b64))
+                wc = agent.WrapperCompiler(b64, zp)
+                if not wc.ok:
+                    self.skipTest('python < 3.8 has no code.replace: the full source is compiled')
+                wc.learn(tpl)
+                code = wc.compile(another_task(tpl), '<stdin>')
+
+                def no_mkdtemp():
+                    def refuse(*a, **kw):
+                        raise AssertionError('mkdtemp called')
+                    tempfile.mkdtemp = refuse
+                out = run_in_child(code, no_mkdtemp)
+                result = json.loads(out.decode('utf-8').strip().splitlines()[-1])
+                self.assertEqual(result.get('ping'), 'pong', out)
+                with zipfile.ZipFile(zp) as z:
+                    self.assertNotIn('sitecustomize.py', z.namelist(), 'the shared zip was written to')
+
+
+def run_in_child(code, prep=None):
+    """stdout of code run as __main__ in a fork, as the agent runs a task
+    (after prep, in the fork, if given)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
+            if prep is not None:
+                prep()
             os.close(r)
             os.dup2(w, 1)
             sys.stdout = io.TextIOWrapper(io.FileIO(1, 'w', closefd=False), write_through=True)
