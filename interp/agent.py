@@ -73,7 +73,9 @@ OUT_HIGH = 4 << 20
 
 # Go's zipMarker (interp/module.go): where a template's zip goes.
 ZIP_MARKER = b'@@ANSIBLE_BRIDGE_ZIPDATA@@'
-FQN_RE = re.compile(rb"_module_fqn='([^']+)'")
+# The module a wrapper runs: runpy's init_globals=dict(_module_fqn='X', ...
+# up to ansible-core 2.18, the module_fqn='X', argument of the call from 2.19.
+FQN_RE = re.compile(rb"(?:_module_fqn=|^module_fqn=)'([^']+)'", re.M)
 ENV_FILES = ('/etc/environment', '~/.pam_environment')
 RESOLV = '/etc/resolv.conf'
 # Zygotes per agent; the least recently used one is retired beyond this.
