@@ -89,7 +89,14 @@
 // compiled shape (the template with its ZIPDATA and ANSIBALLZ_PARAMS
 // literals as markers), so a task swaps two constants (and its file name:
 // without pipelining each task's script has its own path) instead of
-// compiling ~140 KB of source. Then it freezes the garbage collector's
+// compiling ~140 KB of source. That cached shape also runs the module
+// from the zygote's zip on disk (read-only, 0400), where the wrapper
+// would write its zip to a fresh temp dir, append a sitecustomize.py and
+// remove the dir, about a millisecond per task: the wrapper's own lines
+// for that (each found exactly once, else the wrapper runs as it is)
+// give way to lines that do without, with line numbers kept, so that a
+// traceback through the wrapper reads as stock's; the module's
+// _modlib_path (which respawn_module uses) is the zygote's zip. Then it freezes the garbage collector's
 // view of that heap (gc.freeze) so children do not copy it on write. The
 // zygote keeps one child forked ahead (a spare, already in its own
 // session with /dev/null as stdin) so that no fork is on a request's
