@@ -1341,15 +1341,31 @@ class Zygote(object):
 
 class ZipEntry(object):
     """A module zip the agent holds (by its SHA-256), its base template and
-    its zygote."""
+    its zygote. A zip whose files are those of one held already (Ansible
+    builds each module's zip afresh every playbook run, so zips of one
+    module differ between runs in their time stamps only) is that one's
+    twin: its tasks run in that zip's zygote, from that zip's file."""
 
-    def __init__(self, digest, path, b64):
+    def __init__(self, digest, path, b64, home=None):
         self.digest = digest
-        self.path = path
-        self.b64 = b64
+        self.home = home or self  # the entry whose zygote runs this zip's tasks
+        self.path = self.home.path if home else path
+        self.b64 = self.home.b64 if home else b64
         self.base = None  # the first template: later ones come as a delta against it
         self.fqn = None
         self.zygote = None
+
+
+def zip_files_key(zdata):
+    """What a zip holds, its time stamps aside: each entry's name, CRC-32
+    and size, hashed; None if zdata does not read as a zip."""
+    import zipfile
+    try:
+        with zipfile.ZipFile(io.BytesIO(zdata)) as z:
+            files = [(i.filename, i.CRC, i.file_size) for i in z.infolist()]
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError):
+        return None
+    return hashlib.sha256(repr(files).encode('utf-8')).hexdigest()
 
 
 class Agent(object):
@@ -1399,6 +1415,7 @@ class Agent(object):
         self.writing = False
         self.procs = {}
         self.zips = {}
+        self.zip_homes = {}  # zip_files_key -> the entry whose zygote runs those files
         self.zygotes = {}
         self.fdmap = {}
         self.paused = False
@@ -1857,10 +1874,17 @@ class Agent(object):
             if entry is None:
                 if hashlib.sha256(zdata).hexdigest() != digest:
                     raise ValueError('zip hash mismatch')
-                path = os.path.join(self.zipdir, digest[:32] + '.zip')
-                # Read-only: tasks run their modules from it (without_payload_files).
-                atomic_write(path, zdata, 0o400)
-                entry = ZipEntry(digest, path, base64.b64encode(zdata))
+                fkey = zip_files_key(zdata)
+                home = self.zip_homes.get(fkey) if fkey else None
+                if home is not None:
+                    entry = ZipEntry(digest, None, None, home)
+                else:
+                    path = os.path.join(self.zipdir, digest[:32] + '.zip')
+                    # Read-only: tasks run their modules from it (without_payload_files).
+                    atomic_write(path, zdata, 0o400)
+                    entry = ZipEntry(digest, path, base64.b64encode(zdata))
+                    if fkey:
+                        self.zip_homes[fkey] = entry
                 self.zips[digest] = entry
         return entry, off
 
@@ -1885,6 +1909,7 @@ class Agent(object):
 
     def zygote_for(self, entry):
         """The zygote that runs entry's tasks, started if there is none."""
+        entry = entry.home
         z = entry.zygote
         if z is not None and z.closing:
             self.retire(z)

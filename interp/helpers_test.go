@@ -108,9 +108,16 @@ var (
 // fakeZip returns the base64 zip of the test module testdata/patcher.py
 // with a stub basic; each variant has its own hash.
 func fakeZip(variant string) string {
+	return fakeZipAt(variant, time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
+}
+
+// fakeZipAt is fakeZip with its files' time stamps at mod, as Ansible
+// stamps a module's zip with the time of each playbook run.
+func fakeZipAt(variant string, mod time.Time) string {
 	fakeMu.Lock()
 	defer fakeMu.Unlock()
-	if z, ok := fakeZips[variant]; ok {
+	key := variant + "@" + mod.String()
+	if z, ok := fakeZips[key]; ok {
 		return z
 	}
 	var buf bytes.Buffer
@@ -132,7 +139,7 @@ func fakeZip(variant string) string {
 			}
 			data = b
 		}
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: f.name, Method: zip.Deflate, Modified: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)})
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: f.name, Method: zip.Deflate, Modified: mod})
 		if err != nil {
 			panic(err)
 		}
@@ -140,7 +147,7 @@ func fakeZip(variant string) string {
 	}
 	_ = zw.Close()
 	z := base64.StdEncoding.EncodeToString(buf.Bytes())
-	fakeZips[variant] = z
+	fakeZips[key] = z
 	return z
 }
 
@@ -154,9 +161,15 @@ func fakeWrapper(t testing.TB, args map[string]any) []byte {
 // fakeWrapperVariant is fakeWrapper with a zip of its own per variant.
 func fakeWrapperVariant(t testing.TB, args map[string]any, variant string) []byte {
 	t.Helper()
+	return fakeWrapperZip(t, args, fakeZip(variant))
+}
+
+// fakeWrapperZip is fakeWrapper with zip (base64) as its ZIPDATA.
+func fakeWrapperZip(t testing.TB, args map[string]any, zip string) []byte {
+	t.Helper()
 	ping := wrappers(t, job{"ping", map[string]any{}})[0]
 	s := string(ping)
-	s = regexp.MustCompile(`ZIPDATA = """[^"]*"""`).ReplaceAllLiteralString(s, `ZIPDATA = """`+fakeZip(variant)+`"""`)
+	s = regexp.MustCompile(`ZIPDATA = """[^"]*"""`).ReplaceAllLiteralString(s, `ZIPDATA = """`+zip+`"""`)
 	s = strings.ReplaceAll(s, "ansible.modules.ping", "ansible.modules.patcher")
 	s = strings.ReplaceAll(s, "ansible_ping_payload", "ansible_patcher_payload")
 	js, _ := json.Marshal(map[string]any{"ANSIBLE_MODULE_ARGS": args})

@@ -626,3 +626,36 @@ func TestZygoteLimit(t *testing.T) {
 		t.Fatalf("%d zygotes, want at most 8", n)
 	}
 }
+
+// TestTwinZipsShareZygote: a module's zip built again (Ansible does so
+// every playbook run) differs in its time stamps only; its tasks run in
+// the zygote the first one started. A zip with other files gets its own.
+func TestTwinZipsShareZygote(t *testing.T) {
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 60*time.Second)
+	run := func(zip string) {
+		t.Helper()
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapperZip(t, map[string]any{}, zip)})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%v %+v", err, res)
+		}
+	}
+	zygotes := func(want int) {
+		t.Helper()
+		n := 0
+		if !pollAgent(t, ctx, c, func() bool { n = len(children(t, c.Info().PID)); return n == want }) {
+			t.Fatalf("%d zygotes, want %d", n, want)
+		}
+	}
+	first, again := fakeZipAt("twin", time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)), fakeZipAt("twin", time.Date(2026, 11, 25, 19, 0, 0, 0, time.UTC))
+	if first == again {
+		t.Fatal("the two zips are the same bytes")
+	}
+	run(first)
+	zygotes(1)
+	run(again)
+	run(first)
+	zygotes(1)
+	run(fakeZipAt("other", time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)))
+	zygotes(2)
+}
