@@ -1348,9 +1348,9 @@ class ZipEntry(object):
 
     def __init__(self, digest, path, b64, home=None):
         self.digest = digest
+        self.path = path
+        self.b64 = b64
         self.home = home or self  # the entry whose zygote runs this zip's tasks
-        self.path = self.home.path if home else path
-        self.b64 = self.home.b64 if home else b64
         self.base = None  # the first template: later ones come as a delta against it
         self.fqn = None
         self.zygote = None
@@ -1877,7 +1877,7 @@ class Agent(object):
                 fkey = zip_files_key(zdata)
                 home = self.zip_homes.get(fkey) if fkey else None
                 if home is not None:
-                    entry = ZipEntry(digest, None, None, home)
+                    entry = ZipEntry(digest, home.path, home.b64, home)
                 else:
                     path = os.path.join(self.zipdir, digest[:32] + '.zip')
                     # Read-only: tasks run their modules from it (without_payload_files).

@@ -74,7 +74,9 @@
 // their ANSIBALLZ_PARAMS literal), so a warm task costs a few hundred
 // bytes instead of ~130 KiB.
 //
-// On the target each zip hash has a zygote: a process forked from the
+// On the target each zip hash has a zygote (zips whose files differ only
+// in their time stamps, as ansible-core 2.19+ builds a module's zip anew
+// every run, share the first one's): a process forked from the
 // agent that puts the zip on sys.path and imports
 // ansible.module_utils.basic and what the module's source imports (found
 // with ast, without running it: the module's own top-level code runs
