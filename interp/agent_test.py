@@ -62,6 +62,25 @@ def template(src):
     return src[:m.start(2)] + agent.ZIP_MARKER + src[m.end(2):], m.group(2)
 
 
+def ping_wrappers():
+    """(file name, ansible-core version, source) of each version's ping
+    wrapper."""
+    out = []
+    for path in WRAPPERS:
+        name = os.path.basename(path)
+        module, version = name[:-len('.py.gz')].split('-')
+        if module == 'ping':
+            out.append((name, version, read(path)))
+    return out
+
+
+def skip_unless_runs(test, version):
+    """Skip test where this python is older than version's module_utils
+    support on a target."""
+    if sys.version_info[:2] < MIN_PYTHON[version]:
+        test.skipTest('ansible-core %s needs python >= %d.%d on the target' % ((version,) + MIN_PYTHON[version]))
+
+
 def another_task(tpl):
     """tpl as a later task of the same module sends it: other parameters
     and, from 2.19, another start time."""
@@ -106,20 +125,14 @@ class WrapperCompilerTest(unittest.TestCase):
     def test_runs_every_version(self):
         """The compiled wrapper runs the module as the version's own
         wrapper would: ping answers pong."""
-        for path in WRAPPERS:
-            name = os.path.basename(path)
-            module, version = name[:-len('.py.gz')].split('-')
-            if module != 'ping':
-                continue
+        for name, version, src in ping_wrappers():
             with self.subTest(name):
-                if sys.version_info[:2] < MIN_PYTHON[version]:
-                    self.skipTest('ansible-core %s needs python >= %d.%d on the target' % ((version,) + MIN_PYTHON[version]))
-                tpl, b64 = template(read(path))
+                skip_unless_runs(self, version)
+                tpl, b64 = template(src)
                 code = agent.WrapperCompiler(b64).compile(tpl, '<stdin>')
                 out = run_in_child(code)
                 result = json.loads(out.decode('utf-8').strip().splitlines()[-1])
                 self.assertEqual(result.get('ping'), 'pong', out)
-
 
     def test_payload_lines_every_version(self):
         """Every version's wrapper has each payload line once, and loses
@@ -143,16 +156,11 @@ class WrapperCompilerTest(unittest.TestCase):
 
     def test_runs_from_zygote_zip(self):
         """A cached shape runs its module from the zip on disk: no temp
-        dir, and the module's _modlib_path is that zip."""
-        for path in WRAPPERS:
-            name = os.path.basename(path)
-            module, version = name[:-len('.py.gz')].split('-')
-            if module != 'ping':
-                continue
+        dir, and nothing written to that zip."""
+        for name, version, src in ping_wrappers():
             with self.subTest(name):
-                if sys.version_info[:2] < MIN_PYTHON[version]:
-                    self.skipTest('ansible-core %s needs python >= %d.%d on the target' % ((version,) + MIN_PYTHON[version]))
-                tpl, b64 = template(read(path))
+                skip_unless_runs(self, version)
+                tpl, b64 = template(src)
                 d = tempfile.mkdtemp()
                 self.addCleanup(shutil.rmtree, d)
                 zp = os.path.join(d, 'z.zip')
