@@ -73,9 +73,6 @@ OUT_HIGH = 4 << 20
 
 # Go's zipMarker (interp/module.go): where a template's zip goes.
 ZIP_MARKER = b'@@ANSIBLE_BRIDGE_ZIPDATA@@'
-# The module a wrapper runs: runpy's init_globals=dict(_module_fqn='X', ...
-# up to ansible-core 2.18, the module_fqn='X', argument of the call from 2.19.
-FQN_RE = re.compile(rb"(?:_module_fqn=|^module_fqn=)'([^']+)'", re.M)
 ENV_FILES = ('/etc/environment', '~/.pam_environment')
 RESOLV = '/etc/resolv.conf'
 # Zygotes per agent; the least recently used one is retired beyond this.
@@ -1847,8 +1844,8 @@ class Agent(object):
             return
         tpl, off = self.template(entry, req, blob, off)
         if entry.fqn is None:
-            m = FQN_RE.search(tpl)
-            entry.fqn = m.group(1).decode('ascii', 'replace') if m else ''
+            # Go's package ansiballz found it, in every format.
+            entry.fqn = req.get('fqn') or ''
         if not req.get('noenv') and [_mtime(p) for p in ENV_FILES] != self.env_mtimes:
             self.reply(rid, {'error': 'login environment changed; agent must restart', 'code': 'restart'})
             return

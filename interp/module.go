@@ -192,6 +192,7 @@ type moduleReq struct {
 	Hash   string            `json:"hash"`
 	Zip    int               `json:"zip"`
 	Tpl    int               `json:"tpl"`
+	FQN    string            `json:"fqn,omitempty"`   // with the whole template: the module its zygote prepares
 	Delta  *[2]int           `json:"delta,omitempty"` // common prefix and suffix with the base template
 	Script string            `json:"script,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
@@ -248,6 +249,7 @@ func (c *Client) runModule(ctx context.Context, w *Wrapper, req ModuleRequest) (
 	var zip, ctpl []byte
 	if st == nil {
 		zip = w.Zip
+		mr.FQN = w.ModuleFQN
 		ctpl, err = compress(w.Template)
 		st = &zipState{base: w.Template}
 	} else {
