@@ -33,7 +33,8 @@
 #   make test                 Debian's 2.14 for the suite, and the version
 #                             matrix test on every other installable version
 #   make bench ANSIBLE=2.22   the bench with 2.22 (bench-2.22.md)
-#   make bench ANSIBLE=all    the bench once per version
+#   make bench ANSIBLE=all    the bench once per version, then
+#                             bench-versions.md comparing them
 
 # sudo's secure_path leaves out /usr/local/go/bin, where Go's tarball puts
 # go: `sudo make demo` and `sudo make test` find it there too.
@@ -148,11 +149,22 @@ SOAK_EVERY ?= 1000
 soak:
 	$(GO) run ./scripts/soak -items $(SOAK_ITEMS) -every $(SOAK_EVERY)
 
+# BENCHFLAGS are scripts/bench's flags; e.g. BENCHFLAGS='-repeat 3
+# -latency-run 10ms -latency-n 100' leaves out the fleet and the first task
+# (~14 minutes a version instead of ~22). ANSIBLE may also be a list
+# (ANSIBLE=2.14,2.22). With more than one version, bench-versions.md
+# compares them (scripts/bench -versions, the first listed the reference).
+BENCHFLAGS ?= -repeat 3 -latency-run 10ms -latency-n 100 -fleet 50 -first 5
+BENCH_VERSIONS = $(if $(filter all,$(ANSIBLE)),$$(scripts/ansible-versions.sh list),$(or $(subst $(comma),$(space),$(ANSIBLE)),debian))
+comma := ,
+space := $(subst ,, )
 bench:
-	@set -e; for v in $(if $(filter all,$(ANSIBLE)),$$(scripts/ansible-versions.sh list),$(or $(ANSIBLE),debian)); do \
+	@set -e; n=0; json=; for v in $(BENCH_VERSIONS); do \
 		if [ $$v = debian ]; then p=; out=bench.md; else p=$$(scripts/ansible-versions.sh bin $$v):; out=bench-$$v.md; fi; \
-		PATH="$$p$$PATH" $(GO) run ./scripts/bench -out $$out -repeat 3 -latency-run 10ms -latency-n 100 -fleet 50 -first 5; \
-	done
+		PATH="$$p$$PATH" $(GO) run ./scripts/bench -out $$out $(BENCHFLAGS); \
+		n=$$((n + 1)); json="$$json $${out%.md}.json"; \
+	done; \
+	if [ $$n -gt 1 ]; then $(GO) run ./scripts/bench -versions -out bench-versions.md $$json; fi
 
 demo:
 	scripts/demo.sh

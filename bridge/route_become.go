@@ -114,11 +114,8 @@ func (r *request) serveBecome() (code int, served bool) {
 	}
 	t.countRoute(iv, routeBecome)
 	if wrapper == nil {
-		data, err := io.ReadAll(io.LimitReader(stdin, maxPipedModule))
-		if err == nil {
-			parsed = t.recognised(iv, data)
-		}
-		if parsed == nil {
+		var data []byte
+		if data, parsed = t.readPiped(iv, stdin); parsed == nil {
 			// Not a module after all: the inner command runs as the become
 			// user all the same, in its interpreter.
 			return r.execIn(ag, w.Inner, io.MultiReader(bytes.NewReader(data), stdin), tty), true

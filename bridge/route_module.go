@@ -56,11 +56,8 @@ func (r *request) serveModule() (int, bool) {
 		if err := iv.accept(""); err != nil {
 			return 255, true
 		}
-		data, err := io.ReadAll(io.LimitReader(iv.stdin, maxPipedModule))
-		if err == nil {
-			parsed = t.recognised(iv, data)
-		}
-		if parsed == nil {
+		var data []byte
+		if data, parsed = t.readPiped(iv, iv.stdin); parsed == nil {
 			return r.passthrough(data), true
 		}
 		wrapper = data
@@ -234,6 +231,17 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, re
 		r.sharedClosed()
 	}
 	return res.ExitCode
+}
+
+// readPiped reads what a pipelined step sends a python on its stdin, and
+// it taken apart as recognised does (nil: not a wrapper the bridge runs,
+// or stdin failed).
+func (t *target) readPiped(iv *invocation, stdin io.Reader) ([]byte, *ansiballz.Wrapper) {
+	data, err := io.ReadAll(io.LimitReader(stdin, maxPipedModule))
+	if err != nil {
+		return data, nil
+	}
+	return data, t.recognised(iv, data)
 }
 
 // recognised returns src, what a python on the target was about to

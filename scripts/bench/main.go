@@ -78,6 +78,16 @@
 // set_fact tasks (first.go): the connection, login, interpreter start and
 // module run that every new run pays once.
 //
+// # Versions
+//
+// With -out FILE.md the runs are also saved as FILE.json. `go run
+// ./scripts/bench -versions [-out F.md] bench-2.14.json bench-2.22.json ...`
+// compares such files from different ansible-core versions (versions.go):
+// floor, stock, bridge and Mitogen per version, the bridge ÷ stock ratio
+// against the first file's, the same ratio above Ansible's own floor, and
+// the bridge's bytes and turns per task at the added latency. `make bench`
+// with more than one version writes it to bench-versions.md.
+//
 // # Chart
 //
 // With -out FILE.md (or -svg), bench also writes an SVG bar chart of the
@@ -138,12 +148,16 @@ func main() {
 	flag.IntVar(&cfg.fleetTasks, "fleet-tasks", 20, "tasks per target in the fleet scenario")
 	flag.IntVar(&cfg.firstRuns, "first", 0, "after the tables, time the first task of a cold run this many `times` per mode (0: off) in modes "+strings.Join(firstModes, ", "))
 	flag.IntVar(&cfg.repeat, "repeat", 1, "runs of each playbook and mode in the main table, interleaved; the table shows the run with the median wall time")
+	versions := flag.Bool("versions", false, "compare the `JSON` files earlier runs wrote next to -out (the arguments; the first is the reference, normally 2.14) across ansible-core versions, print the table (and write it to -out), and exit")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./scripts/bench [flags]\n\n"+
 			"Needs the loopback lab: eval \"$(scripts/lab.sh env)\" (after scripts/lab.sh up).\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if *versions {
+		os.Exit(compareVersions(flag.Args(), cfg.out))
+	}
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
 		flag.Usage()

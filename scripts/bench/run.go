@@ -158,6 +158,13 @@ func bench(ctx context.Context, cfg config) (failed bool, err error) {
 		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
 			return true, fmt.Errorf("write -out: %w", err)
 		}
+		data, err := json.MarshalIndent(saveRuns(ansibleVersion(ctx), time.Now().Format("2006-01-02 15:04"), tables), "", "\t")
+		if err == nil {
+			err = os.WriteFile(savedPath(cfg.out), append(data, '\n'), 0o644)
+		}
+		if err != nil {
+			return true, fmt.Errorf("write the runs' JSON: %w", err)
+		}
 	}
 	if cfg.svg != "" {
 		var sections []chartSection
