@@ -136,6 +136,10 @@ func FuzzParse(f *testing.F) {
 	for _, src := range wrappers(f) {
 		f.Add(src)
 	}
+	recorded, _ := filepath.Glob("testdata/recorded/*/*.py.gz")
+	for _, path := range recorded {
+		f.Add(readGzip(f, path))
+	}
 	f.Add([]byte("_ANSIBALLZ_WRAPPER = True\n    ZIPDATA = '''\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		w, err := Parse(src)
