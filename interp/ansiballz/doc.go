@@ -13,4 +13,12 @@
 // that see the wrapper as a stream (the journal). A source that does not
 // parse is not guessed at: callers run it as it is and count it as an
 // unrecognised wrapper.
+//
+// # Test data
+//
+// testdata/*.py.gz are ping from every version and command from the
+// oldest and newest (the agent's Python tests use them too);
+// testdata/recorded/VERSION/ holds command, stat and file from every
+// version, as Ansible pipes them (piped-) and as it writes them to a file
+// (file-), recorded by scripts/record-wrappers.sh against the lab.
 package ansiballz
