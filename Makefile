@@ -151,8 +151,8 @@ soak:
 
 # BENCHFLAGS are scripts/bench's flags; e.g. BENCHFLAGS='-repeat 3
 # -latency-run 10ms -latency-n 100' leaves out the 50-target and first-task
-# scenarios (their modes run only on the versions you pick for them; on
-# 2026-11-26 that took 22-24 minutes a version on a slow day). ANSIBLE may also be a list
+# scenarios (a version then took 22-24 minutes on 2026-11-26, a slow day).
+# ANSIBLE may also be a list
 # (ANSIBLE=2.14,2.22). With more than one version, bench-versions.md
 # compares them (scripts/bench -versions, the first listed the reference).
 BENCHFLAGS ?= -repeat 3 -latency-run 10ms -latency-n 100 -fleet 50 -first 5
