@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -55,20 +57,29 @@ func TestSavedRunsRoundTrip(t *testing.T) {
 		}},
 	}
 	sb := saveRuns("ansible-core 2.22.0b2", "2026-11-26 12:00", tables)
-	dir := t.TempDir()
-	path := savedPath(filepath.Join(dir, "bench-2.22.md"))
+	if len(sb.Runs) != 2 {
+		t.Fatalf("saved runs %+v, want the two that ran", sb.Runs)
+	}
+	path := savedPath(filepath.Join(t.TempDir(), "bench-2.22.md"))
 	if filepath.Base(path) != "bench-2.22.json" {
 		t.Fatalf("savedPath = %s", path)
 	}
-	if err := os.WriteFile(path, []byte(`{"version":"ansible-core 2.22.0b2","runs":[{"playbook":"loop","mode":"stock-pipelining","n":100,"ok":true,"wall_s":10,"bytes":128,"turns":300}]}`), 0o644); err != nil {
+	data, err := json.Marshal(sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	back, err := readSaved([]string{path})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sb.Runs) != 2 || sb.Runs[0] != back[0].Runs[0] {
-		t.Fatalf("saved %+v, read back %+v", sb.Runs, back[0].Runs)
+	if !reflect.DeepEqual(back, []savedBench{sb}) {
+		t.Fatalf("saved %+v, read back %+v", sb, back)
+	}
+	if r := sb.Runs[0]; !r.OK || r.N != 100 || r.Bytes != 128 || r.Turns != 300 || r.WallS != 10 {
+		t.Errorf("stock run saved as %+v", r)
 	}
 	if r := sb.Runs[1]; r.OK || r.LatencyMS != 10 || r.N != 20 {
 		t.Errorf("latency run saved as %+v", r)
@@ -76,7 +87,7 @@ func TestSavedRunsRoundTrip(t *testing.T) {
 	if sb.find("loop", "bridge-pipelining", true) != nil {
 		t.Error("a failed run is found as a result")
 	}
-	if _, err := readSaved([]string{filepath.Join(dir, "missing.json")}); err == nil {
+	if _, err := readSaved([]string{filepath.Join(t.TempDir(), "missing.json")}); err == nil {
 		t.Error("a missing file reads without error")
 	}
 }
