@@ -2,12 +2,9 @@ package ansiballz
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,20 +20,7 @@ func wrappers(t testing.TB) map[string][]byte {
 	}
 	out := map[string][]byte{}
 	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		zr, err := gzip.NewReader(fh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(zr)
-		fh.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[strings.TrimSuffix(filepath.Base(f), ".py.gz")] = b
+		out[strings.TrimSuffix(filepath.Base(f), ".py.gz")] = readGzip(t, f)
 	}
 	return out
 }
