@@ -113,22 +113,18 @@ func renderVersions(benches []savedBench) string {
 	ref := benches[0]
 	for _, sb := range benches {
 		for _, pb := range playbookOrder(sb) {
-			wall := func(mode string) (float64, bool) {
-				r := sb.find(pb, mode, false)
-				if r == nil {
-					return 0, false
+			wall := func(mode string) string {
+				if r := sb.find(pb, mode, false); r != nil {
+					return fmt.Sprintf("%.2f", r.WallS)
 				}
-				return r.WallS, true
+				return "—"
 			}
 			pair := func(prefix string) string {
-				p, okp := wall(prefix + "-pipelining")
-				d, okd := wall(prefix + "-default")
-				return fmt.Sprintf("%s / %s", secs(p, okp), secs(d, okd))
+				return wall(prefix+"-pipelining") + " / " + wall(prefix+"-default")
 			}
-			mg, okm := wall("mitogen")
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 				strings.TrimPrefix(sb.Version, "ansible-core "), pbLabel(pb, runN(sb, pb)),
-				pair("floor"), pair("stock"), pair("bridge"), secs(mg, okm),
+				pair("floor"), pair("stock"), pair("bridge"), wall("mitogen"),
 				ratioPair(sb, pb, stockRatio), refPair(sb, ref, pb), ratioPair(sb, pb, aboveFloor), latencyCell(sb, pb))
 		}
 	}
@@ -219,13 +215,6 @@ func latencyCell(sb savedBench, pb string) string {
 		mark = "✗"
 	}
 	return fmt.Sprintf("%.1f KiB, %.2f %s", bytes/1024, turns, mark)
-}
-
-func secs(x float64, ok bool) string {
-	if !ok {
-		return "—"
-	}
-	return fmt.Sprintf("%.2f", x)
 }
 
 func num(x float64) string {
