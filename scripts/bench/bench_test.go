@@ -144,7 +144,7 @@ func TestReportMarksFailures(t *testing.T) {
 		{playbook: "loop", mode: ms[2], ran: true, wall: time.Second / 2, err: errors.New("recap ok=0")},
 		{playbook: "loop", mode: ms[3], err: errors.New("not run: go build .: exit status 1\nmore")},
 	}
-	got := renderReport(t.Context(), cfg, results)
+	got := renderReport(cfg, ansibleVersion(t.Context()), results)
 	for _, want := range []string{
 		"| 10-item loop | bridge-default | **FAIL**: recap ok=0 | 0.50 |",
 		"| 10-item loop | bridge-pipelining | **FAIL**: not run: go build .: exit status 1 | — |",
@@ -155,7 +155,7 @@ func TestReportMarksFailures(t *testing.T) {
 		}
 	}
 	results[2].err = nil
-	got = renderReport(t.Context(), cfg, results)
+	got = renderReport(cfg, ansibleVersion(t.Context()), results)
 	if want := "| 10-item loop | bridge-default | 0.250 | 0.500 |"; !strings.Contains(got, want) {
 		t.Errorf("report lacks %q:\n%s", want, got)
 	}
@@ -189,7 +189,7 @@ func TestReportFloorColumn(t *testing.T) {
 		run("tasks", "bridge-pipelining", 1, nil),
 		run("tasks", "floor-default", 2, errors.New("recap ok=0")),
 	}
-	got := renderReport(t.Context(), cfg, results)
+	got := renderReport(cfg, ansibleVersion(t.Context()), results)
 	for _, want := range []string{
 		"| 10-item loop | stock-default | ok | 8.00 | 4.00 | 0 |",
 		"| 10-item loop | stock-pipelining | ok | 6.00 | 6.00 | 0 |",

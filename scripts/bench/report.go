@@ -24,9 +24,9 @@ func targetOf(pb string) float64 {
 	return floorTarget
 }
 
-// renderReport formats the results as markdown: conditions, one row per
-// run, and bridge ÷ stock ratios.
-func renderReport(ctx context.Context, cfg config, results []result) string {
+// renderReport formats the results as markdown: conditions (version is
+// ansibleVersion's), one row per run, and bridge ÷ stock ratios.
+func renderReport(cfg config, version string, results []result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## ansible-bridge bench\n\n")
 	sshPath, err := exec.LookPath("ssh")
@@ -34,7 +34,7 @@ func renderReport(ctx context.Context, cfg config, results []result) string {
 		sshPath = "none on PATH"
 	}
 	fmt.Fprintf(&b, "%s; %s; stock ssh: %s; %d CPUs; n=%d; relay one-way latency %v (RTT +%v) in front of sshd %s as %s.\n\n",
-		time.Now().Format("2006-01-02 15:04"), ansibleVersion(ctx), sshPath, runtime.NumCPU(), cfg.n,
+		time.Now().Format("2006-01-02 15:04"), version, sshPath, runtime.NumCPU(), cfg.n,
 		cfg.latency, 2*cfg.latency, cfg.lab.target(), cfg.lab.user)
 	b.WriteString(resultRows(cfg, results))
 	b.WriteString("\nin interpreters: the run's module steps the bridge ran in its persistent interpreters (routes module and become, from `ansible-bridge status --json`); slow: invocations it counted as a slow path.\n")
@@ -190,8 +190,10 @@ func ratioRows(cfg config, results []result) string {
 			setting := strings.TrimPrefix(name, "bridge-")
 			fl, st := find(pb, "floor-"+setting), find(pb, "stock-"+setting)
 			above := "—"
-			if fl != nil && st != nil && fl.err == nil && st.err == nil && br.err == nil && st.wall > fl.wall {
-				above = fmt.Sprintf("%.3f", (br.wall-fl.wall).Seconds()/(st.wall-fl.wall).Seconds())
+			if fl != nil && st != nil && fl.err == nil && st.err == nil && br.err == nil {
+				if x, ok := aboveFloorRatio(br.wall.Seconds(), fl.wall.Seconds(), st.wall.Seconds()); ok {
+					above = fmt.Sprintf("%.3f", x)
+				}
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", pbLabel(pb, cfg.n), name,
 				ratio(br, sd, wall), ratio(br, sp, wall), ratio(br, sd, bytes), ratio(br, sp, bytes), above)

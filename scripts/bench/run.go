@@ -143,7 +143,8 @@ func bench(ctx context.Context, cfg config) (failed bool, err error) {
 	if ctx.Err() != nil {
 		failed = true
 	}
-	report := renderReport(ctx, cfg, tables[0].results)
+	version := ansibleVersion(ctx)
+	report := renderReport(cfg, version, tables[0].results)
 	for _, t := range tables[1:] {
 		report += renderLatencyReport(t.cfg, t.results)
 	}
@@ -158,7 +159,7 @@ func bench(ctx context.Context, cfg config) (failed bool, err error) {
 		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
 			return true, fmt.Errorf("write -out: %w", err)
 		}
-		data, err := json.MarshalIndent(saveRuns(ansibleVersion(ctx), time.Now().Format("2006-01-02 15:04"), tables), "", "\t")
+		data, err := json.MarshalIndent(saveRuns(version, time.Now().Format("2006-01-02 15:04"), tables), "", "\t")
 		if err == nil {
 			err = os.WriteFile(savedPath(cfg.out), append(data, '\n'), 0o644)
 		}

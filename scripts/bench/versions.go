@@ -165,10 +165,23 @@ func stockRatio(sb savedBench, pb, setting string) float64 {
 // aboveFloor is (bridge − floor) ÷ (stock − floor) for one setting.
 func aboveFloor(sb savedBench, pb, setting string) float64 {
 	br, st, fl := sb.find(pb, "bridge-"+setting, false), sb.find(pb, "stock-"+setting, false), sb.find(pb, "floor-"+setting, false)
-	if br == nil || st == nil || fl == nil || st.WallS <= fl.WallS {
+	if br == nil || st == nil || fl == nil {
 		return math.NaN()
 	}
-	return (br.WallS - fl.WallS) / (st.WallS - fl.WallS)
+	if x, ok := aboveFloorRatio(br.WallS, fl.WallS, st.WallS); ok {
+		return x
+	}
+	return math.NaN()
+}
+
+// aboveFloorRatio is (bridge − floor) ÷ (stock − floor) of wall times in
+// seconds: the part of stock's time beyond Ansible's own that the bridge
+// still takes; not ok when stock took no longer than the floor.
+func aboveFloorRatio(bridge, floor, stock float64) (float64, bool) {
+	if stock <= floor {
+		return 0, false
+	}
+	return (bridge - floor) / (stock - floor), true
 }
 
 func ratioPair(sb savedBench, pb string, f func(savedBench, string, string) float64) string {
