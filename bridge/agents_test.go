@@ -133,10 +133,10 @@ func TestExpiryFreesMemory(t *testing.T) {
 	h := newHarness(t, 0)
 	freed := 0
 	h.srv.freeMemory = func() { freed++ }
-	// Two targets: the same place with other options is another one.
-	for _, only := range []string{"no", "yes"} {
-		if r := h.run("ssh", h.sshArgs("-o", "IdentitiesOnly="+only, "127.0.0.1", "true"), ""); r.code != 0 {
-			t.Fatalf("IdentitiesOnly=%s: %+v", only, r)
+	// Two targets: the same place through another ControlPath is another one.
+	for _, cp := range []string{"/tmp/cp/x", "/tmp/cp/y"} {
+		if r := h.run("ssh", h.sshArgsAt(cp, "127.0.0.1", "true"), ""); r.code != 0 {
+			t.Fatalf("ControlPath=%s: %+v", cp, r)
 		}
 	}
 	tgs := h.srv.targets.all()

@@ -38,7 +38,10 @@ type invocation struct {
 
 	bytesIn, bytesOut atomic.Int64
 	quiet             bool // -q or LogLevel quiet/fatal/error
-	started           time.Time
+	// settings are the invocation's effective settings, once resolved:
+	// a connection it makes uses them.
+	settings *sshclient.Settings
+	started  time.Time
 
 	mu     sync.Mutex
 	route  string  // set by countRoute

@@ -63,10 +63,10 @@ func (s *Server) newRequest(ctx context.Context, iv *invocation) (*request, int)
 	if inv.Control != "" {
 		return r, 0
 	}
-	r.t = s.targets.get(settings, iv)
-	iv.log = iv.log.WithField("target", r.t.label)
-	if err := r.t.verifyHostKey(ctx, inv, settings, iv); err != nil {
-		return nil, connFailure(iv, err)
+	var fallback string
+	if r.t, fallback = s.share(iv, settings); fallback != "" {
+		iv.fallback(fallback)
+		return nil, -1
 	}
 	r.command = strings.Join(inv.Command, " ")
 	if !inv.Subsystem && inv.TTY < 2 {
@@ -101,6 +101,7 @@ func resolve(iv *invocation, inv *fakessh.SSHInvocation) (*sshclient.Settings, e
 		return nil, &fallbackError{"ssh_config: " + strings.Join(settings.Unsupported, ", ")}
 	}
 	iv.quiet = quiet(inv, settings)
+	iv.settings = settings
 	return settings, nil
 }
 

@@ -1,9 +1,6 @@
 package bridge
 
-import (
-	"os"
-	"strings"
-)
+import "os"
 
 // routeControl is `ssh -O check|stop|exit`, answered as a ControlMaster
 // would. It looks the target up but never makes one: r.t is nil.
@@ -20,7 +17,16 @@ var controlRoute = route{
 // check and stop for `meta: reset_connection`.
 func (r *request) serveControl() int {
 	iv, inv := r.iv, r.inv
-	t := r.s.targets.lookup(r.settings)
+	path := r.settings.ControlPath
+	if path == "" {
+		iv.errorf("No ControlPath specified for \"-O\" command")
+		return 255
+	}
+	if realMaster(path) {
+		iv.fallback(reasonRealMaster)
+		return -1
+	}
+	t := r.s.targets.lookup(path)
 	if t != nil {
 		t.countRoute(iv, routeControl)
 		iv.log = iv.log.WithField("target", t.label)
@@ -28,12 +34,7 @@ func (r *request) serveControl() int {
 	running := t != nil && t.hasLive()
 	iv.log.WithField("control", inv.Control).WithField("running", running).Info("control request")
 	if !running {
-		path, _ := inv.Get("controlpath")
-		if path == "" {
-			iv.errorf("No ControlPath specified for \"-O\" command")
-			return 255
-		}
-		iv.errorf("Control socket connect(%s): No such file or directory", strings.Trim(path, `"`))
+		iv.errorf("Control socket connect(%s): No such file or directory", path)
 		return 255
 	}
 	switch inv.Control {

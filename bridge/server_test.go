@@ -179,6 +179,11 @@ func (h *harness) sshArgs(extra ...string) []string {
 	return append(args, extra...)
 }
 
+// sshArgsAt is sshArgs with another ControlPath: another connection.
+func (h *harness) sshArgsAt(controlPath string, extra ...string) []string {
+	return withOption(h.sshArgs(extra...), "ControlPath", controlPath)
+}
+
 func TestExec(t *testing.T) {
 	h := newHarness(t, 0)
 	tests := []struct {

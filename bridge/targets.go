@@ -12,7 +12,6 @@ import (
 	"unicode"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
-	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/interp"
 	"github.com/pkg/sftp"
 	"github.com/sirupsen/logrus"
@@ -24,8 +23,9 @@ import (
 // Tests replace it.
 type DialFunc func(ctx context.Context, s *sshclient.Settings, p sshclient.Prompter, log logrus.FieldLogger) (*sshclient.Client, error)
 
-// registry holds one target per distinct set of effective connection
-// settings (sshclient.Settings.Key).
+// registry holds one target per ControlPath: invocations share a
+// connection exactly where ssh would multiplex them, through the same
+// control socket (see share).
 type registry struct {
 	log       logrus.FieldLogger
 	dial      DialFunc
@@ -39,17 +39,18 @@ func newRegistry(log logrus.FieldLogger, dial DialFunc, maxAgents int) *registry
 	return &registry{log: log, dial: dial, maxAgents: maxAgents, targets: map[string]*target{}}
 }
 
-// get returns the target for s, creating it if needed, and makes iv one
-// of its invocations (under the registry's lock, so that forget never
-// drops a target an invocation is about to use).
+// get returns the target for s's ControlPath, creating it if needed, and
+// makes iv one of its invocations (under the registry's lock, so that
+// forget never drops a target an invocation is about to use).
 func (r *registry) get(s *sshclient.Settings, iv *invocation) *target {
-	key := s.Key()
+	key := s.ControlPath
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := r.targets[key]
 	if t == nil {
 		label := r.uniqueLabelLocked(targetLabel(s))
-		t = &target{label: label, key: key, settings: s, reg: r, log: r.log.WithField("target", label), routes: map[string]int{}, slow: map[string]int{}}
+		t = &target{label: label, key: key, reg: r, log: r.log.WithField("target", label), routes: map[string]int{}, slow: map[string]int{}}
+		t.settings.Store(s)
 		t.lastUse.Store(time.Now().UnixNano())
 		t.agents.max = r.maxAgents
 		r.targets[key] = t
@@ -100,11 +101,12 @@ func (r *registry) uniqueLabelLocked(label string) string {
 	return name
 }
 
-// lookup returns the target for s if one exists, without creating it.
-func (r *registry) lookup(s *sshclient.Settings) *target {
+// lookup returns the target for a ControlPath if one exists, without
+// creating it.
+func (r *registry) lookup(controlPath string) *target {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.targets[s.Key()]
+	return r.targets[controlPath]
 }
 
 func (r *registry) all() []*target {
@@ -140,9 +142,11 @@ func (r *registry) closeAll() {
 // target is one remote endpoint: usually one connection; more only when
 // the server refuses another channel (OpenSSH's MaxSessions).
 type target struct {
-	label    string // unique among the registry's targets
-	key      string // settings.Key()
-	settings *sshclient.Settings
+	label string // unique among the registry's targets
+	key   string // the ControlPath
+	// settings are those of the invocation that made the connection (the
+	// master's); the first invocation's until one does.
+	settings atomic.Pointer[sshclient.Settings]
 	reg      *registry
 	log      logrus.FieldLogger
 
@@ -265,13 +269,21 @@ func (t *target) use(ctx context.Context, p sshclient.Prompter, open func(*sshCo
 	}
 }
 
+// dialLocked connects with the settings of the invocation asking (p), as
+// the ssh that becomes a master logs in with its own options and
+// credentials; those become the target's.
 func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn, error) {
-	s := *t.settings
+	settings := t.settings.Load()
+	if iv, ok := p.(*invocation); ok && iv.settings != nil {
+		settings = iv.settings
+	}
+	s := *settings
 	s.Wire = &t.wire
 	client, err := t.reg.dial(ctx, &s, p, t.log)
 	if err != nil {
 		return nil, err
 	}
+	t.settings.Store(settings)
 	t.dials++
 	t.connected.Store(true)
 	c := &sshConn{t: t, client: client}
@@ -282,34 +294,13 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 		c.markDead()
 	}()
 	timeout := func() {
-		t.log.Warn(t.settings.TimeoutMessage())
+		t.log.Warn(settings.TimeoutMessage())
 		c.timedOut.Store(true)
 		c.kill()
 	}
-	go sshclient.KeepAlive(context.Background(), client.Client, t.settings.ServerAliveInterval, t.settings.ServerAliveCountMax, timeout,
+	go sshclient.KeepAlive(context.Background(), client.Client, settings.ServerAliveInterval, settings.ServerAliveCountMax, timeout,
 		func(d time.Duration) { t.rtt.Store(int64(d)) })
 	return c, nil
-}
-
-// verifyHostKey checks the host key for an invocation that ssh would not
-// run through a ControlMaster: such an ssh connects afresh every time, and
-// verifies the key against the known_hosts files as they are now. The
-// live connection's key is checked again (sshclient.Reverify), or a
-// connection is made, which verifies it. A ControlMaster's client checks
-// nothing: the master did when it connected.
-func (t *target) verifyHostKey(ctx context.Context, inv *fakessh.SSHInvocation, s *sshclient.Settings, p sshclient.Prompter) error {
-	if muxClient(inv) {
-		return nil
-	}
-	t.mu.Lock()
-	live := t.liveLocked()
-	if live == nil {
-		_, err := t.dialLocked(ctx, p)
-		t.mu.Unlock()
-		return err
-	}
-	t.mu.Unlock()
-	return sshclient.Reverify(ctx, s, p, live.client, t.log)
 }
 
 // liveLocked returns a live connection of the target, or nil; t.mu is held.
@@ -431,10 +422,15 @@ func (t *target) invocationDone(iv *invocation) {
 	}
 	r := t.reg
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if t.inflight.Add(-1) == 0 && !t.connected.Load() && r.targets[t.key] == t {
+	last := t.inflight.Add(-1) == 0
+	if last && !t.connected.Load() && r.targets[t.key] == t {
 		delete(r.targets, t.key)
 		t.log.Debug("target never connected; forgotten")
+	}
+	r.mu.Unlock()
+	if last && t.settings.Load().ControlPersist == sshclient.PersistNo {
+		// A master without ControlPersist ends with its last session.
+		t.expireIdle(time.Now())
 	}
 }
 
@@ -443,8 +439,8 @@ func (t *target) invocationDone(iv *invocation) {
 // master with that setting would exit: a later step logs in afresh and
 // sees what a fresh login would. It reports whether it did.
 func (t *target) expireIdle(now time.Time) bool {
-	persist := t.settings.ControlPersist
-	if persist <= 0 || t.inflight.Load() > 0 || now.Sub(time.Unix(0, t.lastUse.Load())) < persist {
+	persist := t.settings.Load().ControlPersist
+	if t.inflight.Load() > 0 || now.Sub(time.Unix(0, t.lastUse.Load())) < persist {
 		return false
 	}
 	t.mu.Lock()

@@ -14,12 +14,12 @@ func targetNames(st Status) []string {
 }
 
 // TestTargetLabelsUnique checks that targets to the same user@host:port
-// with other options (another connection key) get distinct names that
-// they keep, in status and in the debug mount.
+// through another ControlPath (another connection) get distinct names
+// that they keep, in status and in the debug mount.
 func TestTargetLabelsUnique(t *testing.T) {
 	h := newHarness(t, 0)
 	base := "tester@127.0.0.1:" + h.port
-	adhoc := h.sshArgs("-o", "IdentitiesOnly=yes", "127.0.0.1", "true")
+	adhoc := h.sshArgsAt("/tmp/cp/adhoc", "127.0.0.1", "true")
 	if r := h.run("ssh", adhoc, ""); r.code != 0 {
 		t.Fatalf("ad-hoc: %+v", r)
 	}

@@ -22,12 +22,12 @@ func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.S
 	if err != nil {
 		return nil, nil, "", nil, err
 	}
-	t := s.targets.get(settings, iv)
-	t.countRoute(iv, route)
-	iv.log = iv.log.WithField("target", t.label).WithField("route", route)
-	if err := t.verifyHostKey(ctx, inv, settings, iv); err != nil {
-		return t, nil, "", nil, err
+	t, fallback := s.share(iv, settings)
+	if fallback != "" {
+		return nil, nil, "", nil, &fallbackError{fallback}
 	}
+	t.countRoute(iv, route)
+	iv.log = iv.log.WithField("route", route)
 	c, sc, err := t.useSFTP(ctx, iv)
 	if err != nil {
 		return t, nil, "", nil, err

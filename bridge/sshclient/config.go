@@ -421,9 +421,20 @@ func (r *resolver) apply(kw, raw string, src source, active bool) string {
 		}
 		set(arg)
 	case "controlpersist":
-		// yes, no or a time; only a time matters to the bridge (the shim
-		// has checked the value).
+		// yes, no or a time (the shim has checked the value).
 		set(strings.ToLower(arg))
+	case "controlpath":
+		set(arg)
+	case "controlmaster":
+		// The shim has checked the value; true and false are aliases.
+		switch v := strings.ToLower(arg); v {
+		case "true":
+			set("yes")
+		case "false":
+			set("no")
+		default:
+			set(v)
+		}
 	case "serveralivecountmax", "numberofpasswordprompts", "connectionattempts":
 		n, err := strconv.ParseInt(arg, 0, 64)
 		switch {

@@ -34,7 +34,7 @@ func Dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) 
 }
 
 // Client is an authenticated connection and the host key it was accepted
-// with, which Reverify checks again for a later invocation.
+// with.
 type Client struct {
 	*ssh.Client
 	HostKey ssh.PublicKey

@@ -91,10 +91,9 @@
 // entry at all, is accepted, as OpenSSH's "checking without port
 // identifier" does.
 //
-// Reverify checks a connection's key again for a later invocation: the
-// bridge reuses connections where ssh without a ControlMaster would
-// connect, and check, afresh, so an edited known_hosts file must count
-// (TestHostKeyLikeOpenSSH in integration compares both with the real ssh).
+// A connection is shared only as a ControlMaster's is (see package
+// bridge): its key was checked when it was made, and an edited
+// known_hosts file counts from the next connection, as with OpenSSH.
 //
 // # Authentication
 //

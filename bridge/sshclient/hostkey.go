@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sirupsen/logrus"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -509,25 +508,3 @@ func (c *hostKeyChecker) continueUnsafe() {
 // keyAlgoDSA names ssh-dss keys, which the bridge never offers or
 // accepts (x/crypto deprecates its constant).
 const keyAlgoDSA = "ssh-dss"
-
-// Reverify checks c's host key against s's known_hosts files again, as
-// the fresh connection that ssh without a ControlMaster makes for every
-// run would: a key since removed, changed or revoked in those files fails
-// with OpenSSH's message, and an unknown one is added (or refused) as
-// StrictHostKeyChecking says. Messages for the user go to p like Dial's.
-func Reverify(ctx context.Context, s *Settings, p Prompter, c *Client, log logrus.FieldLogger) error {
-	if c.HostKey == nil {
-		return nil // a test's connection, made without checking
-	}
-	rep := newReporter(p, s.LogLevel, log)
-	defer rep.detach()
-	hk := newHostKeyChecker(ctx, s, p, rep)
-	hk.hostIP = c.hostIP
-	if err := hk.check(c.HostKey); err != nil {
-		if hk.fail == nil {
-			hk.fail = failure(s.LogLevel, err, fatalLine("Host key verification failed."))
-		}
-		return hk.fail
-	}
-	return nil
-}

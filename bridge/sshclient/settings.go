@@ -2,8 +2,6 @@ package sshclient
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -92,8 +90,14 @@ type Settings struct {
 	ConnectionAttempts int
 	// AddressFamily is "any", "inet" or "inet6".
 	AddressFamily string
-	// ControlPersist, when a time (Ansible passes 60s), is how long a
-	// master would outlive its last client; 0 for yes, no or unset.
+	// ControlPath is the expanded ControlPath ("" for none or unset):
+	// the identity of a connection that invocations may share, as ssh
+	// multiplexes only through the same control socket. ControlMaster
+	// is "no", "yes", "ask", "auto" or "autoask".
+	ControlPath, ControlMaster string
+	// ControlPersist is how long a master outlives its last client: a
+	// time (Ansible passes 60s), PersistForever for yes or 0, or
+	// PersistNo (no, or unset): it ends with its last session.
 	ControlPersist time.Duration
 	// ServerAliveInterval (0 = off in OpenSSH) and ServerAliveCountMax;
 	// see KeepAlive.
@@ -278,6 +282,42 @@ func (r *resolver) readConfigs(configFile string) error {
 // systemConfig is OpenSSH's _PATH_HOST_CONFIG_FILE; a variable for tests.
 var systemConfig = "/etc/ssh/ssh_config"
 
+// ControlPersist values that are not a time.
+const (
+	// PersistNo: the master ends with its last session.
+	PersistNo time.Duration = -1
+	// PersistForever: the master stays until told to exit.
+	PersistForever time.Duration = 1<<63 - 1
+)
+
+// controlPersist reads a ControlPersist value as OpenSSH does: "yes" and
+// 0 keep the master forever, "no" (and no setting) not past its last
+// session, anything else is a time.
+func controlPersist(v string) time.Duration {
+	switch v {
+	case "", "no", "false":
+		return PersistNo
+	case "yes", "true":
+		return PersistForever
+	}
+	d, err := convtime(v)
+	if err != nil {
+		return PersistNo
+	}
+	if d == 0 {
+		return PersistForever
+	}
+	return d
+}
+
+// controlMaster is the ControlMaster value in effect, "no" by default.
+func controlMaster(v string) string {
+	if v == "" {
+		return "no"
+	}
+	return v
+}
+
 // Default paths, as in OpenSSH 9.2.
 var (
 	defaultIdentities = []string{"~/.ssh/id_rsa", "~/.ssh/id_ecdsa", "~/.ssh/id_ecdsa_sk",
@@ -329,7 +369,8 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 		ConnectionAttempts:           num("connectionattempts", 1),
 		AddressFamily:                "any",
 		ServerAliveInterval:          dur("serveraliveinterval"),
-		ControlPersist:               dur("controlpersist"),
+		ControlPersist:               controlPersist(v["controlpersist"]),
+		ControlMaster:                controlMaster(v["controlmaster"]),
 		ServerAliveCountMax:          num("serveralivecountmax", 3),
 		PasswordAuthentication:       flag("passwordauthentication", true),
 		KbdInteractiveAuthentication: flag("kbdinteractiveauthentication", true),
@@ -425,6 +466,15 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 			return fail(err)
 		}
 		s.CertificateFiles = append(s.CertificateFiles, p)
+	}
+
+	if cp, ok := v["controlpath"]; ok && !strings.EqualFold(cp, "none") {
+		// As ssh.c: tilde, then the percent tokens and ${VAR}.
+		p, err := expandPath(cp)
+		if err != nil {
+			return fail(err)
+		}
+		s.ControlPath = p
 	}
 
 	s.SendEnv = r.lists["sendenv"]
@@ -601,46 +651,6 @@ func (r *resolver) resolveJump(inv *fakessh.SSHInvocation, s *Settings, depth in
 		hinv.Options = append(hinv.Options, fakessh.Option{Key: "proxyjump", Value: rest})
 	}
 	return resolve(hinv, r.env, depth+1)
-}
-
-// Key identifies connections that can be shared: two invocations whose
-// settings have the same Key may use one connection. It covers the
-// destination, identities, agent, proxies, host key policy and
-// authentication methods, but not timeouts, keepalives or LogLevel. It is
-// "user@host:port/" followed by a hex digest.
-func (s *Settings) Key() string {
-	h := sha256.New()
-	w := func(parts ...string) {
-		for _, p := range parts {
-			fmt.Fprintf(h, "%d:%s;", len(p), p)
-		}
-	}
-	abs := func(list []string) []string {
-		out := make([]string, len(list))
-		for i, p := range list {
-			out[i] = s.Env.abs(p)
-		}
-		return out
-	}
-	w("host", s.HostName, strconv.Itoa(s.Port), s.User)
-	w("ids")
-	w(abs(s.IdentityFiles)...)
-	w("certs")
-	w(abs(s.CertificateFiles)...)
-	w("only", strconv.FormatBool(s.IdentitiesOnly), "agent", s.AgentSock)
-	w("proxy", s.ProxyCommand)
-	if s.Jump != nil {
-		w("jump", s.Jump.Key())
-	}
-	w("strict", s.StrictHostKeyChecking, "alias", s.HostKeyAlias)
-	w("ukh")
-	w(abs(s.UserKnownHostsFiles)...)
-	w("gkh")
-	w(abs(s.GlobalKnownHostsFiles)...)
-	w("auth", strconv.FormatBool(s.PubkeyAuthentication), strconv.FormatBool(s.PasswordAuthentication),
-		strconv.FormatBool(s.KbdInteractiveAuthentication))
-	w(s.PreferredAuthentications...)
-	return fmt.Sprintf("%s@%s:%d/%s", s.User, s.HostName, s.Port, hex.EncodeToString(h.Sum(nil))[:32])
 }
 
 // String is a short description for logs: user and host are clipped, so

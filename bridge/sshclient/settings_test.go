@@ -3,6 +3,8 @@ package sshclient
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -206,8 +208,8 @@ Host *
 			name: "ControlPersist yes",
 			inv:  fakessh.SSHInvocation{Host: "other", Options: opts("controlpersist=yes")},
 			check: func(t *testing.T, s *Settings, home string) {
-				if s.ControlPersist != 0 {
-					t.Errorf("ControlPersist %v, want 0", s.ControlPersist)
+				if s.ControlPersist != PersistForever {
+					t.Errorf("ControlPersist %v, want forever", s.ControlPersist)
 				}
 			},
 		},
@@ -251,6 +253,7 @@ Host *
 					PasswordAuthentication: true, KbdInteractiveAuthentication: true, PubkeyAuthentication: true,
 					PreferredAuthentications: []string{"gssapi-with-mic", "hostbased", "publickey", "keyboard-interactive", "password"},
 					NumberOfPasswordPrompts:  3, LogLevel: "QUIET",
+					ControlMaster: "no", ControlPersist: PersistNo,
 				}
 				got := *s
 				got.Env, got.userKHDisplay, got.globalKHDisplay, got.updateHostKeys = Env{}, nil, nil, false
@@ -385,29 +388,31 @@ Match canonical all
 			t.Errorf("identity %q", s.IdentityFiles[0])
 		}
 	})
-	t.Run("Key", func(t *testing.T) {
+	t.Run("ControlPath, ControlMaster, ControlPersist", func(t *testing.T) {
 		noSystemConfig(t)
 		env := testEnv(t)
-		key := func(kv ...string) string {
-			s, err := Resolve(&fakessh.SSHInvocation{Host: "h", Options: opts(kv...)}, env)
+		long, _ := os.Hostname()
+		sum := sha1.Sum([]byte(long + "h" + "2200" + "bob"))
+		tests := []struct {
+			opts         []string
+			path, master string
+			persist      time.Duration
+		}{
+			{nil, "", "no", PersistNo},
+			{[]string{"controlpath=~/cp/%C", "port=2200", "user=bob", "controlmaster=auto", "controlpersist=60s"},
+				env.Home + "/cp/" + hex.EncodeToString(sum[:]), "auto", time.Minute},
+			{[]string{"controlpath=/tmp/%r@%h:%p", "controlmaster=true", "controlpersist=yes"}, "/tmp/tester@h:22", "yes", PersistForever},
+			{[]string{"controlpath=none", "controlmaster=false", "controlpersist=0"}, "", "no", PersistForever},
+			{[]string{"controlpath=/a b/c", "controlmaster=autoask", "controlpersist=no"}, "/a b/c", "autoask", PersistNo},
+		}
+		for _, tt := range tests {
+			s, err := Resolve(&fakessh.SSHInvocation{Host: "h", Options: opts(tt.opts...)}, env)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return s.Key()
-		}
-		base := key("port=22")
-		if key("port=22", "connecttimeout=10", "serveraliveinterval=3", "loglevel=quiet", "batchmode=yes") != base {
-			t.Error("timeouts, LogLevel or BatchMode changed the key")
-		}
-		for _, o := range []string{"port=23", "user=x", "identityfile=k", "stricthostkeychecking=no",
-			"userknownhostsfile=/dev/null", "proxycommand=nc %h %p", "proxyjump=j", "passwordauthentication=no",
-			"preferredauthentications=password", "hostkeyalias=a"} {
-			if key(o) == base {
-				t.Errorf("%s did not change the key", o)
+			if s.ControlPath != tt.path || s.ControlMaster != tt.master || s.ControlPersist != tt.persist {
+				t.Errorf("%q: path %q master %q persist %v, want %q %q %v", tt.opts, s.ControlPath, s.ControlMaster, s.ControlPersist, tt.path, tt.master, tt.persist)
 			}
-		}
-		if !strings.HasPrefix(base, "tester@h:22/") {
-			t.Errorf("key %q", base)
 		}
 	})
 }

@@ -356,6 +356,8 @@ var served = map[string]bool{
 	"ciphers":                         true,
 	"connectionattempts":              true,
 	"connecttimeout":                  true,
+	"controlmaster":                   true,
+	"controlpath":                     true,
 	"controlpersist":                  true,
 	"globalknownhostsfile":            true,
 	"hashknownhosts":                  true,
@@ -387,8 +389,6 @@ var served = map[string]bool{
 
 // reasons say why an accepted keyword needs nothing of the SSH client.
 var reasons = map[string]string{
-	"controlmaster":                    "the daemon's persistent connection is the master; the shim answers -O itself",
-	"controlpath":                      "the daemon's persistent connection is the master",
 	"requesttty":                       "the shim asks for a terminal as ssh would, and falls back for what it cannot",
 	"sessiontype":                      "the shim runs the command or subsystem itself",
 	"escapechar":                       "no escape sequences without an interactive terminal",

@@ -1,0 +1,76 @@
+package bridge
+
+import (
+	"net"
+	"os"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+)
+
+// Connection sharing follows OpenSSH's multiplexing exactly, so that
+// authentication is exactly as strict as ssh's:
+//
+//   - an invocation shares a connection only through its expanded
+//     ControlPath: one target per path;
+//   - ControlMaster auto (or no) joins the target's live connection as a
+//     mux client would, without logging in;
+//   - ControlMaster auto (or yes) with no live connection logs in with its
+//     own settings and credentials, and its connection becomes the
+//     master for the path, kept for ControlPersist after its last
+//     session (none: it ends with that session);
+//   - everything else ssh runs on a connection of its own (no
+//     ControlPath; ControlMaster no or yes beside a master; ask and
+//     autoask, whose confirmation the bridge does not reproduce), and so
+//     does the real ssh: the invocation is handed to it;
+//   - a control socket that a real ssh master listens on is that
+//     master's: the real ssh multiplexes over it.
+
+// Fallback reasons of the connection-sharing rules. They are OpenSSH's
+// contract, not a shortcoming: doctor does not count them as failures.
+const (
+	reasonNoControlPath = "no ControlPath: ssh connects on its own"
+	reasonRealMaster    = "ControlPath is a master started by ssh"
+	reasonOwnConnection = "ssh would connect on its own"
+)
+
+// share returns the target iv's settings multiplex onto, or why the real
+// ssh should serve iv instead.
+func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target, fallback string) {
+	if settings.ControlPath == "" {
+		return nil, reasonNoControlPath
+	}
+	if realMaster(settings.ControlPath) {
+		return nil, reasonRealMaster
+	}
+	switch settings.ControlMaster {
+	case "auto", "yes", "no":
+	default:
+		return nil, "ControlMaster=" + settings.ControlMaster + ": " + reasonOwnConnection
+	}
+	t = s.targets.lookup(settings.ControlPath)
+	switch live := t != nil && t.hasLive(); {
+	case live && settings.ControlMaster == "yes":
+		return nil, "ControlMaster=yes beside a master: " + reasonOwnConnection
+	case !live && settings.ControlMaster == "no":
+		return nil, "ControlMaster=no without a master: " + reasonOwnConnection
+	}
+	t = s.targets.get(settings, iv)
+	iv.log = iv.log.WithField("target", t.label)
+	return t, ""
+}
+
+// realMaster reports whether an ssh master listens on the control socket
+// at path: a socket that accepts a connection (a stale one refuses).
+func realMaster(path string) bool {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return false
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}

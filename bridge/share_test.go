@@ -1,0 +1,136 @@
+package bridge
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// dialsTo is the number of logins the daemon made through controlPath.
+func (h *harness) dialsTo(controlPath string) int {
+	tg := h.srv.targets.lookup(controlPath)
+	if tg == nil {
+		return 0
+	}
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return tg.dials
+}
+
+// TestShareLikeOpenSSH: an invocation joins a connection only where ssh
+// would multiplex it (same expanded ControlPath, ControlMaster auto or
+// no beside a live master) and logs in where ssh would become the master;
+// everything else goes to the real ssh, which connects on its own.
+func TestShareLikeOpenSSH(t *testing.T) {
+	h := newHarness(t, 0)
+	// Without any Control* option: ssh's own connection, so the real ssh.
+	noCP := []string{"-F", "none", "-o", "Port=" + h.port, "-o", "User=tester", "127.0.0.1", "true"}
+	if r := h.run("ssh", noCP, ""); r.fallback != reasonNoControlPath {
+		t.Fatalf("no ControlPath: %+v, want fallback %q", r, reasonNoControlPath)
+	}
+	if n := len(h.srv.targets.all()); n != 0 {
+		t.Fatalf("%d targets after a fallback, want none", n)
+	}
+	cp := filepath.Join(t.TempDir(), "cp")
+	at := func(master string) []string {
+		return withOption(h.sshArgsAt(cp, "127.0.0.1", "true"), "ControlMaster", master)
+	}
+	steps := []struct {
+		name     string
+		args     []string
+		fallback string // "" = served
+		dials    int    // logins through cp afterwards
+	}{
+		{"ControlMaster=no, no master", at("no"), "ControlMaster=no without a master: " + reasonOwnConnection, 0},
+		{"autoask", at("autoask"), "ControlMaster=autoask: " + reasonOwnConnection, 0},
+		{"auto: the master logs in", at("auto"), "", 1},
+		{"auto: a mux client", at("auto"), "", 1},
+		{"ControlMaster=no: a mux client", at("no"), "", 1},
+		{"ControlMaster=yes beside the master", at("yes"), "ControlMaster=yes beside a master: " + reasonOwnConnection, 1},
+	}
+	for _, s := range steps {
+		r := h.run("ssh", s.args, "")
+		if r.fallback != s.fallback || s.fallback == "" && r.code != 0 {
+			t.Fatalf("%s: %+v, want fallback %q", s.name, r, s.fallback)
+		}
+		if got := h.dialsTo(cp); got != s.dials {
+			t.Fatalf("%s: %d logins through the ControlPath, want %d", s.name, got, s.dials)
+		}
+	}
+	// Another ControlPath is another connection: a login of its own.
+	other := filepath.Join(t.TempDir(), "other")
+	if r := h.run("ssh", h.sshArgsAt(other, "127.0.0.1", "true"), ""); r.code != 0 || h.dialsTo(other) != 1 || h.dialsTo(cp) != 1 {
+		t.Fatalf("another ControlPath: %+v, logins %d and %d, want 1 each", r, h.dialsTo(other), h.dialsTo(cp))
+	}
+}
+
+// withOption sets the value of -o key=... in args.
+func withOption(args []string, key, value string) []string {
+	for i, a := range args {
+		if strings.HasPrefix(a, key+"=") {
+			args[i] = key + "=" + value
+		}
+	}
+	return args
+}
+
+// TestControlPersistNo: a master without ControlPersist ends with its
+// last session, so the next invocation logs in again.
+func TestControlPersistNo(t *testing.T) {
+	h := newHarness(t, 0)
+	cp := filepath.Join(t.TempDir(), "cp")
+	args := withOption(h.sshArgsAt(cp, "127.0.0.1", "true"), "ControlPersist", "no")
+	for i := 1; i <= 2; i++ {
+		if r := h.run("ssh", args, ""); r.code != 0 {
+			t.Fatalf("run %d: %+v", i, r)
+		}
+		// The daemon closes the connection once the invocation is done,
+		// just after the shim has its exit status.
+		waitFor(t, "the connection to close", func() bool { return !h.srv.targets.connected() })
+		if got := h.dialsTo(cp); got != i {
+			t.Fatalf("after run %d: %d logins, want %d", i, got, i)
+		}
+	}
+}
+
+// TestControlCommands: -O follows ControlPath semantics: none given is
+// ssh's error, tokens are expanded, a master the bridge does not hold is
+// not running, and a real ssh master's socket goes to the real ssh.
+func TestControlCommands(t *testing.T) {
+	h := newHarness(t, 0)
+	r := h.run("ssh", []string{"-F", "none", "-O", "check", "127.0.0.1"}, "")
+	if r.code != 255 || r.stderr != "No ControlPath specified for \"-O\" command\r\n" {
+		t.Fatalf("no ControlPath: %+v", r)
+	}
+	dir := t.TempDir()
+	long, _ := os.Hostname()
+	sum := sha1.Sum([]byte(long + "127.0.0.1" + "22" + "bob"))
+	r = h.run("ssh", []string{"-F", "none", "-o", "ControlPath=" + dir + "/%C", "-O", "check", "bob@127.0.0.1"}, "")
+	want := "Control socket connect(" + dir + "/" + hex.EncodeToString(sum[:]) + "): No such file or directory\r\n"
+	if r.code != 255 || r.stderr != want {
+		t.Fatalf("%%C: %+v, want %q", r, want)
+	}
+	cp := filepath.Join(dir, "cp")
+	if r := h.run("ssh", h.sshArgsAt(cp, "127.0.0.1", "true"), ""); r.code != 0 {
+		t.Fatalf("master: %+v", r)
+	}
+	if r := h.run("ssh", h.sshArgsAt(cp, "-O", "check", "127.0.0.1"), ""); r.code != 0 || !strings.HasPrefix(r.stderr, "Master running (pid=") {
+		t.Fatalf("-O check: %+v", r)
+	}
+	// A socket some ssh master listens on is that master's.
+	real := filepath.Join(dir, "real")
+	ln, err := net.Listen("unix", real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, args := range [][]string{h.sshArgsAt(real, "-O", "exit", "127.0.0.1"), h.sshArgsAt(real, "127.0.0.1", "true")} {
+		if r := h.run("ssh", args, ""); r.fallback != reasonRealMaster {
+			t.Fatalf("%q: %+v, want fallback %q", args, r, reasonRealMaster)
+		}
+	}
+}
