@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,21 +36,22 @@ var hostKeyCases = []hostKeyCase{
 	{"alias", "myalias KEY\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "HostKeyAlias=myalias"}},
 }
 
-// TestHostKeyLikeOpenSSH runs ssh (not as Ansible runs it: no ControlPath,
-// so every run connects and checks afresh) through the shim and through
-// OpenSSH with the same known_hosts content and options, and wants the
-// same exit status, output, messages and known_hosts file afterwards.
-// "cold": the daemon has no connection, so it dials; "warm": it has one,
-// made with a trusted key, and must check that key against the file as
-// it is now, as a fresh ssh would.
+// TestHostKeyLikeOpenSSH runs ssh through the shim and through OpenSSH
+// with the same known_hosts content and options, and wants the same exit
+// status, output, messages and known_hosts file afterwards. Each side has
+// a ControlPath of its own. "cold": no master, so ssh (and the daemon)
+// connects and checks the key; "warm": a ControlPersist master made with
+// the right key known is up, and ssh multiplexes over it without
+// checking anything, as the daemon must too.
 func TestHostKeyLikeOpenSSH(t *testing.T) {
 	requireLab(t)
 	requireBridge(t)
 	key := hostPublicKey(t, filepath.Join(suite.lab.Dir, "ssh_host_ed25519_key.pub"))
 	wrong := hostPublicKey(t, suite.lab.WrongKey+".pub")
 	dir := t.TempDir()
+	sides := []string{suite.realSSH, filepath.Join(suite.shims, "ssh")}
 	for _, warm := range []bool{false, true} {
-		for _, tc := range hostKeyCases {
+		for n, tc := range hostKeyCases {
 			name := "cold/" + tc.name
 			if warm {
 				name = "warm/" + tc.name
@@ -57,21 +59,29 @@ func TestHostKeyLikeOpenSSH(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				d := newPrivateDaemon(t)
 				content := strings.NewReplacer("PORT", suite.lab.Port, "WRONG", wrong, "KEY", key).Replace(tc.known)
+				mux := func(i int) []string {
+					cp := filepath.Join(dir, fmt.Sprintf("%s-%d-%t", []string{"real", "shim"}[i], n, warm))
+					return append([]string{"-o", "ControlMaster=auto", "-o", "ControlPath=" + cp}, tc.opts...)
+				}
 				if warm {
-					// The same options with the right key known: the
-					// daemon's connection for them is up afterwards.
+					// The same options with the right key known, kept
+					// up as a master for the run below.
 					trusted := "[127.0.0.1]:" + suite.lab.Port + " " + key + "\n127.0.0.1 " + key + "\nmyalias " + key + "\n"
-					kh := filepath.Join(dir, "shim")
-					writeKnownHosts(t, kh, trusted)
-					if r := sshRun(t, filepath.Join(suite.shims, "ssh"), kh, tc.opts, d.env()); r.rc != 0 {
-						t.Fatalf("warming up with the right key: rc %d\n%s", r.rc, r.stderr)
+					for i, side := range sides {
+						kh := filepath.Join(dir, "trusted")
+						writeKnownHosts(t, kh, trusted)
+						opts := append([]string{"-o", "ControlPersist=60s"}, mux(i)...)
+						if r := sshRun(t, side, kh, opts, d.env()); r.rc != 0 {
+							t.Fatalf("%s: warming up with the right key: rc %d\n%s", side, r.rc, r.stderr)
+						}
+						t.Cleanup(func() { sshRun(t, side, kh, append([]string{"-O", "exit"}, mux(i)...), d.env()) })
 					}
 				}
 				var runs [2]hostKeyRun
-				for i, side := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
+				for i, side := range sides {
 					kh := filepath.Join(dir, []string{"real", "shim"}[i])
 					writeKnownHosts(t, kh, content)
-					runs[i] = sshRun(t, side, kh, tc.opts, d.env())
+					runs[i] = sshRun(t, side, kh, mux(i), d.env())
 					runs[i].known = knownHostsShape(t, kh)
 				}
 				want, got := runs[0], runs[1]
