@@ -175,9 +175,9 @@ wait:
 	}
 	t.bytesOut.Add(iv.bytesOut.Load())
 	code := exitStatus(werr)
-	if code == 255 && werr != nil && c.timedOut.Load() && !muxClient(inv) {
-		// ssh that owns its connection says why it gave up; a
-		// multiplexing client (Ansible's) only sees its master go.
+	if code == 255 && werr != nil && c.timedOut.Load() && c.master == iv.id {
+		// The master says why it gave up; a multiplexing client only
+		// sees its master go.
 		if !iv.quiet {
 			iv.errorf("%s", r.settings.TimeoutMessage())
 		}
@@ -230,13 +230,4 @@ func sendEnv(patterns []string, env []string) [][2]string {
 		}
 	}
 	return out
-}
-
-// muxClient reports whether ssh would run inv as a client of a ControlMaster
-// (a ControlPath and ControlMaster not "no"), as Ansible runs it: such a
-// client is not told why its master's connection ended.
-func muxClient(inv *fakessh.SSHInvocation) bool {
-	path, _ := inv.Get("controlpath")
-	master, _ := inv.Get("controlmaster")
-	return path != "" && !strings.EqualFold(path, "none") && !strings.EqualFold(master, "no")
 }

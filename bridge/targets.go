@@ -180,6 +180,9 @@ type target struct {
 type sshConn struct {
 	t      *target
 	client *sshclient.Client // with the host key it was accepted with
+	// master is the id of the invocation that made the connection: ssh's
+	// master, which alone says why the connection ended.
+	master uint64
 
 	mu       sync.Mutex
 	active   int
@@ -274,8 +277,9 @@ func (t *target) use(ctx context.Context, p sshclient.Prompter, open func(*sshCo
 // credentials; those become the target's.
 func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn, error) {
 	settings := t.settings.Load()
-	if iv, ok := p.(*invocation); ok && iv.settings != nil {
-		settings = iv.settings
+	master, _ := p.(*invocation)
+	if master != nil && master.settings != nil {
+		settings = master.settings
 	}
 	s := *settings
 	s.Wire = &t.wire
@@ -287,6 +291,9 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 	t.dials++
 	t.connected.Store(true)
 	c := &sshConn{t: t, client: client}
+	if master != nil {
+		c.master = master.id
+	}
 	t.conns = append(t.conns, c)
 	t.log.WithField("connections", len(t.conns)).Info("connected")
 	go func() {

@@ -541,7 +541,10 @@ func TestStalledNetwork(t *testing.T) {
 				if !tc.stallAfterUp {
 					r.Stall(true)
 				}
-				got[sd] = run(t, sd, d, r, tc.opts, tc.stallAfterUp, tc.resume)
+				// ssh as Ansible runs it, the master of its ControlPath:
+				// the daemon serves it.
+				mux := append([]string{"-o", "ControlMaster=auto", "-o", "ControlPath=" + filepath.Join(t.TempDir(), "cp")}, tc.opts...)
+				got[sd] = run(t, sd, d, r, mux, tc.stallAfterUp, tc.resume)
 				r.Close()
 				if got[sd].code != tc.wantCode || !strings.Contains(got[sd].msg, tc.wantMsg) {
 					t.Errorf("%s: exit %d, %q; want exit %d and %q", sd, got[sd].code, got[sd].msg, tc.wantCode, tc.wantMsg)
