@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ansible-bridge/ansible-bridge/bridge"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 )
@@ -154,24 +155,44 @@ func checkDaemon(env doctorEnv) check {
 var fallbackLine = regexp.MustCompile(`fallback prog=(\S+) real=\S+ reason=("(?:[^"\\]|\\.)*")`)
 
 // checkFallbacks summarises the shim log: each reason the shims ran the
-// real binary, with its count. Ansible's ControlPersist probe is expected.
+// real binary, with its count. It fails only for what the bridge could
+// have served: where OpenSSH's contract sends an invocation to the real
+// binary (no ControlPath, -V, -Q, -G, Ansible's ControlPersist probe), it
+// is expected.
 func checkFallbacks(env doctorEnv) check {
 	c := check{name: "fallbacks", ok: true}
-	lines := fallbackSummary(env.socket)
-	if len(lines) == 0 {
-		c.detail = "none recorded"
-		return c
+	var expected, failed []string
+	for _, f := range fallbackSummary(env.socket) {
+		if f.expected {
+			expected = append(expected, f.line)
+		} else {
+			failed = append(failed, f.line)
+		}
 	}
-	c.ok = false
-	c.detail = "the shims ran the real binary: " + strings.Join(lines, "; ")
-	c.fix = "these invocations ran at stock speed; see README, Fallback (" + wire.SideFile(env.socket, "shim.log") + ")"
+	switch {
+	case len(failed) > 0:
+		c.ok = false
+		c.detail = "the shims ran the real binary: " + strings.Join(failed, "; ")
+		c.fix = "these invocations ran at stock speed; see README, Fallback (" + wire.SideFile(env.socket, "shim.log") + ")"
+	case len(expected) > 0:
+		c.detail = "only as OpenSSH's contract asks: " + strings.Join(expected, "; ")
+	default:
+		c.detail = "none recorded"
+	}
 	return c
 }
 
+// fallbackCount is one line of fallbackSummary: "3× ssh: unsupported: -L".
+type fallbackCount struct {
+	line     string
+	expected bool // OpenSSH's contract, not something the bridge lacks
+}
+
 // fallbackSummary reads the shim log of socket: each reason the shims ran
-// the real binary, with its count ("3× ssh: unsupported: -L"), sorted.
-// Fallbacks the user asked for (ANSIBLE_BRIDGE_DISABLE) are left out.
-func fallbackSummary(socket string) []string {
+// the real binary (its first line: a usage error is several), with its
+// count, sorted. Fallbacks the user asked for (ANSIBLE_BRIDGE_DISABLE)
+// and Ansible's ControlPersist probe are left out.
+func fallbackSummary(socket string) []fallbackCount {
 	f, err := os.Open(wire.SideFile(socket, "shim.log"))
 	if err != nil {
 		return nil
@@ -191,14 +212,28 @@ func fallbackSummary(socket string) []string {
 		if strings.Contains(reason, `keyword "controlpersist"`) || reason == fakessh.DisableEnv+"=1" {
 			continue // Ansible's probe for ControlPersist support; asked for
 		}
-		counts[m[1]+": "+strings.TrimSpace(reason)]++
+		reason, _, _ = strings.Cut(strings.TrimSpace(reason), "\n")
+		counts[m[1]+": "+strings.TrimRight(reason, "\r")]++
 	}
-	var lines []string
+	var out []fallbackCount
 	for r, n := range counts {
-		lines = append(lines, fmt.Sprintf("%d× %s", n, r))
+		_, reason, _ := strings.Cut(r, ": ")
+		out = append(out, fallbackCount{fmt.Sprintf("%d× %s", n, r), expectedFallback(reason)})
 	}
-	sort.Strings(lines)
-	return lines
+	sort.Slice(out, func(i, j int) bool { return out[i].line < out[j].line })
+	return out
+}
+
+// expectedFallback reports whether a fallback reason is one OpenSSH's
+// contract asks for: the connection-sharing rules' (the real ssh
+// connects on its own, or multiplexes over its own master), and options
+// that print and exit (-V, -Q, -G), which only the real binary answers.
+func expectedFallback(reason string) bool {
+	switch reason {
+	case "unsupported: -V", "unsupported: -Q", "unsupported: -G":
+		return true
+	}
+	return bridge.SharingFallback(strings.TrimPrefix(reason, "daemon: "))
 }
 
 func checkReal(env doctorEnv, prog string) check {

@@ -117,6 +117,25 @@ func TestDoctor(t *testing.T) {
 		if c.ok || !strings.Contains(c.detail, "1× ssh: unsupported: -L") || strings.Contains(c.detail, "controlpersist") {
 			t.Errorf("fallbacks: %+v", c)
 		}
+		// What OpenSSH's contract sends to the real binary is no failure,
+		// and a usage text is one line.
+		log = "2026-11-24T00:00:00Z fallback prog=ssh real=/usr/bin/ssh reason=\"unsupported: -V\" argc=1\n" +
+			"2026-11-24T00:00:00Z fallback prog=ssh real=/usr/bin/ssh reason=\"unsupported: -G\" argc=2\n" +
+			"2026-11-24T00:00:00Z fallback prog=scp real=/usr/bin/scp reason=\"daemon: no ControlPath: ssh connects on its own\" argc=3\n" +
+			"2026-11-24T00:00:00Z fallback prog=ssh real=/usr/bin/ssh reason=\"daemon: ControlMaster=yes beside a master: ssh would connect on its own\" argc=3\n"
+		if err := os.WriteFile(filepath.Join(filepath.Dir(env.socket), "bridge.shim.log"), []byte(log), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if c := doctorResult(runDoctor(env), "fallbacks"); !c.ok || !strings.Contains(c.detail, "1× scp: daemon: no ControlPath") {
+			t.Errorf("expected fallbacks: %+v", c)
+		}
+		log = "2026-11-24T00:00:00Z fallback prog=ssh real=/usr/bin/ssh reason=\"cannot parse arguments: unknown option -- %\\r\\nusage: ssh [-46AaCfGgKkMNnqsTtVvXxYy] [-B bind_interface]\\n           [-b bind_address]\\n\" argc=1\n"
+		if err := os.WriteFile(filepath.Join(filepath.Dir(env.socket), "bridge.shim.log"), []byte(log), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if c := doctorResult(runDoctor(env), "fallbacks"); c.ok || !strings.HasSuffix(c.detail, "1× ssh: cannot parse arguments: unknown option -- %") {
+			t.Errorf("a usage error: %+v", c)
+		}
 	})
 	t.Run("old ansible", func(t *testing.T) {
 		env := doctorFixture(t, true)

@@ -498,8 +498,8 @@ func printFallbacks() {
 		fmt.Printf("every shim runs the real binary, unrecorded: %v (ansible-bridge doctor)\n", err)
 		return
 	}
-	for _, l := range fallbackSummary(sock) {
-		fmt.Printf("fallback to the real binary: %s\n", l)
+	for _, f := range fallbackSummary(sock) {
+		fmt.Printf("fallback to the real binary: %s\n", f.line)
 	}
 }
 

@@ -3,6 +3,7 @@ package bridge
 import (
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
@@ -33,6 +34,13 @@ const (
 	reasonRealMaster    = "ControlPath is a master started by ssh"
 	reasonOwnConnection = "ssh would connect on its own"
 )
+
+// SharingFallback reports whether reason is one of the connection-sharing
+// rules': the real ssh serves such an invocation as OpenSSH's contract
+// asks, not for want of anything in the bridge.
+func SharingFallback(reason string) bool {
+	return reason == reasonNoControlPath || reason == reasonRealMaster || strings.HasSuffix(reason, ": "+reasonOwnConnection)
+}
 
 // share returns the target iv's settings multiplex onto, or why the real
 // ssh should serve iv instead.
