@@ -386,6 +386,13 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	upload := inv.Target.Remote
 	if !upload {
 		remote = inv.Sources[0]
+		for _, src := range inv.Sources {
+			if strings.ContainsAny(src.Path, "*?[") {
+				// The remote side expands it as sftp's glob does.
+				iv.fallback("scp: a remote glob")
+				return -1
+			}
+		}
 	}
 	conn := inv.SSH
 	conn.Host = remote.Host

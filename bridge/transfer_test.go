@@ -128,6 +128,10 @@ func TestSCPRecursive(t *testing.T) {
 	if r := h.run("scp", h.sshArgs("127.0.0.1:"+up, down), ""); r.code != 1 || !strings.Contains(r.stderr, "not a regular file") {
 		t.Fatalf("scp remote dir without -r: %+v", r)
 	}
+	// A remote glob is the real scp's: the server side expands it.
+	if r := h.run("scp", h.sshArgs("127.0.0.1:"+up+"/s*", down), ""); r.fallback != "scp: a remote glob" {
+		t.Fatalf("scp remote glob: %+v", r)
+	}
 }
 
 // TestCtl: ansible-bridge's own requests (status, status --json, errors)
