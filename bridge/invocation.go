@@ -41,6 +41,9 @@ type invocation struct {
 	// settings are the invocation's effective settings, once resolved:
 	// a connection it makes uses them.
 	settings *sshclient.Settings
+	// master: the invocation made its connection, as the ssh that
+	// becomes a ControlMaster does.
+	master atomic.Bool
 	started  time.Time
 
 	mu     sync.Mutex

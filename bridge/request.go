@@ -128,10 +128,17 @@ func (r *request) tty() bool { return wantTTY(r.inv, r.iv.hello.StdinTTY) }
 // count counts the request's route in status.
 func (r *request) count(route string) { r.t.countRoute(r.iv, route) }
 
-// sharedClosed prints ssh's "Shared connection to HOST closed." after a
-// session on a terminal, unless quiet.
+// sharedClosed prints what ssh prints after a session on a terminal,
+// unless quiet: "Shared connection to HOST closed." from a mux client,
+// "Connection to HOST closed." from a master that runs the session
+// itself (with ControlPersist the master goes to the background, and
+// the ssh run is its first mux client).
 func (r *request) sharedClosed() {
-	if !r.iv.quiet {
+	switch {
+	case r.iv.quiet:
+	case r.iv.master.Load() && r.settings.ControlPersist == sshclient.PersistNo:
+		r.iv.errorf("Connection to %s closed.", r.settings.HostName)
+	default:
 		r.iv.errorf("Shared connection to %s closed.", r.settings.HostName)
 	}
 }

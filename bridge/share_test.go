@@ -79,13 +79,14 @@ func withOption(args []string, key, value string) []string {
 }
 
 // TestControlPersistNo: a master without ControlPersist ends with its
-// last session, so the next invocation logs in again.
+// last session, so the next invocation logs in again; it runs its
+// session itself, not as a mux client, and says so as ssh does.
 func TestControlPersistNo(t *testing.T) {
 	h := newHarness(t, 0)
 	cp := filepath.Join(t.TempDir(), "cp")
-	args := withOption(h.sshArgsAt(cp, "127.0.0.1", "true"), "ControlPersist", "no")
+	args := withOption(h.sshArgsAt(cp, "-tt", "127.0.0.1", "true"), "ControlPersist", "no")
 	for i := 1; i <= 2; i++ {
-		if r := h.run("ssh", args, ""); r.code != 0 {
+		if r := h.run("ssh", args, ""); r.code != 0 || r.stderr != "Connection to 127.0.0.1 closed.\r\n" {
 			t.Fatalf("run %d: %+v", i, r)
 		}
 		// The daemon closes the connection once the invocation is done,

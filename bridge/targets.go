@@ -293,6 +293,7 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 	c := &sshConn{t: t, client: client}
 	if master != nil {
 		c.master = master.id
+		master.master.Store(true)
 	}
 	t.conns = append(t.conns, c)
 	t.log.WithField("connections", len(t.conns)).Info("connected")
