@@ -43,8 +43,8 @@ type invocation struct {
 	settings *sshclient.Settings
 	// master: the invocation made its connection, as the ssh that
 	// becomes a ControlMaster does.
-	master atomic.Bool
-	started  time.Time
+	master  atomic.Bool
+	started time.Time
 
 	mu     sync.Mutex
 	route  string  // set by countRoute
