@@ -86,7 +86,9 @@ func wantTTY(inv *fakessh.SSHInvocation, stdinTTY bool) bool {
 func (r *request) exec(command string, opts execOpts) int {
 	ctx, iv, t, inv := r.ctx, r.iv, r.t, r.inv
 	tty := r.tty()
-	if inv.TTY == 1 && !iv.hello.StdinTTY && !inv.Quiet {
+	// ssh.c: a terminal asked for (-t, or a login shell) without one on
+	// stdin is refused with a notice at LogLevel INFO.
+	if (inv.TTY == 1 || inv.TTY == 0 && len(inv.Command) == 0) && !iv.hello.StdinTTY && !iv.quiet {
 		iv.errorf("Pseudo-terminal will not be allocated because stdin is not a terminal.")
 	}
 	c, sess, err := t.newSession(ctx, iv, r.sendEnv())
