@@ -227,10 +227,11 @@ func fallbackSummary(socket string) []fallbackCount {
 // expectedFallback reports whether a fallback reason is one OpenSSH's
 // contract asks for: the connection-sharing rules' (the real ssh
 // connects on its own, or multiplexes over its own master), and options
-// that print and exit (-V, -Q, -G), which only the real binary answers.
+// that print and exit (-V, -Q, -G), and interactive sessions, which only
+// the real binary answers.
 func expectedFallback(reason string) bool {
 	switch reason {
-	case "unsupported: -V", "unsupported: -Q", "unsupported: -G":
+	case "unsupported: -V", "unsupported: -Q", "unsupported: -G", fakessh.ReasonInteractive:
 		return true
 	}
 	return bridge.SharingFallback(strings.TrimPrefix(reason, "daemon: "))

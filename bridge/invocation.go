@@ -142,6 +142,13 @@ func (iv *invocation) fallback(reason string) {
 	_ = iv.send(wire.Fallback, []byte(reason))
 }
 
+// replay hands the shim back the input the daemon consumed (all of it,
+// to its end) with the fallback: the real binary reads it again.
+func (iv *invocation) replay(input []byte, reason string) {
+	_ = iv.send(wire.Replay, input)
+	iv.fallback(reason)
+}
+
 // Prompt implements sshclient.Prompter. It runs before accept, while no
 // other goroutine reads the shim's frames.
 func (iv *invocation) Prompt(ctx context.Context, text string, echo bool) (string, error) {

@@ -108,6 +108,7 @@ type result struct {
 	stdout, stderr string
 	code           int
 	fallback       string
+	replay         string // the input handed back with the fallback
 }
 
 // run plays the shim's side of one invocation.
@@ -137,6 +138,7 @@ func (h *harness) runStdinAfter(prog string, argv []string, marker, stdin string
 		h.t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
+	var replay string
 	accepted, sent := false, false
 	send := func() {
 		sent = true
@@ -159,8 +161,10 @@ func (h *harness) runStdinAfter(prog string, argv []string, marker, stdin string
 			out.Write(f.Payload)
 		case wire.Stderr:
 			errb.Write(f.Payload)
+		case wire.Replay:
+			replay = string(f.Payload)
 		case wire.Fallback:
-			return result{fallback: string(f.Payload)}
+			return result{fallback: string(f.Payload), replay: replay}
 		case wire.Exit:
 			code, _ := wire.ExitCode(f.Payload)
 			return result{stdout: out.String(), stderr: errb.String(), code: code}

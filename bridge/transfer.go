@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
@@ -44,12 +45,28 @@ func transferFailure(iv *invocation, err error) int {
 	return connFailure(iv, err)
 }
 
-// serveSFTP runs an sftp batch (-b) over the target's SFTP channel.
+// serveSFTP runs an sftp batch (-b) over the target's SFTP channel when
+// the bridge serves every command in it as sftp would (see
+// notServedInFull); the real sftp runs any other batch.
 func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 	inv, err := fakessh.ParseSFTP(iv.hello.Argv)
 	if err != nil || len(inv.Unsupported) > 0 || len(inv.SSH.Unsupported) > 0 {
 		iv.fallback("sftp arguments the bridge does not serve")
 		return -1
+	}
+	var cmds []fakessh.BatchCommand
+	if inv.BatchFile != "-" {
+		// Read before anything is accepted: the real sftp may take it.
+		data, err := os.ReadFile(localPath(iv, inv.BatchFile))
+		if err != nil {
+			iv.fallback("sftp: the batch file cannot be read")
+			return -1
+		}
+		cmds, _ = fakessh.ParseSFTPBatch(bytes.NewReader(data))
+		if reason := notServedInFull(inv, cmds); reason != "" {
+			iv.fallback(reason)
+			return -1
+		}
 	}
 	t, sc, home, release, err := s.connectSFTP(ctx, iv, &inv.SSH, routeSFTP)
 	if err != nil {
@@ -59,26 +76,25 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 	if err := iv.accept(""); err != nil {
 		return 255
 	}
-	var batch io.Reader
 	if inv.BatchFile == "-" {
-		batch = iv.stdin
-	} else {
-		f, err := os.Open(localPath(iv, inv.BatchFile))
+		raw, err := io.ReadAll(io.LimitReader(iv.stdin, maxReplay+1))
+		if err == nil {
+			cmds, err = fakessh.ParseSFTPBatch(io.MultiReader(bytes.NewReader(raw), iv.stdin))
+		}
 		if err != nil {
-			iv.errorf("open %s: %s", inv.BatchFile, sftpErrText(err))
+			iv.errorf("%v", err)
 			return 1
 		}
-		defer f.Close()
-		batch = f
-	}
-	cmds, err := fakessh.ParseSFTPBatch(batch)
-	if inv.BatchFile != "-" {
+		if reason := notServedInFull(inv, cmds); reason != "" {
+			if len(raw) <= maxReplay {
+				iv.replay(raw, reason)
+				return -1
+			}
+			t.countSlow(iv, "sftp: a batch over "+strconv.Itoa(maxReplay>>10)+" KiB served by the bridge: "+reason)
+		}
+	} else {
 		// Nothing reads stdin now; let the shim finish sending it.
 		go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
-	}
-	if err != nil {
-		iv.errorf("%v", err)
-		return 1
 	}
 	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive, fast: iv.getenv(FastPathEnv) != "0"}
 	b.rcwd, b.home = home, home
@@ -106,6 +122,37 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 		}
 	}
 	return 0
+}
+
+// maxReplay bounds a batch read from stdin that the daemon hands back to
+// the shim for the real sftp: a pipe holds it whole.
+const maxReplay = 512 << 10
+
+// notServedInFull names why the real sftp must run cmds, or returns "":
+// the bridge serves a batch of single-file put and get (with -p/-P, the
+// shape Ansible sends), and nothing else, whose output (ls, df, help),
+// recursion, globbing and error texts would differ from sftp's.
+func notServedInFull(inv *fakessh.SFTPInvocation, cmds []fakessh.BatchCommand) string {
+	if inv.Recursive {
+		return "sftp -r"
+	}
+	for _, c := range cmds {
+		switch c.Name {
+		case "", "bye", "exit", "quit":
+		case "put", "get", "reput", "reget":
+			if strings.Trim(c.Flags, "pP") != "" {
+				return "sftp: " + c.Name + " -" + c.Flags
+			}
+			for _, a := range c.Args {
+				if strings.ContainsAny(a, "*?[") {
+					return "sftp: " + c.Name + " with a glob"
+				}
+			}
+		default:
+			return "sftp: the batch command " + strconv.Quote(c.Name)
+		}
+	}
+	return ""
 }
 
 // errReported marks an error whose message was already printed.

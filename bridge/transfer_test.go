@@ -11,8 +11,40 @@ import (
 	"time"
 )
 
+// TestSFTPBatchFallback: the real sftp runs a batch with any command
+// but single-file put and get: a batch file before anything is read, a
+// batch on stdin handed back whole for it to read again.
+func TestSFTPBatchFallback(t *testing.T) {
+	h := newHarness(t, 0)
+	dir := t.TempDir()
+	for _, tc := range []struct{ batch, reason string }{
+		{"ls\n", `sftp: the batch command "ls"`},
+		{"put -r d\n", "sftp: put -r"},
+		{"get /etc/host* .\n", "sftp: get with a glob"},
+		{"df -h .\nbye\n", `sftp: the batch command "df"`},
+		{"frobnicate\n", `sftp: the batch command "invalid"`},
+	} {
+		r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), tc.batch)
+		if r.fallback != tc.reason || r.replay != tc.batch {
+			t.Errorf("%q on stdin: %+v, want fallback %q with the batch handed back", tc.batch, r, tc.reason)
+		}
+		file := filepath.Join(dir, "batch")
+		if err := os.WriteFile(file, []byte(tc.batch), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r = h.run("sftp", append([]string{"-b", file}, h.sshArgs("127.0.0.1")...), "")
+		if r.fallback != tc.reason || r.replay != "" {
+			t.Errorf("%q in a file: %+v, want fallback %q", tc.batch, r, tc.reason)
+		}
+	}
+	if r := h.run("sftp", append([]string{"-r", "-b", "-"}, h.sshArgs("127.0.0.1")...), "put f\n"); r.fallback != "sftp -r" {
+		t.Errorf("sftp -r: %+v", r)
+	}
+}
+
 // TestSFTPBatchCommands: the batch commands other than put and get, as
-// OpenSSH's sftp prints them.
+// OpenSSH's sftp prints them, in a batch too large to hand back to the
+// real sftp (served, and counted as a slow path).
 func TestSFTPBatchCommands(t *testing.T) {
 	h := newHarness(t, 0)
 	dir := t.TempDir()
@@ -48,7 +80,8 @@ func TestSFTPBatchCommands(t *testing.T) {
 		"bye",
 		"pwd",
 	}, "\n") + "\n"
-	r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), batch)
+	padding := strings.Repeat("#"+strings.Repeat("x", 1000)+"\n", maxReplay/1000+1)
+	r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), padding+batch)
 	if r.code != 0 {
 		t.Fatalf("sftp: %+v", r)
 	}
@@ -90,7 +123,7 @@ func TestSFTPBatchCommands(t *testing.T) {
 		{"frobnicate", "Invalid command."},
 		{"ls /nonexistent", "nonexistent"},
 	} {
-		r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), "cd "+remote+"\n"+tc.cmd+"\n")
+		r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), padding+"cd "+remote+"\n"+tc.cmd+"\n")
 		if r.code != 1 || !strings.Contains(r.stderr, tc.stderr) {
 			t.Errorf("%s: %+v, want stderr with %q", tc.cmd, r, tc.stderr)
 		}

@@ -51,8 +51,14 @@ func Main(prog string, argv []string) int {
 	}
 	defer conn.Close()
 	code, fb, err := converse(conn, hello, payload)
-	if fb != "" {
-		return fallback(prog, argv, verbose, "daemon: "+fb)
+	if fb != nil {
+		if fb.input != nil {
+			if err := replayStdin(fb.input); err != nil {
+				fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %v\r\n", prog, err)
+				return 255
+			}
+		}
+		return fallback(prog, argv, verbose, "daemon: "+fb.reason)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %v\r\n", prog, err)
@@ -72,6 +78,9 @@ func unsupported(prog string, argv []string) string {
 		var inv *SSHInvocation
 		if inv, err = ParseSSH(argv); err == nil {
 			bad = inv.Unsupported
+			if len(bad) == 0 && interactive(inv) {
+				return ReasonInteractive
+			}
 		}
 	case "scp":
 		var inv *SCPInvocation
@@ -107,10 +116,17 @@ func verbosity(prog string, argv []string) int {
 	return n
 }
 
-// converse runs one invocation over conn. It returns the exit status, or a
-// non-empty fallback reason when the daemon declines before any input was
-// consumed.
-func converse(conn net.Conn, hello wire.HelloMsg, payload []byte) (code int, fallbackReason string, err error) {
+// declined is the daemon's answer that the real binary should serve the
+// invocation: why, and the input it consumed, if any (nil: none).
+type declined struct {
+	reason string
+	input  []byte
+}
+
+// converse runs one invocation over conn. It returns the exit status, or
+// why the daemon declined it: before any input was consumed, or with all
+// of it handed back.
+func converse(conn net.Conn, hello wire.HelloMsg, payload []byte) (code int, fb *declined, err error) {
 	var wmu sync.Mutex
 	send := func(t wire.Type, p []byte) error {
 		wmu.Lock()
@@ -118,9 +134,10 @@ func converse(conn net.Conn, hello wire.HelloMsg, payload []byte) (code int, fal
 		return wire.Write(conn, t, p)
 	}
 	if err := send(wire.Hello, payload); err != nil {
-		return 0, "", fmt.Errorf("send hello: %w", err)
+		return 0, nil, fmt.Errorf("send hello: %w", err)
 	}
 	var restore func()
+	var replay []byte
 	defer func() {
 		if restore != nil {
 			restore()
@@ -150,11 +167,13 @@ func converse(conn net.Conn, hello wire.HelloMsg, payload []byte) (code int, fal
 			if errors.Is(err, io.EOF) {
 				err = errors.New("connection to the bridge daemon lost")
 			}
-			return 0, "", err
+			return 0, nil, err
 		}
 		switch f.Type {
+		case wire.Replay:
+			replay = f.Payload
 		case wire.Fallback:
-			return 0, string(f.Payload), nil
+			return 0, &declined{reason: string(f.Payload), input: replay}, nil
 		case wire.Accept:
 			if inputComplete(0) {
 				// Reads cannot block: the input goes at once, in line,
@@ -173,7 +192,7 @@ func converse(conn net.Conn, hello wire.HelloMsg, payload []byte) (code int, fal
 			go pumpStdin(send)
 		case wire.Stdout:
 			if _, err := os.Stdout.Write(f.Payload); err != nil {
-				return 0, "", fmt.Errorf("write stdout: %w", err)
+				return 0, nil, fmt.Errorf("write stdout: %w", err)
 			}
 		case wire.Stderr:
 			_, _ = os.Stderr.Write(f.Payload)
@@ -182,9 +201,9 @@ func converse(conn net.Conn, hello wire.HelloMsg, payload []byte) (code int, fal
 			answerPrompt(f.Payload, send)
 		case wire.Exit:
 			code, err := wire.ExitCode(f.Payload)
-			return code, "", err
+			return code, nil, err
 		default:
-			return 0, "", fmt.Errorf("unexpected frame %q from daemon", f.Type)
+			return 0, nil, fmt.Errorf("unexpected frame %q from daemon", f.Type)
 		}
 	}
 }
@@ -220,6 +239,34 @@ func growStdinPipe() {
 	if isPipe(0) {
 		_, _ = unix.FcntlInt(0, unix.F_SETPIPE_SZ, stdinPipeSize)
 	}
+}
+
+// replayStdin makes input the process's stdin, for the real binary the
+// shim execs next: the daemon read it to the end and handed it back. It
+// is written whole into a pipe grown to hold it, so no writer has to
+// outlive the exec.
+func replayStdin(input []byte) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("replay stdin: %w", err)
+	}
+	defer w.Close()
+	defer r.Close()
+	if size, err := unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, len(input)); err != nil || size < len(input) {
+		if len(input) > 64<<10 {
+			return fmt.Errorf("replay stdin: a pipe cannot hold %d bytes", len(input))
+		}
+	}
+	if _, err := w.Write(input); err != nil {
+		return fmt.Errorf("replay stdin: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("replay stdin: %w", err)
+	}
+	if err := unix.Dup2(int(r.Fd()), 0); err != nil {
+		return fmt.Errorf("replay stdin: %w", err)
+	}
+	return nil
 }
 
 func isPipe(fd int) bool {

@@ -15,6 +15,7 @@ const (
 	Hello       Type = 'H' // shim → daemon: JSON HelloMsg
 	Accept      Type = 'A' // daemon → shim: start pumping stdin
 	Fallback    Type = 'F' // daemon → shim: exec the real binary; payload is the reason
+	Replay      Type = 'r' // daemon → shim, before Fallback: the stdin it consumed, for the real binary to read again
 	Stdin       Type = 'i' // shim → daemon
 	StdinEOF    Type = 'I' // shim → daemon
 	Stdout      Type = 'o' // daemon → shim

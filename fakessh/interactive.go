@@ -1,0 +1,29 @@
+package fakessh
+
+import (
+	"os"
+	"syscall"
+
+	"golang.org/x/term"
+)
+
+// ReasonInteractive is the fallback reason for an interactive session.
+const ReasonInteractive = "interactive terminal session: escapes and the terminal are the real ssh's"
+
+// interactive reports whether ssh would run inv as a user's interactive
+// session: a terminal asked for and given (stdin is a terminal), and
+// that terminal is the controlling one, where the user types ~. and ~?.
+// Ansible's -tt runs give ssh a pty of their own on stdin, not its
+// controlling terminal, and stay with the bridge.
+func interactive(inv *SSHInvocation) bool {
+	if inv.TTY < 0 || inv.TTY == 0 && len(inv.Command) > 0 || !term.IsTerminal(int(os.Stdin.Fd())) {
+		return false
+	}
+	tty, err := os.Open("/dev/tty")
+	if err != nil {
+		return false
+	}
+	defer tty.Close()
+	var a, b syscall.Stat_t
+	return syscall.Fstat(int(os.Stdin.Fd()), &a) == nil && syscall.Fstat(int(tty.Fd()), &b) == nil && a.Rdev == b.Rdev
+}
