@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
@@ -57,6 +58,103 @@ func materializeFailure(iv *invocation, err error) int {
 	return 1
 }
 
+// remoteSession is a started session channel: a command (x/crypto's
+// Session) or a subsystem (sshclient.Exec: x/crypto's Session cannot
+// wait for a subsystem's exit status).
+type remoteSession interface {
+	Signal(ssh.Signal) error
+	WindowChange(h, w int) error
+	Close() error
+	Wait() error
+}
+
+// subsystem is a subsystem's session: Wait returns once its output has
+// been relayed too, as x/crypto's Session.Wait does.
+type subsystem struct {
+	*sshclient.Exec
+	copying sync.WaitGroup
+}
+
+func (s *subsystem) Wait() error {
+	err := s.Exec.Wait()
+	s.copying.Wait()
+	return err
+}
+
+// started is a session, its stdin, and the busy connection it is on.
+type started struct {
+	sess  remoteSession
+	stdin io.WriteCloser
+	conn  *sshConn
+}
+
+// start starts command as ssh would on a busy connection of the target:
+// a subsystem, or a command (a login shell for "") with a terminal if
+// tty, its output going to the shim (and opts' writers). On failure it
+// reports as ssh does and returns ssh's exit status.
+func (r *request) start(command string, tty bool, opts execOpts) (*started, int) {
+	ctx, iv, t := r.ctx, r.iv, r.t
+	stdout, stderr := iv.stdout(), iv.stderr()
+	if opts.stdout != nil {
+		stdout = io.MultiWriter(stdout, opts.stdout)
+	}
+	if opts.stderr != nil {
+		stderr = io.MultiWriter(stderr, opts.stderr)
+	}
+	if r.inv.Subsystem {
+		var e *sshclient.Exec
+		c, err := t.use(ctx, iv, func(c *sshConn) error {
+			var err error
+			e, err = sshclient.StartSubsystem(c.client.Client, r.sendEnv(), command)
+			return err
+		})
+		switch {
+		case errors.Is(err, sshclient.ErrSubsystemRefused):
+			iv.errorf("subsystem request failed on channel 0")
+			return nil, 255
+		case err != nil:
+			return nil, connFailure(iv, err)
+		}
+		sub := &subsystem{Exec: e}
+		sub.copying.Add(2)
+		go func() { _, _ = io.Copy(stdout, e.Stdout()); sub.copying.Done() }()
+		go func() { _, _ = io.Copy(stderr, e.Stderr()); sub.copying.Done() }()
+		return &started{sub, e.Stdin(), c}, 0
+	}
+	c, sess, err := t.newSession(ctx, iv, r.sendEnv())
+	if err != nil {
+		return nil, connFailure(iv, err)
+	}
+	if tty {
+		term := iv.getenv("TERM")
+		if err := sess.RequestPty(term, iv.hello.Rows, iv.hello.Cols, ssh.TerminalModes{}); err != nil {
+			iv.errorf("PTY allocation request failed on channel 0")
+		}
+	}
+	stdin, err := sess.StdinPipe()
+	if err == nil {
+		sess.Stdout, sess.Stderr = stdout, stderr
+		if command == "" {
+			err = sess.Shell()
+		} else {
+			err = sess.Start(command)
+		}
+		if err != nil {
+			iv.log.WithError(err).Warn("starting remote command failed")
+			iv.errorf("exec request failed on channel 0")
+			sess.Close()
+			c.release()
+			return nil, 255
+		}
+	}
+	if err != nil {
+		sess.Close()
+		c.release()
+		return nil, connFailure(iv, err)
+	}
+	return &started{sess, stdin, c}, 0
+}
+
 // execOpts adjusts a passthrough session.
 type execOpts struct {
 	// stdinPrefix was read from the shim already; it is sent first.
@@ -91,46 +189,13 @@ func (r *request) exec(command string, opts execOpts) int {
 	if (inv.TTY == 1 || inv.TTY == 0 && len(inv.Command) == 0) && !iv.hello.StdinTTY && !iv.quiet {
 		iv.errorf("Pseudo-terminal will not be allocated because stdin is not a terminal.")
 	}
-	c, sess, err := t.newSession(ctx, iv, r.sendEnv())
-	if err != nil {
-		return connFailure(iv, err)
+	st, code := r.start(command, tty, opts)
+	if st == nil {
+		return code
 	}
-	defer c.release()
+	defer st.conn.release()
+	sess, stdinPipe, c := st.sess, st.stdin, st.conn
 	defer sess.Close()
-	if tty {
-		term := iv.getenv("TERM")
-		if err := sess.RequestPty(term, iv.hello.Rows, iv.hello.Cols, ssh.TerminalModes{}); err != nil {
-			iv.errorf("PTY allocation request failed on channel 0")
-		}
-	}
-	stdinPipe, err := sess.StdinPipe()
-	if err != nil {
-		return connFailure(iv, err)
-	}
-	sess.Stdout, sess.Stderr = iv.stdout(), iv.stderr()
-	if opts.stdout != nil {
-		sess.Stdout = io.MultiWriter(sess.Stdout, opts.stdout)
-	}
-	if opts.stderr != nil {
-		sess.Stderr = io.MultiWriter(sess.Stderr, opts.stderr)
-	}
-	switch {
-	case inv.Subsystem:
-		err = sess.RequestSubsystem(command)
-	case command == "":
-		err = sess.Shell()
-	default:
-		err = sess.Start(command)
-	}
-	if err != nil {
-		iv.log.WithError(err).Warn("starting remote command failed")
-		if inv.Subsystem {
-			iv.errorf("subsystem request failed on channel 0")
-		} else {
-			iv.errorf("exec request failed on channel 0")
-		}
-		return 255
-	}
 	mode := ""
 	if tty && iv.hello.StdinTTY {
 		mode = "raw"
@@ -176,7 +241,8 @@ wait:
 		}
 	}
 	t.bytesOut.Add(iv.bytesOut.Load())
-	code := exitStatus(werr)
+	code = exitStatus(werr)
+	iv.log.WithError(werr).WithField("status", code).Debug("session ended")
 	if code == 255 && werr != nil && c.timedOut.Load() && c.master == iv.id {
 		// The master says why it gave up; a multiplexing client only
 		// sees its master go.

@@ -2,6 +2,7 @@ package sshclient
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 
@@ -66,6 +67,49 @@ func StartExec(c *ssh.Client, env [][2]string, pty *PTY, command string) (*Exec,
 		return nil, err
 	}
 	return e, nil
+}
+
+// StartSubsystem opens a session on c, sends env as StartExec does, and
+// asks for the subsystem name, waiting for the reply as ssh does (its
+// refusal is "subsystem request failed"). x/crypto's Session can run a
+// subsystem but not wait for its exit status.
+func StartSubsystem(c *ssh.Client, env [][2]string, name string) (*Exec, error) {
+	ch, reqs, err := c.OpenChannel("session", nil)
+	if err != nil {
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	e := &Exec{ch: ch, done: make(chan struct{})}
+	go e.serve(reqs)
+	for _, kv := range env {
+		if _, err := ch.SendRequest("env", false, ssh.Marshal(&struct{ Name, Value string }{kv[0], kv[1]})); err != nil {
+			ch.Close()
+			return nil, fmt.Errorf("env request: %w", err)
+		}
+	}
+	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(&struct{ Name string }{name}))
+	if err == nil && !ok {
+		err = ErrSubsystemRefused
+	}
+	if err != nil {
+		ch.Close()
+		return nil, fmt.Errorf("subsystem %s: %w", name, err)
+	}
+	return e, nil
+}
+
+// ErrSubsystemRefused is the server's refusal of a subsystem.
+var ErrSubsystemRefused = errors.New("subsystem request failed")
+
+// Signal sends sig to the remote process, no reply wanted.
+func (e *Exec) Signal(sig ssh.Signal) error {
+	_, err := e.ch.SendRequest("signal", false, ssh.Marshal(&struct{ Signal string }{string(sig)}))
+	return err
+}
+
+// WindowChange tells the remote side its terminal's new size.
+func (e *Exec) WindowChange(h, w int) error {
+	_, err := e.ch.SendRequest("window-change", false, ssh.Marshal(&struct{ Cols, Rows, W, H uint32 }{uint32(w), uint32(h), 0, 0}))
+	return err
 }
 
 // serve takes the session's requests until the channel closes: the exit

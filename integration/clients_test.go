@@ -1,0 +1,231 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// clientCase is a shell script that drives real clients nobody here
+// wrote (rsync, git, scp, sftp, ssh) at the lab host "lab". SIDE in it
+// is the side's name, so that each side works in remote and local
+// directories of its own.
+type clientCase struct {
+	name, script string
+}
+
+var clientCases = []clientCase{
+	{"ssh: exit status, stdin, quoting", `
+ssh lab 'exit 7'; echo "rc=$?"
+printf 'a b\n' | ssh lab 'cat; echo "$0" "x  y"'
+ssh lab echo "'two  spaces'" '$HOME' | sed "s|$HOME_REMOTE|REMOTE_HOME|"
+ssh -n lab 'cat; echo stdin closed'
+ssh lab 'echo err >&2; exit 3'; echo "rc=$?"
+`},
+	{"ssh: a login shell without a terminal", `
+printf 'echo from-shell\nexit 4\n' | ssh lab; echo "rc=$?"
+printf 'echo hi\n' | ssh -t lab 'cat'; echo "rc=$?"
+`},
+	{"ssh -O", `
+ssh -O check lab 2>&1 | sed 's/pid=[0-9]*/pid=N/'; echo "rc=${PIPESTATUS[0]}"
+ssh lab true
+ssh -O check lab 2>&1 | sed 's/pid=[0-9]*/pid=N/'; echo "rc=${PIPESTATUS[0]}"
+ssh -o ControlPath=none -O check lab; echo "rc=$?"
+`},
+	{"rsync", `
+mkdir -p "src/with space/deep" back
+for i in $(seq 1 200); do echo "file $i" > "src/with space/f$i"; done
+head -c 3000000 /dev/urandom > src/big
+rsync -a --delete src/ lab:clients-SIDE/rs/; echo "rc=$?"
+rm "src/with space/f7"; echo changed > src/big
+rsync -ai --delete src/ lab:clients-SIDE/rs/ | sort; echo "rc=${PIPESTATUS[0]}"
+rsync -a lab:clients-SIDE/rs/ back/; echo "rc=$?"
+diff -r src back && echo same
+rsync -a lab:clients-SIDE/nonexistent/ back/ 2>&1 | sed 's/\[[a-z]*=[0-9.]*\]/[VERSION]/'; echo "rc=${PIPESTATUS[0]}"
+`},
+	{"git over ssh", `
+ssh lab 'git init -q --bare clients-SIDE/repo.git'
+git init -q -b main work && cd work
+git -c user.name=t -c user.email=t@e commit -q --allow-empty -m first
+git remote add origin lab:clients-SIDE/repo.git
+git push -q origin main 2>&1; echo "push rc=$?"
+cd .. && git clone -q lab:clients-SIDE/repo.git clone 2>&1; echo "clone rc=$?"
+git -C clone log --format=%s
+git ls-remote lab:clients-SIDE/repo.git | cut -f2
+git ls-remote lab:clients-SIDE/missing.git 2>&1 | sed 's/^fatal: .*/fatal: .../'; echo "rc=${PIPESTATUS[0]}"
+`},
+	{"scp", `
+mkdir -p tree/sub && echo one > tree/sub/a && echo two > f && chmod 640 f && touch -d 2020-01-02 f
+ssh lab 'mkdir -p clients-SIDE/scp'
+scp f lab:clients-SIDE/scp/; echo "rc=$?"
+scp -p f lab:clients-SIDE/scp/p; echo "rc=$?"
+scp -r tree lab:clients-SIDE/scp/; echo "rc=$?"
+ssh lab 'cd clients-SIDE/scp && ls -lR --time-style=+%Y | cut -c1-10,35-'
+mkdir down && scp -r lab:clients-SIDE/scp down/; echo "rc=$?"
+scp -p 'lab:clients-SIDE/scp/p' down/p2 && stat -c '%a %Y' down/p2
+scp 'lab:/etc/host*' down/; echo "rc=$?"; ls down
+scp lab:clients-SIDE/nonexistent down/; echo "rc=$?"
+scp lab:/etc/shadow down/; echo "rc=$?"
+scp f lab:/nonexistent/dir/; echo "rc=$?"
+`},
+	{"sftp -b", `
+mkdir -p d/sub && echo x > d/sub/y && echo z > z
+ssh lab 'mkdir -p clients-SIDE/sftp'
+cat > batch <<'B'
+cd clients-SIDE/sftp
+put z
+put -p z zp
+put -r d
+-put nonexistent
+mkdir m
+rename z z2
+chmod 600 z2
+ln -s z2 link
+ls
+ls -l
+lls
+pwd
+df -h .
+get z2 got
+get -r d dback
+rm z2
+-rm nonexistent
+help
+version
+B
+sftp -b batch lab 2>&1 | sed -e 's/[0-9]\{1,\}\(\.[0-9]\)\{0,1\}[KMGT]\{0,1\}  */N /g' -e 's/^ *Size.*/SIZE/' | grep -v '^Remote working\|^sftp> lls\|^batch\|^d$\|^got\|^dback\|^z$' ; echo "rc=${PIPESTATUS[0]}"
+sftp -b - lab <<'B'; echo "rc=$?"
+cd clients-SIDE/sftp
+get zp zp-back
+B
+cat zp-back
+printf 'cd clients-SIDE/sftp\nls -1\n' | sftp -b - lab; echo "rc=$?"
+printf 'cd /nonexistent\nls\n' | sftp -b - lab; echo "rc=$?"
+`},
+}
+
+// TestClientsLikeOpenSSH runs each client case with the real OpenSSH
+// binaries and through the shims (first on PATH; a private daemon),
+// in two setups: the user's ssh_config asks for multiplexing
+// (ControlMaster auto, a ControlPath, ControlPersist), which the bridge
+// serves, and no Control options, which go to the real binaries. Output,
+// exit status and the resulting files must be the same.
+func TestClientsLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	for _, prog := range []string{"rsync", "git"} {
+		if _, err := exec.LookPath(prog); err != nil {
+			t.Skipf("%s not installed (scripts/setup.sh installs it)", prog)
+		}
+	}
+	for _, mux := range []bool{true, false} {
+		setup := "multiplexing"
+		if !mux {
+			setup = "no Control options"
+		}
+		t.Run(setup, func(t *testing.T) {
+			d := newPrivateDaemon(t)
+			for _, tc := range clientCases {
+				t.Run(tc.name, func(t *testing.T) {
+					var got [2]clientRun
+					for i, side := range []string{"openssh", "shims"} {
+						got[i] = runClientCase(t, tc, side, mux, d)
+					}
+					want, shim := got[0], got[1]
+					if shim.stdout != want.stdout || shim.stderr != want.stderr {
+						t.Errorf("through the shims:\n%s\n--- stderr:\n%s\nwith OpenSSH:\n%s\n--- stderr:\n%s", shim.stdout, shim.stderr, want.stdout, want.stderr)
+					}
+					if shim.files != want.files {
+						t.Errorf("remote files through the shims:\n%s\nwith OpenSSH:\n%s", shim.files, want.files)
+					}
+				})
+			}
+			if mux {
+				st := d.mustStatus(t)
+				if len(st.Targets) == 0 {
+					t.Errorf("the daemon served nothing with multiplexing asked for")
+				}
+			}
+		})
+	}
+}
+
+type clientRun struct{ stdout, stderr, files string }
+
+var sshNoise = regexp.MustCompile(`(?m)^Warning: Permanently added .*\r?\n`)
+
+// runClientCase runs tc's script as side ("openssh" or "shims") in a
+// fresh HOME whose ssh_config names the lab, and returns its output with
+// the side's own names replaced, and a listing of what it left on the
+// target.
+func runClientCase(t *testing.T, tc clientCase, side string, mux bool, d *privateDaemon) clientRun {
+	t.Helper()
+	home, err := os.MkdirTemp(suite.work, "home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(home, "work")
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("Host lab\n  HostName 127.0.0.1\n  Port %s\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  BatchMode yes\n",
+		suite.lab.Port, suite.lab.User, suite.lab.Key)
+	if mux {
+		cfg += "  ControlMaster auto\n  ControlPath " + home + "/.ssh/cm-%C\n  ControlPersist 30\n"
+	}
+	// ssh reads ~/.ssh/config from the passwd entry's home, not $HOME:
+	// each client is given this file with -F.
+	cfgFile := filepath.Join(home, ".ssh", "config")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prelude := fmt.Sprintf(`ssh() { command ssh -F %[1]s "$@"; }
+scp() { command scp -F %[1]s "$@"; }
+sftp() { command sftp -F %[1]s "$@"; }
+export RSYNC_RSH="ssh -F %[1]s" GIT_SSH_COMMAND="ssh -F %[1]s"
+`, cfgFile)
+	remoteDir := "clients-" + side
+	remoteHome := "/home/" + suite.lab.User
+	path := suite.basePATH
+	if side == "shims" {
+		path = suite.shims + string(os.PathListSeparator) + path
+	}
+	run := func(script string) (string, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", "-c", script)
+		cmd.Dir = work
+		cmd.Env = append(cleanEnv(os.Environ()), append([]string{"HOME=" + home, "PATH=" + path, "LANG=C.UTF-8", "HOME_REMOTE=" + remoteHome}, d.env()...)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil && ctx.Err() != nil {
+			t.Fatalf("%s: %s timed out; stderr:\n%s", side, tc.name, stderr.String())
+		}
+		norm := strings.NewReplacer(remoteDir, "clients-SIDE", home, "HOME")
+		return norm.Replace(stdout.String()), norm.Replace(sshNoise.ReplaceAllString(stderr.String(), ""))
+	}
+	// The target's directory, afresh; the real ssh, not the case's.
+	clean := exec.Command(suite.realSSH, "-F", "/dev/null", "-i", suite.lab.Key, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+		"-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-p", suite.lab.Port, suite.lab.User+"@127.0.0.1", "rm -rf "+remoteDir+" && mkdir "+remoteDir)
+	if out, err := clean.CombinedOutput(); err != nil {
+		t.Fatalf("clearing %s on the target: %v\n%s", remoteDir, err, out)
+	}
+	stdout, stderr := run(prelude + strings.ReplaceAll(tc.script, "SIDE", side))
+	// Masters the real ssh left behind, stopped; the daemon's stop with it.
+	_, _ = run(prelude + "ssh -O exit lab 2>/dev/null")
+	files, _ := run(fmt.Sprintf("cd / && %s -F /dev/null -i %s -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -p %s %s@127.0.0.1 'cd %s && find . -printf \"%%p %%M %%s\\n\" | sort'",
+		suite.realSSH, suite.lab.Key, suite.lab.Port, suite.lab.User, remoteDir))
+	return clientRun{stdout: stdout, stderr: stderr, files: files}
+}
