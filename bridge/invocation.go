@@ -142,10 +142,16 @@ func (iv *invocation) fallback(reason string) {
 	_ = iv.send(wire.Fallback, []byte(reason))
 }
 
-// replay hands the shim back the input the daemon consumed (all of it,
-// to its end) with the fallback: the real binary reads it again.
-func (iv *invocation) replay(input []byte, reason string) {
-	_ = iv.send(wire.Replay, input)
+// handBack hands a transfer the bridge does not serve in full to the
+// real scp or sftp, which reaches the target through the shim's ssh: over
+// the daemon's connection, as it would over an ssh master. input is what
+// the daemon read of stdin (all of it, to its end; nil for none), for the
+// real binary to read again.
+func (iv *invocation) handBack(input []byte, reason string) {
+	if input != nil {
+		_ = iv.send(wire.Replay, input)
+	}
+	_ = iv.send(wire.ViaBridge, nil)
 	iv.fallback(reason)
 }
 

@@ -109,6 +109,7 @@ type result struct {
 	code           int
 	fallback       string
 	replay         string // the input handed back with the fallback
+	via            bool   // the real binary is to reach the target through the bridge
 }
 
 // run plays the shim's side of one invocation.
@@ -139,6 +140,7 @@ func (h *harness) runStdinAfter(prog string, argv []string, marker, stdin string
 	}
 	var out, errb bytes.Buffer
 	var replay string
+	via := false
 	accepted, sent := false, false
 	send := func() {
 		sent = true
@@ -163,8 +165,10 @@ func (h *harness) runStdinAfter(prog string, argv []string, marker, stdin string
 			errb.Write(f.Payload)
 		case wire.Replay:
 			replay = string(f.Payload)
+		case wire.ViaBridge:
+			via = true
 		case wire.Fallback:
-			return result{fallback: string(f.Payload), replay: replay}
+			return result{fallback: string(f.Payload), replay: replay, via: via}
 		case wire.Exit:
 			code, _ := wire.ExitCode(f.Payload)
 			return result{stdout: out.String(), stderr: errb.String(), code: code}

@@ -54,25 +54,25 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 		iv.fallback("sftp arguments the bridge does not serve")
 		return -1
 	}
-	var cmds []fakessh.BatchCommand
-	if inv.BatchFile != "-" {
-		// Read before anything is accepted: the real sftp may take it.
-		data, err := os.ReadFile(localPath(iv, inv.BatchFile))
-		if err != nil {
-			iv.fallback("sftp: the batch file cannot be read")
-			return -1
-		}
-		cmds, _ = fakessh.ParseSFTPBatch(bytes.NewReader(data))
-		if reason := notServedInFull(inv, cmds); reason != "" {
-			iv.fallback(reason)
-			return -1
-		}
-	}
 	t, sc, home, release, err := s.connectSFTP(ctx, iv, &inv.SSH, routeSFTP)
 	if err != nil {
 		return transferFailure(iv, err)
 	}
 	defer release()
+	var cmds []fakessh.BatchCommand
+	if inv.BatchFile != "-" {
+		// Read before anything is accepted: the real sftp may take it.
+		data, err := os.ReadFile(localPath(iv, inv.BatchFile))
+		if err != nil {
+			iv.handBack(nil, "sftp: the batch file cannot be read")
+			return -1
+		}
+		cmds, _ = fakessh.ParseSFTPBatch(bytes.NewReader(data))
+		if reason := notServedInFull(inv, cmds); reason != "" {
+			iv.handBack(nil, reason)
+			return -1
+		}
+	}
 	if err := iv.accept(""); err != nil {
 		return 255
 	}
@@ -87,7 +87,7 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 		}
 		if reason := notServedInFull(inv, cmds); reason != "" {
 			if len(raw) <= maxReplay {
-				iv.replay(raw, reason)
+				iv.handBack(raw, reason)
 				return -1
 			}
 			t.countSlow(iv, "sftp: a batch over "+strconv.Itoa(maxReplay>>10)+" KiB served by the bridge: "+reason)
@@ -433,13 +433,6 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	upload := inv.Target.Remote
 	if !upload {
 		remote = inv.Sources[0]
-		for _, src := range inv.Sources {
-			if strings.ContainsAny(src.Path, "*?[") {
-				// The remote side expands it as sftp's glob does.
-				iv.fallback("scp: a remote glob")
-				return -1
-			}
-		}
 	}
 	conn := inv.SSH
 	conn.Host = remote.Host
@@ -454,6 +447,13 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 		return transferFailure(iv, err)
 	}
 	defer release()
+	for _, src := range inv.Sources {
+		if !upload && strings.ContainsAny(src.Path, "*?[") {
+			// The remote side expands it as sftp's glob does.
+			iv.handBack(nil, "scp: a remote glob")
+			return -1
+		}
+	}
 	if err := iv.accept(""); err != nil {
 		return 255
 	}

@@ -25,7 +25,7 @@ func TestSFTPBatchFallback(t *testing.T) {
 		{"frobnicate\n", `sftp: the batch command "invalid"`},
 	} {
 		r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), tc.batch)
-		if r.fallback != tc.reason || r.replay != tc.batch {
+		if r.fallback != tc.reason || r.replay != tc.batch || !r.via {
 			t.Errorf("%q on stdin: %+v, want fallback %q with the batch handed back", tc.batch, r, tc.reason)
 		}
 		file := filepath.Join(dir, "batch")
@@ -33,7 +33,7 @@ func TestSFTPBatchFallback(t *testing.T) {
 			t.Fatal(err)
 		}
 		r = h.run("sftp", append([]string{"-b", file}, h.sshArgs("127.0.0.1")...), "")
-		if r.fallback != tc.reason || r.replay != "" {
+		if r.fallback != tc.reason || r.replay != "" || !r.via {
 			t.Errorf("%q in a file: %+v, want fallback %q", tc.batch, r, tc.reason)
 		}
 	}
@@ -162,7 +162,7 @@ func TestSCPRecursive(t *testing.T) {
 		t.Fatalf("scp remote dir without -r: %+v", r)
 	}
 	// A remote glob is the real scp's: the server side expands it.
-	if r := h.run("scp", h.sshArgs("127.0.0.1:"+up+"/s*", down), ""); r.fallback != "scp: a remote glob" {
+	if r := h.run("scp", h.sshArgs("127.0.0.1:"+up+"/s*", down), ""); r.fallback != "scp: a remote glob" || !r.via {
 		t.Fatalf("scp remote glob: %+v", r)
 	}
 }

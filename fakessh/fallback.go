@@ -31,6 +31,26 @@ func fallback(prog string, argv []string, verbose int, reason string) int {
 	return 255
 }
 
+// siblingSSH is the ssh shim beside the running scp or sftp shim, or ""
+// when there is none.
+func siblingSSH() string {
+	self := os.Args[0]
+	if !strings.Contains(self, "/") {
+		self = LookPathIn(self, os.Getenv("PATH"))
+	}
+	if self == "" {
+		return ""
+	}
+	ssh := filepath.Join(filepath.Dir(self), "ssh")
+	if !IsBridgeBinary(ssh) {
+		return ""
+	}
+	if abs, err := filepath.Abs(ssh); err == nil {
+		return abs
+	}
+	return ssh
+}
+
 // LookPathIn finds prog as a shell would with the given PATH, or "".
 func LookPathIn(prog, path string) string {
 	if strings.Contains(prog, "/") {

@@ -58,6 +58,9 @@ func Main(prog string, argv []string) int {
 				return 255
 			}
 		}
+		if ssh := siblingSSH(); fb.viaBridge && ssh != "" {
+			argv = append([]string{"-S", ssh}, argv...)
+		}
 		return fallback(prog, argv, verbose, "daemon: "+fb.reason)
 	}
 	if err != nil {
@@ -121,6 +124,10 @@ func verbosity(prog string, argv []string) int {
 type declined struct {
 	reason string
 	input  []byte
+	// viaBridge: the real scp or sftp reaches the target through the
+	// shim's ssh, multiplexed over the daemon's connection as it would
+	// be over an ssh master.
+	viaBridge bool
 }
 
 // converse runs one invocation over conn. It returns the exit status, or
@@ -138,6 +145,7 @@ func converse(conn net.Conn, hello wire.HelloMsg, payload []byte) (code int, fb 
 	}
 	var restore func()
 	var replay []byte
+	via := false
 	defer func() {
 		if restore != nil {
 			restore()
@@ -172,8 +180,10 @@ func converse(conn net.Conn, hello wire.HelloMsg, payload []byte) (code int, fb 
 		switch f.Type {
 		case wire.Replay:
 			replay = f.Payload
+		case wire.ViaBridge:
+			via = true
 		case wire.Fallback:
-			return 0, &declined{reason: string(f.Payload), input: replay}, nil
+			return 0, &declined{reason: string(f.Payload), input: replay, viaBridge: via}, nil
 		case wire.Accept:
 			if inputComplete(0) {
 				// Reads cannot block: the input goes at once, in line,

@@ -54,7 +54,7 @@ rsync -a lab:clients-SIDE/nonexistent/ back/ 2>&1 | sed 's/\[[a-z]*=[0-9.]*\]/[V
 	{"git over ssh", `
 ssh lab 'git init -q --bare clients-SIDE/repo.git'
 git init -q -b main work && cd work
-git -c user.name=t -c user.email=t@e commit -q --allow-empty -m first
+GIT_AUTHOR_DATE=2020-01-01T00:00:00Z GIT_COMMITTER_DATE=2020-01-01T00:00:00Z git -c user.name=t -c user.email=t@e commit -q --allow-empty -m first
 git remote add origin lab:clients-SIDE/repo.git
 git push -q origin main 2>&1; echo "push rc=$?"
 cd .. && git clone -q lab:clients-SIDE/repo.git clone 2>&1; echo "clone rc=$?"

@@ -16,6 +16,7 @@ const (
 	Accept      Type = 'A' // daemon → shim: start pumping stdin
 	Fallback    Type = 'F' // daemon → shim: exec the real binary; payload is the reason
 	Replay      Type = 'r' // daemon → shim, before Fallback: the stdin it consumed, for the real binary to read again
+	ViaBridge   Type = 'v' // daemon → shim, before Fallback: the real scp or sftp is to reach the target through the shim's ssh (-S)
 	Stdin       Type = 'i' // shim → daemon
 	StdinEOF    Type = 'I' // shim → daemon
 	Stdout      Type = 'o' // daemon → shim
