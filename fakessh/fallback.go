@@ -16,6 +16,13 @@ import (
 // stderr, where ssh's own debug output goes too. It returns only on
 // failure, with ssh's exit status for errors.
 func fallback(prog string, argv []string, verbose int, reason string) int {
+	return execReal(prog, argv, verbose, reason, true)
+}
+
+// execReal is fallback; disable sets ANSIBLE_BRIDGE_DISABLE for the real
+// binary, so that the shims it runs (a loop) go to the real ones too.
+// Unset, an scp or sftp given -S the ssh shim reaches the daemon again.
+func execReal(prog string, argv []string, verbose int, reason string, disable bool) int {
 	real, err := FindReal(prog)
 	logFallback(prog, argv, reason, real, err)
 	if verbose > 0 {
@@ -25,7 +32,10 @@ func fallback(prog string, argv []string, verbose int, reason string) int {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %s, and no real %s found: %v\r\n", prog, reason, prog, err)
 		return 255
 	}
-	env := append(os.Environ(), DisableEnv+"=1")
+	env := os.Environ()
+	if disable {
+		env = append(env, DisableEnv+"=1")
+	}
 	err = syscall.Exec(real, append([]string{prog}, argv...), env)
 	fmt.Fprintf(os.Stderr, "ansible-bridge: exec %s: %v\r\n", real, err)
 	return 255

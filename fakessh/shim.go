@@ -59,7 +59,7 @@ func Main(prog string, argv []string) int {
 			}
 		}
 		if ssh := siblingSSH(); fb.viaBridge && ssh != "" {
-			argv = append([]string{"-S", ssh}, argv...)
+			return execReal(prog, append([]string{"-S", ssh}, argv...), verbose, "daemon: "+fb.reason, false)
 		}
 		return fallback(prog, argv, verbose, "daemon: "+fb.reason)
 	}
