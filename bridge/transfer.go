@@ -334,7 +334,7 @@ func (b *batchRun) put(src, dst string, preserve bool) error {
 	if b.fast {
 		held, rest, err := holdUpload(b.t, b.sc, dst, f, st.Mode().Perm())
 		if err != nil {
-			return fmt.Errorf("dest open \"%s\": %s", dst, sftpErrText(err))
+			return &destOpenError{dst, sftpErrText(err)}
 		}
 		if held {
 			return nil
@@ -347,7 +347,7 @@ func (b *batchRun) put(src, dst string, preserve bool) error {
 	n, err := putAtomic(b.sc, dst, r, st.Mode().Perm())
 	b.t.bytesIn.Add(n)
 	if err != nil {
-		return fmt.Errorf("dest open \"%s\": %s", dst, sftpErrText(err))
+		return &destOpenError{dst, sftpErrText(err)}
 	}
 	if preserve {
 		if err := remoteChtimes(b.sc, dst, st.ModTime(), st.ModTime()); err != nil {
@@ -464,6 +464,12 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	for _, src := range inv.Sources {
 		if upload {
 			err = b.scpPut(b.local(src.Path), cmpOr(remote.Path, "."))
+			var dest *destOpenError
+			if errors.As(err, &dest) {
+				// scp says what failed, then which file.
+				iv.errorf("scp: %v", err)
+				err = fmt.Errorf("failed to upload file %s to %s", src.Path, remote.Path)
+			}
 		} else {
 			err = b.scpGet(b.remote(cmpOr(src.Path, ".")), b.local(inv.Target.Path), cmpOr(src.Path, "."))
 		}
@@ -502,11 +508,14 @@ func (b *batchRun) scpPut(src, dst string) error {
 		}
 		return nil
 	}
-	if err := b.put(src, dst, b.preserve); err != nil {
-		return fmt.Errorf("%s: %s", b.remote(dst), strings.TrimPrefix(err.Error(), "dest open "))
-	}
-	return nil
+	return b.put(src, dst, b.preserve)
 }
+
+// destOpenError is an upload the target refused, worded as sftp's and
+// scp's "dest open".
+type destOpenError struct{ path, text string }
+
+func (e *destOpenError) Error() string { return fmt.Sprintf("dest open \"%s\": %s", e.path, e.text) }
 
 // scpGet downloads src; errors about it name it as given (display), in
 // OpenSSH's safe encoding, as scp does.
@@ -544,6 +553,13 @@ func (b *batchRun) scpGet(src, dst, display string) error {
 	if lst, err := os.Stat(dst); err == nil && lst.IsDir() {
 		dst = filepath.Join(dst, path.Base(src))
 	}
+	// scp names the side that failed: the remote file it cannot open,
+	// before any local file is made.
+	f, err := b.sc.Open(src)
+	if err != nil {
+		return fmt.Errorf("remote open \"%s\": %s", visSafe(display), sftpErrText(err))
+	}
+	f.Close()
 	n, err := getAtomic(b.sc, src, dst, b.iv.hello.Umask, b.preserve)
 	b.t.bytesOut.Add(n)
 	if err != nil && !b.timesFailed(dst, err) {
