@@ -46,6 +46,7 @@ for i in $(seq 1 200); do echo "file $i" > "src/with space/f$i"; done
 head -c 3000000 /dev/urandom > src/big
 rsync -a --delete src/ lab:clients-SIDE/rs/; echo "rc=$?"
 rm "src/with space/f7"; echo changed > src/big
+touch -d 2021-01-01 src/big "src/with space"
 rsync -ai --delete src/ lab:clients-SIDE/rs/ | sort; echo "rc=${PIPESTATUS[0]}"
 rsync -a lab:clients-SIDE/rs/ back/; echo "rc=$?"
 diff -r src back && echo same
