@@ -39,6 +39,9 @@ type doctorEnv struct {
 	// scp_executable of the effective ansible.cfg ("" when unset).
 	ansibleConfig func() map[string]string
 	fuseDev       string // /dev/fuse
+	// ansibleDump runs `ansible-config dump -t connection`; nil skips
+	// checkAnsibleExecutables.
+	ansibleDump func() (string, error)
 }
 
 func cmdDoctor(args []string) int {
@@ -59,6 +62,7 @@ func cmdDoctor(args []string) int {
 		},
 		ansibleConfig: ansibleExecutables,
 		fuseDev:       "/dev/fuse",
+		ansibleDump:   ansibleConfigDump,
 	}
 	failed := 0
 	for _, c := range runDoctor(env) {
@@ -87,6 +91,9 @@ func runDoctor(env doctorEnv) []check {
 		out = append(out, checkReal(env, prog))
 	}
 	out = append(out, checkFUSE(env), checkAnsible(env))
+	if env.ansibleDump != nil {
+		out = append(out, checkAnsibleExecutables(env))
+	}
 	return out
 }
 
