@@ -86,7 +86,7 @@ func cmdDoctor(args []string) int {
 func runDoctor(env doctorEnv) []check {
 	var out []check
 	out = append(out, checkShims(env)...)
-	out = append(out, checkSocketDir(env), checkDaemon(env), checkFallbacks(env))
+	out = append(out, checkSocketUsable(env), checkSocketDir(env), checkDaemon(env), checkFallbacks(env))
 	for _, prog := range []string{"ssh", "scp", "sftp"} {
 		out = append(out, checkReal(env, prog))
 	}

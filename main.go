@@ -168,6 +168,10 @@ func cmdDaemon(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if err := wire.CheckSocketPath(*socket); err != nil {
+		fmt.Fprintf(os.Stderr, "ansible-bridge daemon: %v\n", err)
+		return 2
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
