@@ -69,8 +69,11 @@ func runRunnerJob(t *testing.T, j runnerJob) runnerOutcome {
 		t.Fatal(err)
 	}
 	l := suite.lab
+	// The password host refuses the agent's key: common args, not
+	// ssh_extra_args, which sftp and scp would not get (their own
+	// settings would make them a target of their own).
 	inv := fmt.Sprintf("key ansible_host=127.0.0.1 ansible_port=%s ansible_user=%s\n"+
-		"pw ansible_host=127.0.0.1 ansible_port=%s ansible_user=%s ansible_ssh_extra_args='-o PubkeyAuthentication=no'\n"+
+		"pw ansible_host=127.0.0.1 ansible_port=%s ansible_user=%s ansible_ssh_common_args='-o UserKnownHostsFile=/dev/null -o PubkeyAuthentication=no'\n"+
 		"[all:vars]\nansible_python_interpreter=/usr/bin/python3\nansible_ssh_common_args='-o UserKnownHostsFile=/dev/null'\n",
 		l.Port, l.User, l.Port, l.PWUser)
 	path := suite.basePATH
@@ -87,14 +90,14 @@ func runRunnerJob(t *testing.T, j runnerJob) runnerOutcome {
 	}
 	envvars["PATH"] = path
 	files := map[string]any{
-		"env/ssh_key":         string(key),
-		"env/passwords":       map[string]string{`^SSH password:\s*?$`: l.Password, `^BECOME password.*:\s*?$`: l.Password},
-		"env/envvars":         envvars,
-		"env/extravars":       map[string]string{"job": j.name},
-		"env/cmdline":         "--ask-pass --ask-become-pass",
-		"env/settings":        map[string]any{"job_timeout": 120, "suppress_ansible_output": true},
-		"project/site.yml":    runnerPlaybook,
-		"inventory/hosts.ini": inv,
+		"env/ssh_key":      string(key),
+		"env/passwords":    map[string]string{`^SSH password:\s*?$`: l.Password, `^BECOME password.*:\s*?$`: l.Password},
+		"env/envvars":      envvars,
+		"env/extravars":    map[string]string{"job": j.name},
+		"env/cmdline":      "--ask-pass --ask-become-pass",
+		"env/settings":     map[string]any{"job_timeout": 120, "suppress_ansible_output": true},
+		"project/site.yml": runnerPlaybook,
+		"inventory/hosts":  inv,
 	}
 	for name, v := range files {
 		b, ok := v.(string)
