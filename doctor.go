@@ -40,6 +40,9 @@ type doctorEnv struct {
 	// scp_executable of the effective ansible.cfg ("" when unset).
 	ansibleConfig func() map[string]string
 	fuseDev       string // /dev/fuse
+	// ansibleDump runs `ansible-config dump -t connection`; nil skips
+	// checkAnsibleExecutables.
+	ansibleDump func() (string, error)
 }
 
 func cmdDoctor(args []string) int {
@@ -60,6 +63,7 @@ func cmdDoctor(args []string) int {
 		},
 		ansibleConfig: ansibleExecutables,
 		fuseDev:       "/dev/fuse",
+		ansibleDump:   ansibleConfigDump,
 	}
 	failed := 0
 	for _, c := range runDoctor(env) {
@@ -83,11 +87,14 @@ func cmdDoctor(args []string) int {
 func runDoctor(env doctorEnv) []check {
 	var out []check
 	out = append(out, checkShims(env)...)
-	out = append(out, checkSocketDir(env), checkDaemon(env), checkFallbacks(env))
+	out = append(out, checkSocketUsable(env), checkSocketDir(env), checkDaemon(env), checkFallbacks(env))
 	for _, prog := range []string{"ssh", "scp", "sftp"} {
 		out = append(out, checkReal(env, prog))
 	}
 	out = append(out, checkFUSE(env), checkAnsible(env))
+	if env.ansibleDump != nil {
+		out = append(out, checkAnsibleExecutables(env))
+	}
 	return out
 }
 

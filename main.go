@@ -104,6 +104,8 @@ environment:
   ANSIBLE_BRIDGE_LOG      daemon log file (default bridge.daemon.log next to bridge.sock)
   ANSIBLE_BRIDGE_MOUNT    a dir the daemon mounts the debug file system on
   ANSIBLE_BRIDGE_DISABLE  1: the shims exec the real ssh/scp/sftp
+  ANSIBLE_BRIDGE_REQUIRE  1: where the bridge would fall back for its own reasons
+                          (no daemon, unusable socket dir), the shim fails instead
   ANSIBLE_BRIDGE_FASTPATH 0: no cached answers, held temp dirs or interpreters
                           (plain passthrough over the persistent connection)
   ANSIBLE_BRIDGE_REAL_SSH (_SCP, _SFTP)
@@ -166,6 +168,10 @@ func cmdDaemon(args []string) int {
 	maxInterp := fs.Int("max-interpreters", envInt("ANSIBLE_BRIDGE_MAX_INTERPRETERS", bridge.DefaultMaxInterpreters), "persistent interpreters per target at most")
 	cpuProfile := fs.String("cpuprofile", os.Getenv("ANSIBLE_BRIDGE_CPUPROFILE"), "write a CPU profile (go tool pprof) of the daemon's run to this `file`")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := wire.CheckSocketPath(*socket); err != nil {
+		fmt.Fprintf(os.Stderr, "ansible-bridge daemon: %v\n", err)
 		return 2
 	}
 	if *cpuProfile != "" {

@@ -60,6 +60,9 @@ type housekeeping struct {
 	homes map[string]string // `echo ~user` command → its output
 	bases map[string]bool   // temp bases known to exist on the target
 	temps map[string]*sharedTemp
+	// viaBridge: transferKey values under which uploads came through the
+	// bridge (transfers.go).
+	viaBridge map[string]bool
 }
 
 func (h *housekeeping) reset() {
@@ -117,6 +120,18 @@ func (h *housekeeping) addTemp(base, dir string) {
 		h.temps = map[string]*sharedTemp{}
 	}
 	h.temps[dir] = &sharedTemp{dir: dir, base: base, files: map[string]*heldFile{}, created: time.Now()}
+}
+
+// addTempOnTarget registers a temp dir Ansible's own mkdir made on the
+// target: uploads into it through the bridge go to the target, and the
+// bridge keeps a copy of a module wrapper to run it from memory.
+func (h *housekeeping) addTempOnTarget(base, dir string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.temps == nil {
+		h.temps = map[string]*sharedTemp{}
+	}
+	h.temps[dir] = &sharedTemp{dir: dir, base: base, files: map[string]*heldFile{}, created: time.Now(), onTarget: true}
 }
 
 func (h *housekeeping) dropTemp(dir string) {

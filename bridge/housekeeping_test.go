@@ -38,6 +38,8 @@ func TestHousekeeping(t *testing.T) {
 		t.Fatalf("echo ~: first %+v second %+v, execs %d→%d", first, second, n, execs())
 	}
 
+	h.learnTransfers()
+
 	// A base that cannot be made: mkdir's own error and status, as stock.
 	blocker := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(blocker, nil, 0o600)

@@ -53,11 +53,18 @@ func (r *request) serveCached() (code int, served bool) {
 		}
 		return code, true
 	case cmdMkTemp:
-		if !transfersThroughBridge(iv.hello.Env) {
-			// The uploads will not come through the bridge: the directory
-			// must exist on the target (see transfers.go).
-			t.countSlow(iv, "sftp/scp are not the bridge's shims (only ssh_executable set?): temp dirs and modules go to the target; put the shim directory first on PATH, or set sftp_executable and scp_executable too")
-			return 0, false
+		if !t.house.transfersKnown(transferKey(iv.hello)) {
+			// No upload has come through the bridge yet: the uploads may
+			// go to the real sftp or scp, so the directory is made on the
+			// target (see transfers.go). An upload through the bridge into
+			// it teaches the target to hold the next ones.
+			t.countRoute(iv, routeExec)
+			code := r.exec(r.command, execOpts{})
+			if code == 0 {
+				t.house.knowBase(c.base)
+				t.house.addTempOnTarget(c.base, c.dir)
+			}
+			return code, true
 		}
 		if t.house.baseKnown(c.base) {
 			t.countRoute(iv, routeCached)

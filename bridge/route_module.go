@@ -28,6 +28,10 @@ var moduleRoute = route{
 	serve: func(r *request) (int, bool) { return r.serveModule() },
 }
 
+// slowTransfers is why a module wrapper uploaded into a temp dir ran
+// through passthrough: the bridge never saw the upload.
+const slowTransfers = "sftp/scp are not the bridge's shims (only ssh_executable set?): temp dirs and modules go to the target; put the shim directory first on PATH, or set sftp_executable and scp_executable too"
+
 // maxPipedModule bounds how much piped stdin is read to look for an
 // AnsiballZ wrapper before the command is passed through instead.
 const maxPipedModule = 64 << 20
@@ -42,6 +46,11 @@ func (r *request) serveModule() (int, bool) {
 	var parsed *ansiballz.Wrapper
 	if c.script != "" {
 		if wrapper, parsed = t.heldWrapper(c.script); parsed == nil {
+			if st, name := t.house.lookup(c.script); st != nil && name != "" {
+				if _, ok := st.file(name); !ok {
+					t.countSlow(iv, slowTransfers)
+				}
+			}
 			return 0, false
 		}
 		iv.entry.SetModuleSource(wrapper)

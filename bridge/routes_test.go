@@ -171,29 +171,93 @@ func targetPython(t *testing.T) string {
 	return p
 }
 
-// TestTransfersThroughBridge: temp dirs are held only when Ansible's
-// uploads will come through the shims.
-func TestTransfersThroughBridge(t *testing.T) {
-	shims := shimPath(t)
-	real := t.TempDir()
-	for _, name := range []string{"scp", "sftp"} {
-		if err := os.WriteFile(filepath.Join(real, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
-			t.Fatal(err)
+// TestTransfersLearned: a temp dir is held only once an upload into one
+// has come through the bridge under the same view of Ansible's
+// configuration; until then it is made on the target, and a wrapper
+// uploaded through the bridge into it still runs in the interpreter.
+func TestTransfersLearned(t *testing.T) {
+	wrapper := pingWrapper(t)
+	h := newHarness(t, 0)
+	py := targetPython(t)
+	base := filepath.Join(t.TempDir(), ".ansible", "tmp")
+	cfg := filepath.Join(t.TempDir(), "ansible.cfg")
+	if err := os.WriteFile(cfg, []byte("[ssh_connection]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	local := filepath.Join(t.TempDir(), "AnsiballZ_ping.py")
+	if err := os.WriteFile(local, []byte(wrapper), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// step is one module step without pipelining: mkdir, upload, run.
+	step := func(name string, env ...string) (onTarget bool) {
+		t.Helper()
+		dir := base + "/" + name
+		if r := h.runEnv("ssh", h.sshArgs("127.0.0.1", ansibleMkdir(base, name)), "", env...); r.code != 0 || r.stdout != name+"="+dir+"\n" {
+			t.Fatalf("mkdir %s: %+v", name, r)
+		}
+		_, err := os.Stat(dir)
+		onTarget = err == nil
+		if r := h.runEnv("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), "put "+local+" "+dir+"/AnsiballZ_ping.py\n", env...); r.code != 0 {
+			t.Fatalf("put: %+v", r)
+		}
+		before := h.routes()["module"]
+		if r := h.runEnv("ssh", h.sshArgs("-tt", "127.0.0.1", `/bin/sh -c '`+py+` `+dir+`/AnsiballZ_ping.py && sleep 0'`), "", env...); r.code != 0 || !strings.Contains(r.stdout, pong) {
+			t.Fatalf("ping: %+v", r)
+		}
+		if h.routes()["module"] != before+1 {
+			t.Errorf("%s: routes %v: the module did not run in the interpreter", name, h.routes())
+		}
+		return onTarget
+	}
+	withCfg := "ANSIBLE_CONFIG=" + cfg
+	for _, tc := range []struct {
+		name     string
+		env      []string
+		onTarget bool
+	}{
+		{"ansible-tmp-1", nil, true},                // nothing learned yet
+		{"ansible-tmp-2", nil, false},               // learned from the upload into 1
+		{"ansible-tmp-3", []string{withCfg}, true},  // another configuration
+		{"ansible-tmp-4", []string{withCfg}, false}, // learned for it too
+		{"ansible-tmp-5", []string{withCfg}, true},  // ansible.cfg edited (below)
+	} {
+		if tc.name == "ansible-tmp-5" {
+			if err := os.WriteFile(cfg, []byte("[ssh_connection]\nsftp_executable = /usr/bin/sftp\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := step(tc.name, tc.env...); got != tc.onTarget {
+			t.Errorf("%s: made on the target %v, want %v", tc.name, got, tc.onTarget)
 		}
 	}
-	for _, tc := range []struct {
-		env  []string
-		want bool
-	}{
-		{[]string{"PATH=" + shims}, true},
-		{[]string{"PATH=" + real + ":" + shims}, false}, // only ssh_executable set
-		{[]string{"PATH=" + real, "ANSIBLE_SSH_TRANSFER_METHOD=piped"}, true},
-		{[]string{"PATH=" + real, "ANSIBLE_SFTP_EXECUTABLE=" + filepath.Join(strings.Split(shims, ":")[0], "sftp"), "ANSIBLE_SSH_TRANSFER_METHOD=sftp"}, true},
-		{[]string{"PATH=" + real, "ANSIBLE_SFTP_EXECUTABLE=" + filepath.Join(strings.Split(shims, ":")[0], "sftp")}, false}, // smart: scp too
-		{nil, false},
-	} {
-		if got := transfersThroughBridge(tc.env); got != tc.want {
-			t.Errorf("transfersThroughBridge(%q) = %v, want %v", tc.env, got, tc.want)
-		}
+	if slow := h.srv.Status().Targets[0].Slow; len(slow) != 0 {
+		t.Errorf("slow paths %v", slow)
+	}
+
+	// An upload that bypasses the bridge (the real sftp) teaches nothing,
+	// and the module, which the bridge never saw, goes to the target and
+	// is counted.
+	cwd := h.cwd
+	h.cwd = t.TempDir()
+	t.Cleanup(func() { h.cwd = cwd })
+	dir := base + "/ansible-tmp-6"
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", ansibleMkdir(base, "ansible-tmp-6")), ""); r.code != 0 {
+		t.Fatalf("mkdir: %+v", r)
+	}
+	if err := os.WriteFile(dir+"/AnsiballZ_ping.py", []byte(wrapper), 0o700); err != nil {
+		t.Fatalf("the dir is not on the target: %v", err)
+	}
+	if r := h.run("ssh", h.sshArgs("-tt", "127.0.0.1", `/bin/sh -c '`+py+` `+dir+`/AnsiballZ_ping.py && sleep 0'`), ""); r.code != 0 || !strings.Contains(r.stdout, pong) {
+		t.Fatalf("ping: %+v", r)
+	}
+	slow := h.srv.Status().Targets[0].Slow
+	if len(slow) != 1 || slow[slowTransfers] != 1 {
+		t.Errorf("slow paths %v, want %q once", slow, slowTransfers)
+	}
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", ansibleMkdir(base, "ansible-tmp-7")), ""); r.code != 0 {
+		t.Fatalf("mkdir: %+v", r)
+	}
+	if _, err := os.Stat(base + "/ansible-tmp-7"); err != nil {
+		t.Errorf("learned from an upload the bridge never saw: %v", err)
 	}
 }

@@ -30,6 +30,9 @@ type harness struct {
 	ts   *testServer
 	sock string
 	port string
+	// cwd and home are the shims' working directory and HOME: one per
+	// harness, as for one Ansible run (transferKey).
+	cwd, home string
 }
 
 func newHarness(t *testing.T, maxSessions int) *harness {
@@ -77,7 +80,7 @@ func newHarness(t *testing.T, maxSessions int) *harness {
 		<-done
 	})
 	_, port, _ := net.SplitHostPort(ts.addr)
-	return &harness{t: t, path: shimPath(t), logs: hook, srv: srv, ts: ts, sock: sock, port: port}
+	return &harness{t: t, path: shimPath(t), logs: hook, srv: srv, ts: ts, sock: sock, port: port, cwd: t.TempDir(), home: t.TempDir()}
 }
 
 // shimPath returns a PATH whose sftp and scp are shims, as after
@@ -134,7 +137,7 @@ func (h *harness) runStdinAfter(prog string, argv []string, marker, stdin string
 		h.t.Fatal(err)
 	}
 	defer c.Close()
-	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.t.TempDir(), Env: append([]string{"HOME=" + h.t.TempDir(), "USER=tester", "TERM=xterm", "LANG=C.UTF-8", "PATH=" + h.path}, env...), Umask: 0o22})
+	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.cwd, Env: append([]string{"HOME=" + h.home, "USER=tester", "TERM=xterm", "LANG=C.UTF-8", "PATH=" + h.path}, env...), Umask: 0o22})
 	if err := wire.Write(c, wire.Hello, hello); err != nil {
 		h.t.Fatal(err)
 	}
@@ -176,6 +179,31 @@ func (h *harness) runStdinAfter(prog string, argv []string, marker, stdin string
 		if accepted && !sent && (marker == "" || bytes.Contains(out.Bytes(), []byte(marker))) {
 			send()
 		}
+	}
+}
+
+// learnTransfers runs what teaches the daemon that this harness's
+// uploads come through the bridge (transfers.go), as the first module
+// step of a run without pipelining does: a temp dir made on the target,
+// an upload into it through the sftp shim, its removal. Temp dirs of
+// later steps are held.
+func (h *harness) learnTransfers() {
+	h.t.Helper()
+	base := filepath.Join(h.t.TempDir(), "learn")
+	dir := base + "/ansible-tmp-0"
+	mkdir := `/bin/sh -c '( umask 77 && mkdir -p "` + "` echo " + base + " `" + `"&& mkdir "` + "` echo " + dir + " `" + `" && echo ansible-tmp-0="` + "` echo " + dir + " `" + `" ) && sleep 0'`
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", mkdir), ""); r.code != 0 {
+		h.t.Fatalf("learn: mkdir: %+v", r)
+	}
+	local := filepath.Join(h.t.TempDir(), "f")
+	if err := os.WriteFile(local, nil, 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	if r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), "put "+local+" "+dir+"/f\n"); r.code != 0 {
+		h.t.Fatalf("learn: put: %+v", r)
+	}
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", `/bin/sh -c 'rm -f -r `+dir+`/ > /dev/null 2>&1 && sleep 0'`), ""); r.code != 0 {
+		h.t.Fatalf("learn: rm: %+v", r)
 	}
 }
 

@@ -332,7 +332,7 @@ func (b *batchRun) put(src, dst string, preserve bool) error {
 	dst = b.remote(dst)
 	var r io.Reader = f
 	if b.fast {
-		held, rest, err := holdUpload(b.t, b.sc, dst, f, st.Mode().Perm())
+		held, rest, err := holdUpload(b.t, b.sc, b.iv, dst, f, st.Mode().Perm())
 		if err != nil {
 			return &destOpenError{dst, sftpErrText(err)}
 		}
@@ -571,11 +571,14 @@ func (b *batchRun) scpGet(src, dst, display string) error {
 // holdUpload keeps an upload into a held temp dir in the bridge. When it
 // cannot (dir already on the target, file too big), it writes the dir to
 // the target and returns the reader to upload from.
-func holdUpload(t *target, sc *sftp.Client, dst string, r io.Reader, mode os.FileMode) (held bool, rest io.Reader, err error) {
+func holdUpload(t *target, sc *sftp.Client, iv *invocation, dst string, r io.Reader, mode os.FileMode) (held bool, rest io.Reader, err error) {
 	st, name := t.house.lookup(dst)
 	if st == nil || name == "" {
 		return false, r, nil
 	}
+	// An upload into Ansible's temp dir: its transfers come through the
+	// bridge (transfers.go).
+	t.house.learnTransfers(transferKey(iv.hello))
 	if st.isOnTarget() {
 		// Goes to the target; the bridge notes it (for the debug view),
 		// and keeps a wrapper's content: the module then runs in the

@@ -176,6 +176,7 @@ func TestCtl(t *testing.T) {
 	if r := h.run("ssh", h.sshArgs("127.0.0.1", `/bin/sh -c '`+py+` && sleep 0'`), wrapper); r.code != 0 {
 		t.Fatalf("module: %+v", r)
 	}
+	h.learnTransfers()
 	base := filepath.Join(t.TempDir(), "tmp")
 	h.run("ssh", h.sshArgs("127.0.0.1", ansibleMkdir(base, "ansible-tmp-1")), "")
 	h.run("ssh", h.sshArgs("127.0.0.1", ansibleMkdir(base, "ansible-tmp-2")), "")

@@ -22,6 +22,9 @@ import (
 // so that exactly one of them starts the daemon; the others find it
 // running once they get the lock.
 func DialDaemon(ctx context.Context, path string) (net.Conn, error) {
+	if err := wire.CheckSocketPath(path); err != nil {
+		return nil, err
+	}
 	if err := wire.EnsurePrivateDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}

@@ -61,6 +61,18 @@ func siblingSSH() string {
 	return ssh
 }
 
+// bridgeFallback is fallback for the bridge's own reasons (not OpenSSH's
+// contract): in strict mode (RequireEnv) the shim fails instead, with
+// one line on stderr and ssh's exit status for errors.
+func bridgeFallback(prog string, argv []string, verbose int, reason string) int {
+	if os.Getenv(RequireEnv) != "1" {
+		return fallback(prog, argv, verbose, reason)
+	}
+	logFallback(prog, argv, reason, "(not run: "+RequireEnv+"=1)", nil)
+	fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %s=1 and the bridge cannot serve: %s\r\n", prog, RequireEnv, reason)
+	return 255
+}
+
 // LookPathIn finds prog as a shell would with the given PATH, or "".
 func LookPathIn(prog, path string) string {
 	if strings.Contains(prog, "/") {

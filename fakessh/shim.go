@@ -22,6 +22,15 @@ import (
 // DisableEnv set to 1 makes every shim exec the real binary.
 const DisableEnv = "ANSIBLE_BRIDGE_DISABLE"
 
+// RequireEnv set to 1 is strict mode: where the shim would run the real
+// binary for the bridge's own reasons (socket directory unusable, daemon
+// cannot start or answer, an invocation too large for the protocol), it
+// fails instead, with one line on stderr and exit 255, which Ansible
+// reports as UNREACHABLE with that line. Fallbacks that OpenSSH's
+// contract requires (an option or a shape the bridge does not serve,
+// DisableEnv, what the daemon hands back) still run the real binary.
+const RequireEnv = "ANSIBLE_BRIDGE_REQUIRE"
+
 // Main runs the shim for prog ("ssh", "scp" or "sftp") with argv (without
 // argv[0]) and returns its exit status. When the bridge cannot serve the
 // invocation it execs the real binary instead and does not return.
@@ -34,20 +43,27 @@ func Main(prog string, argv []string) int {
 	if reason := unsupported(prog, argv); reason != "" {
 		return fallback(prog, argv, verbose, reason)
 	}
+	sock := wire.SocketPath()
+	if err := wire.CheckSocketPath(sock); err != nil {
+		// A setting that cannot work anywhere: said at once, strict or
+		// not, rather than every call falling back unseen.
+		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %v\r\n", prog, err)
+		return 255
+	}
 	hello := helloFor(prog, argv)
 	payload, err := json.Marshal(hello)
 	if err != nil {
-		return fallback(prog, argv, verbose, "cannot encode the invocation: "+err.Error())
+		return bridgeFallback(prog, argv, verbose, "cannot encode the invocation: "+err.Error())
 	}
 	if len(payload) > wire.MaxPayload {
 		// OpenSSH has no such limit; the daemon takes no larger frame.
-		return fallback(prog, argv, verbose, fmt.Sprintf("argv and environment too large for the bridge (%d bytes, at most %d)", len(payload), wire.MaxPayload))
+		return bridgeFallback(prog, argv, verbose, fmt.Sprintf("argv and environment too large for the bridge (%d bytes, at most %d)", len(payload), wire.MaxPayload))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), daemonStartTimeout)
-	conn, err := DialDaemon(ctx, wire.SocketPath())
+	conn, err := DialDaemon(ctx, sock)
 	cancel()
 	if err != nil {
-		return fallback(prog, argv, verbose, "bridge daemon unavailable: "+err.Error())
+		return bridgeFallback(prog, argv, verbose, "bridge daemon unavailable: "+err.Error())
 	}
 	defer conn.Close()
 	code, fb, err := converse(conn, hello, payload)

@@ -31,6 +31,8 @@ PKGS=(
 	tmux            # scripts/demo.sh and manual debugging
 	make            # Makefile targets used by .ci/run
 	procps          # pgrep/pkill, used by the lab and the tests
+	python3-ansible-runner # integration: jobs laid out as AWX runs them
+	bubblewrap      # integration: an execution environment's conditions
 	git
 	ca-certificates # HTTPS to the Go module proxy
 )

@@ -27,6 +27,15 @@ func SocketPath() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("ansible-bridge-%d", os.Getuid()), "bridge.sock")
 }
 
+// CheckSocketPath rejects a socket path that is not absolute: the shim
+// and the daemon it starts (in /) would resolve it differently.
+func CheckSocketPath(p string) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("%s must be an absolute path, not %q", SocketEnv, p)
+	}
+	return nil
+}
+
 // SideFile returns the path of a file that belongs to the daemon serving
 // sock (its lock, its log): next to the socket and named after it, so that
 // two sockets in one directory have separate daemons, e.g.
@@ -86,6 +95,9 @@ func Dial(ctx context.Context, path string) (net.Conn, error) {
 }
 
 func dialAs(ctx context.Context, path string, uid int) (net.Conn, error) {
+	if err := CheckSocketPath(path); err != nil {
+		return nil, err
+	}
 	if err := CheckPrivateDir(filepath.Dir(path), uid); err != nil {
 		return nil, err
 	}
