@@ -238,7 +238,7 @@ func fallbackSummary(socket string) []fallbackCount {
 // the real binary answers.
 func expectedFallback(reason string) bool {
 	switch reason {
-	case "unsupported: -V", "unsupported: -Q", "unsupported: -G", fakessh.ReasonInteractive:
+	case "unsupported: -V", "unsupported: -Q", "unsupported: -G", fakessh.ReasonInteractive, fakessh.ReasonVerbose:
 		return true
 	}
 	return bridge.SharingFallback(strings.TrimPrefix(reason, "daemon: "))

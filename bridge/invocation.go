@@ -57,25 +57,6 @@ type invocation struct {
 	secrets        interface{ AddSecret(string) }
 }
 
-// raiseVerbosity makes ssh's -v (Ansible passes -vvv at its own -vvvv)
-// log this invocation, and only it, at debug level whatever the daemon's
-// level.
-func (iv *invocation) raiseVerbosity(v int) {
-	const want = logrus.DebugLevel
-	if v <= 0 {
-		return
-	}
-	e, ok := iv.log.(*logrus.Entry)
-	if !ok || e.Logger.IsLevelEnabled(want) {
-		return
-	}
-	l := &logrus.Logger{
-		Out: e.Logger.Out, Hooks: e.Logger.Hooks, Formatter: e.Logger.Formatter,
-		ReportCaller: e.Logger.ReportCaller, Level: want, ExitFunc: e.Logger.ExitFunc,
-	}
-	iv.log = l.WithFields(e.Data).WithField("verbosity", v)
-}
-
 // where returns the invocation's target label and route, once known.
 func (iv *invocation) where() (target, route string) {
 	iv.mu.Lock()

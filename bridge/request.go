@@ -92,13 +92,16 @@ func (e *fallbackError) Error() string { return "fallback: " + e.reason }
 // resolve computes the effective settings of inv. Configuration the
 // bridge cannot honour gives a *fallbackError.
 func resolve(iv *invocation, inv *fakessh.SSHInvocation) (*sshclient.Settings, error) {
-	iv.raiseVerbosity(inv.Verbose)
 	settings, err := sshclient.Resolve(inv, iv.clientEnv())
 	if err != nil {
 		return nil, err
 	}
 	if len(settings.Unsupported) > 0 {
 		return nil, &fallbackError{"ssh_config: " + strings.Join(settings.Unsupported, ", ")}
+	}
+	if inv.Verbose > 0 || strings.HasPrefix(settings.LogLevel, "DEBUG") {
+		// -v, or LogLevel DEBUG from -o or ssh_config.
+		return nil, &fallbackError{fakessh.ReasonVerbose}
 	}
 	iv.quiet = quiet(inv, settings)
 	iv.settings = settings

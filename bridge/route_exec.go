@@ -223,10 +223,10 @@ wait:
 		case werr = <-done:
 			break wait
 		case sig := <-iv.signals:
-			// The shim was told to stop: pass the signal on, then close
-			// the channel as a ControlMaster does for a client that dies.
+			// The shim was told to stop: close the channel, as a
+			// ControlMaster does for a mux client that exits on a
+			// signal (ssh sends the remote side no signal).
 			iv.log.WithField("signal", sig).Info("shim signalled; closing channel")
-			_ = sess.Signal(ssh.Signal(sig))
 			sess.Close()
 		case ws := <-iv.winch:
 			_ = sess.WindowChange(ws[0], ws[1])

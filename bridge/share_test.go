@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 )
 
 // dialsTo is the number of logins the daemon made through controlPath.
@@ -133,5 +135,22 @@ func TestControlCommands(t *testing.T) {
 		if r := h.run("ssh", args, ""); r.fallback != reasonRealMaster {
 			t.Fatalf("%q: %+v, want fallback %q", args, r, reasonRealMaster)
 		}
+	}
+}
+
+// TestVerboseGoesToRealSSH: ssh's debug output (-v, LogLevel DEBUG) is
+// the real ssh's to print.
+func TestVerboseGoesToRealSSH(t *testing.T) {
+	h := newHarness(t, 0)
+	for _, args := range [][]string{
+		h.sshArgs("-v", "127.0.0.1", "true"),
+		h.sshArgs("-o", "LogLevel=DEBUG2", "127.0.0.1", "true"),
+	} {
+		if r := h.run("ssh", args, ""); r.fallback != fakessh.ReasonVerbose {
+			t.Errorf("%q: %+v, want fallback %q", args, r, fakessh.ReasonVerbose)
+		}
+	}
+	if r := h.run("scp", h.sshArgs("-v", "127.0.0.1:/etc/hostname", t.TempDir()), ""); r.fallback != fakessh.ReasonVerbose {
+		t.Errorf("scp -v: %+v", r)
 	}
 }

@@ -7,8 +7,12 @@ import (
 	"golang.org/x/term"
 )
 
-// ReasonInteractive is the fallback reason for an interactive session.
-const ReasonInteractive = "interactive terminal session: escapes and the terminal are the real ssh's"
+// Fallback reasons that OpenSSH's contract asks for: only the real
+// binary prints what it prints.
+const (
+	ReasonInteractive = "interactive terminal session: escapes and the terminal are the real ssh's"
+	ReasonVerbose     = "-v: ssh's debug output is the real ssh's"
+)
 
 // interactive reports whether ssh would run inv as a user's interactive
 // session: a terminal asked for and given (stdin is a terminal), and

@@ -92,33 +92,32 @@ func Main(prog string, argv []string) int {
 func unsupported(prog string, argv []string) string {
 	var bad []string
 	var err error
+	var ssh *SSHInvocation // the ssh options, of ssh, scp or sftp
 	switch prog {
 	case "ssh":
-		var inv *SSHInvocation
-		if inv, err = ParseSSH(argv); err == nil {
-			bad = inv.Unsupported
-			if len(bad) == 0 && interactive(inv) {
-				return ReasonInteractive
-			}
+		if ssh, err = ParseSSH(argv); err == nil {
+			bad = ssh.Unsupported
 		}
 	case "scp":
 		var inv *SCPInvocation
 		if inv, err = ParseSCP(argv); err == nil {
-			bad = append(inv.Unsupported, inv.SSH.Unsupported...)
+			bad, ssh = append(inv.Unsupported, inv.SSH.Unsupported...), &inv.SSH
 		}
 	case "sftp":
 		var inv *SFTPInvocation
 		if inv, err = ParseSFTP(argv); err == nil {
-			bad = append(inv.Unsupported, inv.SSH.Unsupported...)
+			bad, ssh = append(inv.Unsupported, inv.SSH.Unsupported...), &inv.SSH
 		}
 	default:
 		return "unknown program " + prog
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return "cannot parse arguments: " + err.Error()
-	}
-	if len(bad) > 0 {
+	case len(bad) > 0:
 		return "unsupported: " + strings.Join(bad, " ")
+	case prog == "ssh" && interactive(ssh):
+		return ReasonInteractive
 	}
 	return ""
 }
