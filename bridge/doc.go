@@ -1,6 +1,7 @@
 // Package bridge is the ansible-bridge daemon: it serves the invocations
 // that the ssh/scp/sftp shims (package fakessh) hand over a unix socket,
-// over one persistent SSH connection per target.
+// over one persistent SSH connection per target: per ControlPath, shared
+// exactly where OpenSSH would multiplex (share.go).
 //
 // # Lifecycle
 //
@@ -15,14 +16,15 @@
 //
 // # Targets
 //
-// Each invocation's effective settings (command line merged with
-// ssh_config, see package sshclient) give a key; invocations with equal
-// keys share a target and its connection. Dialing is serialised per
+// A target is a ControlPath's (expanded as ssh does, from the command
+// line merged with ssh_config, see package sshclient): invocations share
+// it where ssh would multiplex them over a master (share.go), and the
+// invocation that logs in does so with its own settings. Dialing is serialised per
 // target, so Ansible's forks starting at once log in once. When the
 // server refuses another channel (OpenSSH's MaxSessions) the target opens
 // a second connection; a connection found dead is redialled on next use.
 // A target is named user@host:port (parts clipped), with #2, #3… for
-// other targets to the same place with other options; it keeps its name
+// other targets to the same place through other control paths; it keeps its name
 // for its life. A target that never connected is forgotten once nothing
 // uses it. After its connections close, a target keeps only its status
 // row and counters; when ControlPersist closes the daemon's last

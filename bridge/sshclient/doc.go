@@ -6,9 +6,9 @@
 // exactly like one from the real client.
 //
 // Resolve turns a parsed command line (fakessh.SSHInvocation) and the
-// shim's environment (Env) into Settings; Settings.Key says which
-// invocations may share a connection; Dial connects; KeepAlive watches a
-// connection.
+// shim's environment (Env) into Settings (ControlPath, expanded, says
+// which invocations may share a connection); Dial connects; KeepAlive
+// watches a connection.
 //
 // # Configuration
 //
