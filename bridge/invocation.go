@@ -225,6 +225,9 @@ func (iv *invocation) readShim(w *io.PipeWriter) {
 				if _, err := w.Write(f.Payload); err != nil {
 					stdinOpen = false // the session stopped reading
 				}
+				// The reader has copied it (a pipe hands over): the frame
+				// may hold a password or a no_log task's wrapper.
+				clear(f.Payload)
 			}
 		case wire.StdinEOF:
 			if stdinOpen {
