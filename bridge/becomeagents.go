@@ -252,7 +252,9 @@ func newStdinGate(shim io.Reader, tool io.Writer, secrets secretSink, gaveUp fun
 			}
 			g.mu.Unlock()
 			if stopped && n > 0 {
-				if _, werr := g.pw.Write(buf[:n]); werr != nil {
+				_, werr := g.pw.Write(buf[:n])
+				clear(buf[:n]) // a pipe hands over: the reader has its copy
+				if werr != nil {
 					return
 				}
 			}

@@ -123,6 +123,7 @@ func (r *request) serveBecome() (code int, served bool) {
 			return r.execIn(ag, w.Inner, io.MultiReader(bytes.NewReader(data), stdin), tty), true
 		}
 		wrapper = data
+		defer forgetParams(parsed)
 	} else {
 		iv.entry.SetModuleSource(wrapper)
 		if st, _ := t.house.lookup(c.script); st != nil {

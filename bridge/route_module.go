@@ -61,6 +61,7 @@ func (r *request) serveModule() (int, bool) {
 			return r.passthrough(data), true
 		}
 		wrapper = data
+		defer forgetParams(parsed)
 	}
 	python := strings.Join(c.python, " ")
 	ag, err := t.agent(ctx, iv, python, r.sendEnv())
@@ -227,10 +228,20 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, re
 	}
 	_, _ = iv.stdout().Write(res.Stdout)
 	_, _ = iv.stderr().Write(res.Stderr)
+	// Passed on: a no_log task's result must not linger in freed memory.
+	clear(res.Stdout)
+	clear(res.Stderr)
 	if req.PTY != nil {
 		r.sharedClosed()
 	}
 	return res.ExitCode
+}
+
+// forgetParams overwrites the task's arguments in a piped wrapper once
+// it has run (no copy of the stream is kept): the rest, the module's
+// zip, may be shared.
+func forgetParams(w *ansiballz.Wrapper) {
+	clear(w.ParamsLiteral)
 }
 
 // readPiped reads what a pipelined step sends a python on its stdin, and

@@ -63,6 +63,7 @@ type Server struct {
 	// freeMemory returns freed memory to the system; tests replace it.
 	freeMemory func()
 	hadConns   bool // a connection was open at the last expireIdle
+	freeAgain  int  // ticks until memory is freed once more (0: none due)
 	// connected are the labels of the targets with a connection open at
 	// the last expireIdle, whose entries go when it closes.
 	connected map[string]bool
@@ -166,8 +167,16 @@ func (s *Server) expireIdle(now time.Time) {
 	}
 	s.expireJournal(now)
 	connected := s.targets.connected()
-	if !connected && (expired || s.hadConns) {
+	switch {
+	case !connected && (expired || s.hadConns):
 		s.freeMemory()
+		// The sessions' and interpreters' goroutines end a moment after
+		// their connection: what they held is freed on a later tick.
+		s.freeAgain = 2
+	case s.freeAgain > 0:
+		if s.freeAgain--; s.freeAgain == 0 && !connected {
+			s.freeMemory()
+		}
 	}
 	s.hadConns = connected
 }
