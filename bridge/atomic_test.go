@@ -121,3 +121,20 @@ func TestPutAtomicNeverWider(t *testing.T) {
 		})
 	}
 }
+
+func TestReadAllOnce(t *testing.T) {
+	for _, n := range []int{0, 1, 64 << 10, 64<<10 + 1, 200 << 10} {
+		in := bytes.Repeat([]byte("x"), n)
+		got, err := readAllOnce(bytes.NewReader(in))
+		if err != nil || !bytes.Equal(got, in) || cap(got) != n {
+			t.Errorf("%d bytes: got %d (cap %d), %v", n, len(got), cap(got), err)
+		}
+	}
+	if _, err := readAllOnce(io.MultiReader(strings.NewReader("a"), iotestErr{})); err == nil {
+		t.Error("a read error was lost")
+	}
+}
+
+type iotestErr struct{}
+
+func (iotestErr) Read([]byte) (int, error) { return 0, io.ErrClosedPipe }

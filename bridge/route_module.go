@@ -248,11 +248,40 @@ func forgetParams(w *ansiballz.Wrapper) {
 // it taken apart as recognised does (nil: not a wrapper the bridge runs,
 // or stdin failed).
 func (t *target) readPiped(iv *invocation, stdin io.Reader) ([]byte, *ansiballz.Wrapper) {
-	data, err := io.ReadAll(io.LimitReader(stdin, maxPipedModule))
+	data, err := readAllOnce(io.LimitReader(stdin, maxPipedModule))
 	if err != nil {
 		return data, nil
 	}
 	return data, t.recognised(iv, data)
+}
+
+// readAllOnce is io.ReadAll without the copies its growing buffer
+// leaves in freed memory (a wrapper holds its task's arguments, perhaps
+// no_log ones): it reads fixed chunks, copies them once into a buffer of
+// the final size, and overwrites them.
+func readAllOnce(r io.Reader) ([]byte, error) {
+	const chunk = 64 << 10
+	var chunks [][]byte
+	n := 0
+	var err error
+	for {
+		c := make([]byte, chunk)
+		k, rerr := io.ReadFull(r, c)
+		chunks = append(chunks, c[:k])
+		n += k
+		if rerr != nil {
+			if rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+				err = rerr
+			}
+			break
+		}
+	}
+	out := make([]byte, 0, n)
+	for _, c := range chunks {
+		out = append(out, c...)
+		clear(c[:cap(c)])
+	}
+	return out, err
 }
 
 // recognised returns src, what a python on the target was about to
