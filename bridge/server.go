@@ -274,7 +274,9 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	iv := &invocation{id: id, conn: c, log: log, cancel: cancel, started: time.Now(), secrets: s.journal}
 	s.inflight.Store(id, iv)
 	defer s.inflight.Delete(id)
-	if err := json.Unmarshal(f.Payload, &iv.hello); err != nil {
+	err = json.Unmarshal(f.Payload, &iv.hello)
+	clear(f.Payload) // the shim's whole environment: parsed, not kept
+	if err != nil {
 		log.WithError(err).Warn("malformed hello")
 		return
 	}
