@@ -103,6 +103,8 @@ environment:
                           persistent interpreters per target (default 20)
   ANSIBLE_BRIDGE_LOG      daemon log file (default bridge.daemon.log next to bridge.sock)
   ANSIBLE_BRIDGE_MOUNT    a dir the daemon mounts the debug file system on
+  ANSIBLE_BRIDGE_JOURNAL  0: no journal; a duration (1h): keep finished invocations
+                          that long (default: until their connection closes, 10m at most)
   ANSIBLE_BRIDGE_DISABLE  1: the shims exec the real ssh/scp/sftp
   ANSIBLE_BRIDGE_REQUIRE  1: where the bridge would fall back for its own reasons
                           (no daemon, unusable socket dir), the shim fails instead
@@ -167,10 +169,16 @@ func cmdDaemon(args []string) int {
 	mount := fs.String("mount", os.Getenv("ANSIBLE_BRIDGE_MOUNT"), "mount the debug file system on this `dir` while running")
 	maxInterp := fs.Int("max-interpreters", envInt("ANSIBLE_BRIDGE_MAX_INTERPRETERS", bridge.DefaultMaxInterpreters), "persistent interpreters per target at most")
 	cpuProfile := fs.String("cpuprofile", os.Getenv("ANSIBLE_BRIDGE_CPUPROFILE"), "write a CPU profile (go tool pprof) of the daemon's run to this `file`")
+	journalFlag := fs.String("journal", os.Getenv("ANSIBLE_BRIDGE_JOURNAL"), "0: keep no journal; a `duration`: keep finished invocations that long (default: until their connection closes, 10m at most)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if err := wire.CheckSocketPath(*socket); err != nil {
+		fmt.Fprintf(os.Stderr, "ansible-bridge daemon: %v\n", err)
+		return 2
+	}
+	journalOff, journalKeep, err := parseJournal(*journalFlag)
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "ansible-bridge daemon: %v\n", err)
 		return 2
 	}
@@ -223,12 +231,28 @@ func cmdDaemon(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	srv := bridge.New(bridge.Config{Idle: *idle, MaxInterpreters: *maxInterp, Mount: *mount}, log.WithField("pid", os.Getpid()))
+	srv := bridge.New(bridge.Config{Idle: *idle, MaxInterpreters: *maxInterp, Mount: *mount, JournalOff: journalOff, JournalKeep: journalKeep}, log.WithField("pid", os.Getpid()))
 	if err := srv.Run(ctx, ln); err != nil {
 		log.WithError(err).Error("daemon failed")
 		return 1
 	}
 	return 0
+}
+
+// parseJournal reads ANSIBLE_BRIDGE_JOURNAL: "" or "1" for the default,
+// "0" for none, or how long to keep finished invocations.
+func parseJournal(v string) (off bool, keep time.Duration, err error) {
+	switch v {
+	case "", "1":
+		return false, 0, nil
+	case "0":
+		return true, 0, nil
+	}
+	keep, err = time.ParseDuration(v)
+	if err != nil || keep <= 0 {
+		return false, 0, fmt.Errorf("ANSIBLE_BRIDGE_JOURNAL=%q: want 0, 1 or a positive duration", v)
+	}
+	return false, keep, nil
 }
 
 func envInt(key string, def int) int {

@@ -70,18 +70,23 @@ type passwordHash struct {
 	sum  [32]byte
 }
 
-func newPasswordHash(pw string) *passwordHash {
+func newPasswordHash(pw []byte) *passwordHash {
 	h := &passwordHash{}
 	_, _ = rand.Read(h.salt[:])
 	h.sum = h.hash(pw)
 	return h
 }
 
-func (h *passwordHash) hash(pw string) [32]byte {
-	return sha256.Sum256(append(h.salt[:], pw...))
+func (h *passwordHash) hash(pw []byte) [32]byte {
+	d := sha256.New()
+	d.Write(h.salt[:])
+	d.Write(pw)
+	var sum [32]byte
+	d.Sum(sum[:0])
+	return sum
 }
 
-func (h *passwordHash) matches(pw string) bool {
+func (h *passwordHash) matches(pw []byte) bool {
 	sum := h.hash(pw)
 	return subtle.ConstantTimeCompare(sum[:], h.sum[:]) == 1
 }
@@ -155,7 +160,7 @@ func (a *agents) reserveLocked(key string, record bool) (slot *agentSlot, victim
 // false when c was not recorded (the slot was retired meanwhile, or was
 // never recorded): c is then the caller's, to use for its step and
 // release with dropAgent.
-func (a *agents) finish(key string, slot *agentSlot, c *interp.Client, password string, err error, sticky bool) bool {
+func (a *agents) finish(key string, slot *agentSlot, c *interp.Client, password []byte, err error, sticky bool) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	defer close(slot.ready)
@@ -177,7 +182,7 @@ func (a *agents) finish(key string, slot *agentSlot, c *interp.Client, password 
 		return false
 	}
 	slot.state, slot.client, slot.started = slotReady, c, time.Now()
-	if password != "" {
+	if len(password) > 0 {
 		slot.password = newPasswordHash(password)
 	}
 	return true
@@ -284,7 +289,7 @@ func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string,
 		if sticky {
 			t.log.WithError(err).WithField("python", python).Info("no persistent interpreter; this target stays on passthrough for it")
 		}
-		if !a.finish(python, slot, c, "", err, sticky) {
+		if !a.finish(python, slot, c, nil, err, sticky) {
 			if err != nil {
 				return nil, err
 			}
@@ -360,10 +365,12 @@ func (t *target) reserveAgent(key string) (*agentReservation, error) {
 }
 
 // done records the interpreter started for r (c nil and err set if it did
-// not start), with the password that started it ("" for none). It
-// reports false when c was not recorded: the caller uses it for its step,
-// then releases it with dropAgent.
-func (r *agentReservation) done(t *target, c *interp.Client, password string, err error) bool {
+// not start), with the password that started it (nil for none), which
+// it keeps only as a salted hash and overwrites. It reports false when c
+// was not recorded: the caller uses it for its step, then releases it
+// with dropAgent.
+func (r *agentReservation) done(t *target, c *interp.Client, password []byte, err error) bool {
+	defer clear(password)
 	if c == nil && err == nil {
 		err = errors.New("interpreter not started")
 	}

@@ -355,7 +355,7 @@ func becomeStart(t *testing.T, tg *target, key string, f *fakeAgents) {
 		return
 	}
 	c, err := f.start(context.Background(), strings.TrimPrefix(key, becomeKeyPrefix), nil)
-	if !res.done(tg, c, "pw", err) && c != nil {
+	if !res.done(tg, c, []byte("pw"), err) && c != nil {
 		tg.dropAgent(c)
 	}
 }

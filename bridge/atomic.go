@@ -28,6 +28,14 @@ func tempName(base string) string {
 // or complete: hidden temp file in the same directory, fsync, rename.
 // The file gets the mode OpenSSH's `put` would give it: an existing
 // file keeps its mode, a new one gets mode minus the server's umask.
+//
+// No byte is written while the file is wider than its final mode. SFTP
+// as pkg/sftp speaks it creates files with the server's default mode
+// (0666 minus umask); a narrower one is set before writing. Where other
+// users can enter the directory, one of them could have opened the file
+// in between and read on through that handle: then the file is made in
+// a private (0700) directory of its own beside dst, and renamed into
+// place.
 func putAtomic(sc *sftp.Client, dst string, r io.Reader, mode fs.FileMode) (int64, error) {
 	var keepMode *fs.FileMode
 	if st, err := sc.Stat(dst); err == nil {
@@ -37,11 +45,88 @@ func putAtomic(sc *sftp.Client, dst string, r io.Reader, mode fs.FileMode) (int6
 		m := st.Mode().Perm()
 		keepMode = &m
 	}
-	tmp := path.Join(path.Dir(dst), tempName(path.Base(dst)))
-	f, err := sc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	dir := path.Dir(dst)
+	finalMode := func(created fs.FileMode) fs.FileMode {
+		if keepMode != nil {
+			return *keepMode
+		}
+		return mode.Perm() &^ umaskFromCreated(created)
+	}
+	tmp := path.Join(dir, tempName(path.Base(dst)))
+	f, final, err := createNarrow(sc, tmp, finalMode, func() bool { return privateDir(sc, dir) })
+	if errors.Is(err, errWide) {
+		return putStaged(sc, dst, r, finalMode)
+	}
 	if err != nil {
 		return 0, err
 	}
+	return writeAndRename(sc, f, tmp, dst, r, final)
+}
+
+// errWide: the file was created wider than its final mode, where others
+// could have opened it.
+var errWide = errors.New("created wider than its final mode")
+
+// createNarrow creates tmp and gives it its final mode before anything
+// is written. A file created wider is removed with errWide unless
+// private says no one else can reach it.
+func createNarrow(sc *sftp.Client, tmp string, finalMode func(created fs.FileMode) fs.FileMode, private func() bool) (*sftp.File, fs.FileMode, error) {
+	f, err := sc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return nil, 0, err
+	}
+	fail := func(err error) (*sftp.File, fs.FileMode, error) {
+		f.Close()
+		_ = sc.Remove(tmp)
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fail(fmt.Errorf("stat: %w", err))
+	}
+	created := st.Mode().Perm()
+	final := finalMode(created)
+	if created&^final == 0 {
+		return f, final, nil
+	}
+	if !private() {
+		return fail(errWide)
+	}
+	if err := f.Chmod(final); err != nil {
+		return fail(fmt.Errorf("chmod: %w", err))
+	}
+	return f, final, nil
+}
+
+// privateDir reports whether only its owner can enter dir.
+func privateDir(sc *sftp.Client, dir string) bool {
+	st, err := sc.Stat(dir)
+	return err == nil && st.IsDir() && st.Mode().Perm()&0o077 == 0
+}
+
+// putStaged is putAtomic through a private directory beside dst.
+func putStaged(sc *sftp.Client, dst string, r io.Reader, finalMode func(created fs.FileMode) fs.FileMode) (int64, error) {
+	stage := path.Join(path.Dir(dst), tempName(path.Base(dst)))
+	if err := sc.Mkdir(stage); err != nil {
+		return 0, err
+	}
+	defer func() { _ = sc.RemoveDirectory(stage) }()
+	// Empty until this: whoever entered it before cannot look up what
+	// is made in it after (lookups check the directory's mode each time).
+	if err := sc.Chmod(stage, 0o700); err != nil {
+		return 0, fmt.Errorf("chmod: %w", err)
+	}
+	tmp := path.Join(stage, path.Base(dst))
+	f, final, err := createNarrow(sc, tmp, finalMode, func() bool { return true })
+	if err != nil {
+		return 0, err
+	}
+	return writeAndRename(sc, f, tmp, dst, r, final)
+}
+
+// writeAndRename fills the new file f (at tmp), gives it mode final if
+// it has not got it yet, and renames it over dst; on failure tmp goes.
+func writeAndRename(sc *sftp.Client, f *sftp.File, tmp, dst string, r io.Reader, final fs.FileMode) (int64, error) {
 	committed := false
 	defer func() {
 		if !committed {
@@ -56,12 +141,7 @@ func putAtomic(sc *sftp.Client, dst string, r io.Reader, mode fs.FileMode) (int6
 	if err := f.Sync(); err != nil && !isUnsupported(err) {
 		return n, fmt.Errorf("fsync: %w", err)
 	}
-	final := mode.Perm()
-	if keepMode != nil {
-		final = *keepMode
-	} else if st, err := f.Stat(); err == nil {
-		final &^= umaskFromCreated(st.Mode().Perm())
-	}
+	// Wider than created (an existing file's mode, a put's 0755): now.
 	if err := f.Chmod(final); err != nil {
 		return n, fmt.Errorf("chmod: %w", err)
 	}

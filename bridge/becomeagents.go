@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 
 	"github.com/ansible-bridge/ansible-bridge/bootstrap"
@@ -68,6 +67,8 @@ func (r *request) startBecomeAgent(w *become.Wrapper, python string, tty bool, s
 		_ = sessIn.Close()
 		_ = sess.Close()
 	})
+	// Where no interpreter takes the password, it goes now.
+	defer func() { clear(gate.lastLine()) }()
 	// stderr: the tool's prompt (sudo -S) and complaints go to the shim
 	// as they come; after the success marker, the interpreter's log.
 	errOut := &switchWriter{w: iv.stderr()}
@@ -126,8 +127,9 @@ type becomeStarted struct {
 	ag *interp.Client
 	// stdin is the shim's stdin from the success marker on.
 	stdin io.Reader
-	// password is the last line Ansible typed to the tool ("" if none).
-	password string
+	// password is the last line Ansible typed to the tool (nil if
+	// none), the caller's to overwrite.
+	password []byte
 	code     int
 }
 
@@ -213,13 +215,13 @@ func (s *switchWriter) set(w io.Writer) {
 type stdinGate struct {
 	mu      sync.Mutex
 	stopped bool
-	last    string
+	last    []byte
 	pr      *io.PipeReader
 	pw      *io.PipeWriter
 }
 
 // gaveUp, if set, runs when the shim's stdin ends before stop.
-func newStdinGate(shim io.Reader, tool io.Writer, secrets interface{ AddSecret(string) }, gaveUp func()) *stdinGate {
+func newStdinGate(shim io.Reader, tool io.Writer, secrets secretSink, gaveUp func()) *stdinGate {
 	pr, pw := io.Pipe()
 	g := &stdinGate{pr: pr, pw: pw}
 	go func() {
@@ -236,17 +238,23 @@ func newStdinGate(shim io.Reader, tool io.Writer, secrets interface{ AddSecret(s
 					if i < 0 {
 						break
 					}
-					g.last = strings.TrimSuffix(string(line[:i]), "\r")
-					if secrets != nil && g.last != "" {
+					clear(g.last)
+					g.last = bytes.Clone(bytes.TrimSuffix(line[:i], []byte("\r")))
+					if secrets != nil && len(g.last) > 0 {
 						secrets.AddSecret(g.last)
 					}
+					// The password's other copies: the line and the read buffer.
+					clear(line[:i+1])
 					line = line[i+1:]
 				}
 				_, _ = tool.Write(buf[:n])
+				clear(buf[:n])
 			}
 			g.mu.Unlock()
 			if stopped && n > 0 {
-				if _, werr := g.pw.Write(buf[:n]); werr != nil {
+				_, werr := g.pw.Write(buf[:n])
+				clear(buf[:n]) // a pipe hands over: the reader has its copy
+				if werr != nil {
 					return
 				}
 			}
@@ -266,11 +274,14 @@ func newStdinGate(shim io.Reader, tool io.Writer, secrets interface{ AddSecret(s
 	return g
 }
 
-// lastLine is the last complete line passed to the tool.
-func (g *stdinGate) lastLine() string {
+// lastLine hands over the last complete line passed to the tool: the
+// gate keeps no copy, the caller overwrites it when done.
+func (g *stdinGate) lastLine() []byte {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.last
+	last := g.last
+	g.last = nil
+	return last
 }
 
 // stop ends the relay to the tool and returns the shim's stdin from there.

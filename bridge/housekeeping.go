@@ -136,8 +136,23 @@ func (h *housekeeping) addTempOnTarget(base, dir string) {
 
 func (h *housekeeping) dropTemp(dir string) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	st := h.temps[dir]
 	delete(h.temps, dir)
+	h.mu.Unlock()
+	if st != nil {
+		st.wipe()
+	}
+}
+
+// wipe overwrites the held files' content: Ansible removed the dir, and
+// a wrapper in it holds its task's arguments (perhaps no_log ones).
+func (st *sharedTemp) wipe() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, f := range st.files {
+		clear(f.data)
+		f.data = nil
+	}
 }
 
 // lookup finds the temp dir p is (dir) or is directly in (dir/name).

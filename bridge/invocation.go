@@ -54,8 +54,12 @@ type invocation struct {
 	entry *journal.Entry // nil-safe: nil records nothing
 	// noStdinCapture keeps stdin out of the journal; set before accept.
 	noStdinCapture bool
-	secrets        interface{ AddSecret(string) }
+	secrets        secretSink
 }
+
+// secretSink learns the passwords typed, to mask them (the journal). It
+// keeps no copy: the caller may overwrite the slice afterwards.
+type secretSink interface{ AddSecret([]byte) }
 
 // where returns the invocation's target label and route, once known.
 func (iv *invocation) where() (target, route string) {
@@ -162,10 +166,14 @@ func (iv *invocation) Prompt(ctx context.Context, text string, echo bool) (strin
 		}
 		switch f.Type {
 		case wire.PromptReply:
+			answer := string(f.Payload)
 			if !echo && iv.secrets != nil {
-				iv.secrets.AddSecret(string(f.Payload)) // a password
+				iv.secrets.AddSecret(f.Payload) // a password
 			}
-			return string(f.Payload), nil
+			// The frame's copy; the string goes to the ssh client, which
+			// takes strings (they cannot be overwritten).
+			clear(f.Payload)
+			return answer, nil
 		case wire.PromptFail:
 			return "", fmt.Errorf("prompt failed: %s", f.Payload)
 		case wire.Signal:
@@ -217,6 +225,9 @@ func (iv *invocation) readShim(w *io.PipeWriter) {
 				if _, err := w.Write(f.Payload); err != nil {
 					stdinOpen = false // the session stopped reading
 				}
+				// The reader has copied it (a pipe hands over): the frame
+				// may hold a password or a no_log task's wrapper.
+				clear(f.Payload)
 			}
 		case wire.StdinEOF:
 			if stdinOpen {

@@ -70,7 +70,9 @@ func (r *request) serveBecome() (code int, served bool) {
 			answer, ok := askPassword(iv, w, tty, secret)
 			if !ok {
 				ag = nil // the tool decides, with what Ansible typed
-				stdin = io.MultiReader(strings.NewReader(answer), iv.stdin)
+				stdin = io.MultiReader(bytes.NewReader(answer), iv.stdin)
+			} else {
+				clear(answer)
 			}
 		}
 		if ag != nil {
@@ -121,6 +123,7 @@ func (r *request) serveBecome() (code int, served bool) {
 			return r.execIn(ag, w.Inner, io.MultiReader(bytes.NewReader(data), stdin), tty), true
 		}
 		wrapper = data
+		defer forgetParams(parsed)
 	} else {
 		iv.entry.SetModuleSource(wrapper)
 		if st, _ := t.house.lookup(c.script); st != nil {
@@ -194,7 +197,7 @@ func (r *request) loginOwner(python string) (*[2]int, error) {
 // answer (a secret from then on). ok reports whether it is the password
 // the interpreter was started with; if not, answer is the line typed, to
 // be given to the real tool.
-func askPassword(iv *invocation, w *become.Wrapper, tty bool, secret *passwordHash) (answer string, ok bool) {
+func askPassword(iv *invocation, w *become.Wrapper, tty bool, secret *passwordHash) (answer []byte, ok bool) {
 	prompt := w.PasswordPrompt()
 	onTerminal := tty || w.Method.TerminalPassword
 	if onTerminal {
@@ -202,7 +205,8 @@ func askPassword(iv *invocation, w *become.Wrapper, tty bool, secret *passwordHa
 	} else {
 		_, _ = io.WriteString(iv.stderr(), prompt) // sudo -S prompts on stderr
 	}
-	var line []byte
+	// Room for any password: growing would leave copies behind.
+	line := make([]byte, 0, 4096)
 	b := make([]byte, 1)
 	for {
 		n, err := iv.stdin.Read(b)
@@ -216,12 +220,13 @@ func askPassword(iv *invocation, w *become.Wrapper, tty bool, secret *passwordHa
 			break
 		}
 	}
-	pw := strings.TrimSuffix(strings.TrimSuffix(string(line), "\n"), "\r")
-	if pw != "" && iv.secrets != nil {
+	clear(b)
+	pw := bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r"))
+	if len(pw) > 0 && iv.secrets != nil {
 		iv.secrets.AddSecret(pw)
 	}
 	if onTerminal {
 		_, _ = io.WriteString(iv.stdout(), "\r\n") // the tool ends the silent line
 	}
-	return string(line), secret.matches(pw)
+	return line, secret.matches(pw)
 }

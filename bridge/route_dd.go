@@ -41,6 +41,9 @@ func (r *request) serveDD() int {
 		return connFailure(iv, err)
 	}
 	defer c.release()
+	// Which task an upload belongs to cannot be told: a no_log task's
+	// file (copy content=) must not stay behind, so no upload's does.
+	iv.entry.HideStdin()
 	if err := iv.accept(""); err != nil {
 		return 255
 	}

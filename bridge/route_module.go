@@ -70,6 +70,7 @@ func (r *request) serveModule() (int, bool) {
 			return r.passthrough(data), true
 		}
 		wrapper = data
+		defer forgetParams(parsed)
 	}
 	python := strings.Join(c.python, " ")
 	ag, err := t.agent(ctx, iv, python, r.sendEnv())
@@ -236,21 +237,60 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, re
 	}
 	_, _ = iv.stdout().Write(res.Stdout)
 	_, _ = iv.stderr().Write(res.Stderr)
+	// Passed on: a no_log task's result must not linger in freed memory.
+	clear(res.Stdout)
+	clear(res.Stderr)
 	if req.PTY != nil {
 		r.sharedClosed()
 	}
 	return res.ExitCode
 }
 
+// forgetParams overwrites the task's arguments in a piped wrapper once
+// it has run (no copy of the stream is kept): the rest, the module's
+// zip, may be shared.
+func forgetParams(w *ansiballz.Wrapper) {
+	clear(w.ParamsLiteral)
+}
+
 // readPiped reads what a pipelined step sends a python on its stdin, and
 // it taken apart as recognised does (nil: not a wrapper the bridge runs,
 // or stdin failed).
 func (t *target) readPiped(iv *invocation, stdin io.Reader) ([]byte, *ansiballz.Wrapper) {
-	data, err := io.ReadAll(io.LimitReader(stdin, maxPipedModule))
+	data, err := readAllOnce(io.LimitReader(stdin, maxPipedModule))
 	if err != nil {
 		return data, nil
 	}
 	return data, t.recognised(iv, data)
+}
+
+// readAllOnce is io.ReadAll without the copies its growing buffer
+// leaves in freed memory (a wrapper holds its task's arguments, perhaps
+// no_log ones): it reads fixed chunks, copies them once into a buffer of
+// the final size, and overwrites them.
+func readAllOnce(r io.Reader) ([]byte, error) {
+	const chunk = 64 << 10
+	var chunks [][]byte
+	n := 0
+	var err error
+	for {
+		c := make([]byte, chunk)
+		k, rerr := io.ReadFull(r, c)
+		chunks = append(chunks, c[:k])
+		n += k
+		if rerr != nil {
+			if rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+				err = rerr
+			}
+			break
+		}
+	}
+	out := make([]byte, 0, n)
+	for _, c := range chunks {
+		out = append(out, c...)
+		clear(c[:cap(c)])
+	}
+	return out, err
 }
 
 // recognised returns src, what a python on the target was about to

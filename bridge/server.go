@@ -29,6 +29,12 @@ type Config struct {
 	// JournalSize is how many invocations the journal keeps (0:
 	// journal.DefaultSize).
 	JournalSize int
+	// JournalOff keeps no journal (ANSIBLE_BRIDGE_JOURNAL=0).
+	JournalOff bool
+	// JournalKeep, if set, is how long a finished invocation stays in
+	// the journal. Unset, it stays until its target's connections close,
+	// and journal.DefaultKeep at most.
+	JournalKeep time.Duration
 	// Mount, if set, is where the debug file system is mounted while the
 	// daemon runs (see package fusefs).
 	Mount string
@@ -57,6 +63,10 @@ type Server struct {
 	// freeMemory returns freed memory to the system; tests replace it.
 	freeMemory func()
 	hadConns   bool // a connection was open at the last expireIdle
+	freeAgain  int  // ticks until memory is freed once more (0: none due)
+	// connected are the labels of the targets with a connection open at
+	// the last expireIdle, whose entries go when it closes.
+	connected map[string]bool
 }
 
 // New returns a Server; Run starts it.
@@ -70,7 +80,7 @@ func New(cfg Config, log logrus.FieldLogger) *Server {
 		log:        log,
 		targets:    newRegistry(log, dial, cfg.MaxInterpreters),
 		started:    time.Now(),
-		journal:    journal.New(cfg.JournalSize),
+		journal:    journal.NewWith(journal.Config{Size: cfg.JournalSize, Keep: cfg.JournalKeep, Off: cfg.JournalOff}),
 		activity:   make(chan struct{}, 1),
 		stopCh:     make(chan struct{}),
 		freeMemory: debug.FreeOSMemory,
@@ -146,7 +156,8 @@ func (s *Server) persistWatch(ctx context.Context) {
 // client's buffers) and the runtime returns it only slowly, so an idle
 // daemon kept its peak RSS. What stays per target after its connections
 // close is its status row and counters (a few hundred bytes) and the
-// bounded journal (Config.JournalSize entries). Called once a second.
+// bounded journal (Config.JournalSize entries, until their connection
+// closes). Called once a second.
 func (s *Server) expireIdle(now time.Time) {
 	expired := false
 	for _, t := range s.targets.all() {
@@ -154,11 +165,45 @@ func (s *Server) expireIdle(now time.Time) {
 			expired = true
 		}
 	}
+	s.expireJournal(now)
 	connected := s.targets.connected()
-	if !connected && (expired || s.hadConns) {
+	switch {
+	case !connected && (expired || s.hadConns):
 		s.freeMemory()
+		// The sessions' and interpreters' goroutines end a moment after
+		// their connection: what they held is freed on a later tick.
+		s.freeAgain = 2
+	case s.freeAgain > 0:
+		if s.freeAgain--; s.freeAgain == 0 && !connected {
+			s.freeMemory()
+		}
 	}
 	s.hadConns = connected
+}
+
+// expireJournal drops the journal's entries that are past their time,
+// and (unless Config.JournalKeep says how long to keep them) those of
+// the targets whose connections closed since the last call: what they
+// captured may be a task's secrets.
+func (s *Server) expireJournal(now time.Time) {
+	s.journal.Expire(now)
+	if s.cfg.JournalKeep > 0 {
+		return
+	}
+	open := map[string]bool{}
+	for _, t := range s.targets.all() {
+		t.mu.Lock()
+		if len(t.conns) > 0 {
+			open[t.label] = true
+		}
+		t.mu.Unlock()
+	}
+	for label := range s.connected {
+		if !open[label] {
+			s.journal.DropTarget(label)
+		}
+	}
+	s.connected = open
 }
 
 func (s *Server) stopping() bool {
@@ -229,7 +274,9 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	iv := &invocation{id: id, conn: c, log: log, cancel: cancel, started: time.Now(), secrets: s.journal}
 	s.inflight.Store(id, iv)
 	defer s.inflight.Delete(id)
-	if err := json.Unmarshal(f.Payload, &iv.hello); err != nil {
+	err = json.Unmarshal(f.Payload, &iv.hello)
+	clear(f.Payload) // the shim's whole environment: parsed, not kept
+	if err != nil {
 		log.WithError(err).Warn("malformed hello")
 		return
 	}

@@ -37,6 +37,13 @@ type harness struct {
 
 func newHarness(t *testing.T, maxSessions int) *harness {
 	t.Helper()
+	return newHarnessConfig(t, maxSessions, Config{})
+}
+
+// newHarnessConfig is newHarness with the daemon configured by cfg (its
+// Dial is the harness's).
+func newHarnessConfig(t *testing.T, maxSessions int, cfg Config) *harness {
+	t.Helper()
 	ts := newTestServer(t, maxSessions)
 	log := logrus.New()
 	log.SetOutput(testWriter{t})
@@ -63,7 +70,8 @@ func newHarness(t *testing.T, maxSessions int) *harness {
 		}
 		return &sshclient.Client{Client: ssh.NewClient(c, chans, reqs)}, nil
 	}
-	srv := New(Config{Dial: dial}, log)
+	cfg.Dial = dial
+	srv := New(cfg, log)
 	sock := filepath.Join(t.TempDir(), "s", "bridge.sock")
 	ln, err := Listen(sock)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -81,7 +82,7 @@ func startDaemon(path string) (<-chan error, error) {
 	}
 	defer devnull.Close()
 	cmd := exec.Command(self, "daemon", "--socket", path, "--detached")
-	cmd.Env = append(os.Environ(), "ANSIBLE_BRIDGE_ARGV0=ansible-bridge")
+	cmd.Env = append(daemonEnv(os.Environ()), "ANSIBLE_BRIDGE_ARGV0=ansible-bridge")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -91,6 +92,28 @@ func startDaemon(path string) (<-chan error, error) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	return exited, nil
+}
+
+// daemonEnv is the part of the shim's environment the daemon starts
+// with. The daemon outlives this run and serves later ones: the rest
+// (SSH_AUTH_SOCK, askpass, SendEnv's variables, a run's secrets) travels
+// with each invocation instead (wire.HelloMsg.Env).
+func daemonEnv(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "PATH", k == "HOME", k == "USER", k == "LOGNAME", k == "LANG", k == "TZ",
+			k == "XDG_RUNTIME_DIR", k == "TMPDIR",
+			strings.HasPrefix(k, "LC_"),
+			strings.HasPrefix(k, "ANSIBLE_BRIDGE_"),
+			// The Go runtime's knobs (GOMAXPROCS, GOGC, GOMEMLIMIT,
+			// GODEBUG, GOTRACEBACK) and coverage (GOCOVERDIR).
+			k == "GOMAXPROCS", k == "GOGC", k == "GOMEMLIMIT", k == "GODEBUG", k == "GOTRACEBACK", k == "GOCOVERDIR":
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // waitForDaemon polls the socket with a growing interval until the daemon

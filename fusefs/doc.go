@@ -16,6 +16,7 @@
 //	    exit                           the exit status, once finished
 //	    module                         the AnsiballZ module's name, when one ran
 //	    module_args.json               its ANSIBLE_MODULE_ARGS, pretty-printed
+//	    no_log                         instead of module_args.json for a no_log module: its args and streams are not kept
 //	    truncated                      which streams were cut short, if any
 //	/targets/<target>/                 one per target; '/' in a name shows as %2F, '%' as %25
 //	    tmpdirs                        a line per temp dir: name, held or on-target, file counts, path

@@ -102,7 +102,7 @@ func wrapper(t *testing.T) []byte {
 func newSource(t *testing.T) *memSource {
 	t.Helper()
 	j := journal.New(5)
-	j.AddSecret(secret)
+	j.AddSecret([]byte(secret))
 
 	e := j.Begin(tgt, "module", []string{"ssh", "-C", "web1", "/bin/sh -c '/usr/bin/python3 && sleep 0'"})
 	e.AppendStdin(wrapper(t))

@@ -178,7 +178,7 @@ func TestMountDynamic(t *testing.T) {
 	// New entries show at once, with secrets added later masked.
 	e := src.j.Begin(tgt, "sftp", []string{"sftp", "-b", "-", "web1"})
 	e.AppendStdin([]byte("put /tmp/x s3cr3t\n"))
-	src.j.AddSecret("s3cr3t")
+	src.j.AddSecret([]byte("s3cr3t"))
 	ents, err := os.ReadDir(filepath.Join(dir, "journal"))
 	if err != nil {
 		t.Fatal(err)

@@ -53,7 +53,13 @@ func entryFiles(v journal.EntryView) []namedFile {
 	if v.Done {
 		files = append(files, namedFile{"exit", []byte(strconv.Itoa(v.Exit) + "\n")})
 	}
-	if v.ModuleName != "" {
+	switch {
+	case v.NoLog:
+		// What explode would find is not kept: say why it is missing.
+		files = append(files,
+			namedFile{"module", []byte(v.ModuleName + "\n")},
+			namedFile{"no_log", []byte("no_log: module arguments, stdin, stdout and stderr are not kept\n")})
+	case v.ModuleName != "":
 		files = append(files,
 			namedFile{"module", []byte(v.ModuleName + "\n")},
 			namedFile{"module_args.json", append(append([]byte(nil), v.ModuleArgs...), '\n')})

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +80,24 @@ func TestParseMountinfo(t *testing.T) {
 		if point != tc.point || fstype != tc.fstype || ok != tc.ok {
 			t.Errorf("parseMountinfo(%q) = %q %q %v", tc.line, point, fstype, ok)
 		}
+	}
+}
+
+// TestNoLogEntryFiles: a no_log entry shows its module and a no_log file
+// where module_args.json would be.
+func TestNoLogEntryFiles(t *testing.T) {
+	v := journal.EntryView{Seq: 1, Route: "module", ModuleName: "ansible.modules.command", NoLog: true, Done: true}
+	var names []string
+	for _, f := range entryFiles(v) {
+		names = append(names, f.name)
+	}
+	if got := strings.Join(names, " "); got != "argv route target stdin stdout stderr timing exit module no_log" {
+		t.Errorf("files: %s", got)
+	}
+	if b, ok := entryFile(v, "no_log"); !ok || !strings.HasPrefix(string(b), "no_log:") {
+		t.Errorf("no_log file: %q", b)
+	}
+	if _, ok := entryFile(v, "module_args.json"); ok {
+		t.Error("module_args.json for a no_log entry")
 	}
 }

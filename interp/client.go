@@ -124,16 +124,22 @@ type bufSink struct {
 	buf bytes.Buffer
 }
 
+// write copies p, and overwrites it: a sink owns the payload it is
+// given, and a module's output may be a no_log task's.
 func (b *bufSink) write(p []byte) {
 	b.mu.Lock()
 	b.buf.Write(p)
 	b.mu.Unlock()
+	clear(p)
 }
 
 func (b *bufSink) bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return append([]byte(nil), b.buf.Bytes()...)
+	out := append([]byte(nil), b.buf.Bytes()...)
+	// A module's output may be a no_log task's: no second copy lingers.
+	clear(b.buf.Bytes())
+	return out
 }
 
 // NewClient waits (bounded by ctx) for the agent's hello on conn and
@@ -341,7 +347,29 @@ func (c *Client) readLoop() {
 		err = errors.New("channel closed")
 	}
 	c.fail(err)
+	c.wipe()
 	close(c.done)
+}
+
+// wipe overwrites what the client still holds of its tasks once it is
+// dead: the zips' base templates (a task's arguments) and the read
+// buffer (its last results).
+func (c *Client) wipe() {
+	c.zmu.Lock()
+	for _, st := range c.zips {
+		clear(st.base)
+	}
+	c.zmu.Unlock()
+	c.br.Reset(zeroReader{})
+	_, _ = c.br.Peek(c.br.Size()) // fills the buffer from zeroReader
+}
+
+// zeroReader reads zeros.
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
 
 // fail marks the client dead and fails every pending request.
@@ -400,7 +428,14 @@ func (c *Client) writeLoop() {
 		for _, b := range q {
 			buf = append(buf, b...)
 		}
-		if _, err := c.conn.Stdin.Write(buf); err != nil {
+		_, err := c.conn.Stdin.Write(buf)
+		// Written (or never to be): requests carry tasks' arguments,
+		// which must not linger in freed memory.
+		clear(buf)
+		for _, b := range q {
+			clear(b)
+		}
+		if err != nil {
 			c.fail(fmt.Errorf("write to agent: %w", err))
 			_ = c.conn.Stdin.Close()
 			return
@@ -475,7 +510,9 @@ func (c *Client) send(cl *call, req any, blob ...[]byte) error {
 		return err
 	}
 	c.reqs.Add(1)
-	if err := c.enqueue(frameReq, cl.id, p); err != nil {
+	err = c.enqueue(frameReq, cl.id, p)
+	clear(p) // enqueue made the frame a copy
+	if err != nil {
 		c.forget(cl)
 		return err
 	}

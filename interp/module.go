@@ -219,6 +219,7 @@ func (c *Client) RunModule(ctx context.Context, req ModuleRequest) (*Result, err
 		c.zmu.Unlock()
 		res, err = c.runModule(ctx, w, req)
 	}
+	c.forgetTemplate(w)
 	if err != nil {
 		return nil, fmt.Errorf("run module %s: %w", w.ModuleFQN, err)
 	}
@@ -226,6 +227,17 @@ func (c *Client) RunModule(ctx context.Context, req ModuleRequest) (*Result, err
 }
 
 var errNoZip = errors.New("zip unknown to the agent")
+
+// forgetTemplate overwrites w's template, which holds the task's
+// arguments, unless it is kept as its zip's base for later deltas.
+func (c *Client) forgetTemplate(w *Wrapper) {
+	c.zmu.Lock()
+	defer c.zmu.Unlock()
+	if st := c.zips[w.Hash]; st != nil && len(st.base) > 0 && len(w.Template) > 0 && &st.base[0] == &w.Template[0] {
+		return
+	}
+	clear(w.Template)
+}
 
 func (c *Client) runModule(ctx context.Context, w *Wrapper, req ModuleRequest) (*Result, error) {
 	mr := moduleReq{Op: "module", Hash: hex.EncodeToString(w.Hash[:]), Script: req.ScriptPath, Env: req.Env, PTY: req.PTY.wire(), Owner: req.Owner, NoEnv: req.IgnoreEnvChange}

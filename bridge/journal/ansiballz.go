@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 
 	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 )
@@ -32,7 +33,8 @@ func DecodeAnsiballZ(src []byte) (module string, args json.RawMessage, ok bool) 
 	var s wrapperScanner
 	s.write(src)
 	s.close()
-	return s.result()
+	module, args, _, ok = s.result()
+	return module, args, ok
 }
 
 // wrapperScanner finds an AnsiballZ wrapper's module and arguments in a
@@ -116,7 +118,7 @@ func (s *wrapperScanner) endLine() {
 	}
 	if s.fqn != "" && s.params != nil {
 		s.stopped = true
-		s.line = nil
+		s.dropLine()
 	}
 }
 
@@ -126,27 +128,71 @@ func (s *wrapperScanner) close() {
 		s.endLine()
 	}
 	s.stopped = true
+	s.dropLine()
+}
+
+// dropLine overwrites and drops the line buffer (the params line passed
+// through it).
+func (s *wrapperScanner) dropLine() {
+	clear(s.line[:cap(s.line)])
 	s.line = nil
 }
 
-// result decodes what was found.
-func (s *wrapperScanner) result() (string, json.RawMessage, bool) {
+// result decodes what was found. For a module run with no_log, args
+// is nil and noLog set. The scanner's buffers are overwritten: it is done.
+func (s *wrapperScanner) result() (module string, args json.RawMessage, noLog, ok bool) {
+	defer s.wipe()
 	if !s.marked || s.fqn == "" || s.params == nil {
-		return "", nil, false
+		return "", nil, false, false
 	}
 	lit, err := ansiballz.PyString(s.params)
+	defer clear(lit)
 	if err != nil {
-		return "", nil, false
+		return "", nil, false, false
 	}
 	var top struct {
 		Args json.RawMessage `json:"ANSIBLE_MODULE_ARGS"`
 	}
-	if err := json.Unmarshal(lit, &top); err != nil || len(top.Args) == 0 {
-		return "", nil, false
+	err = json.Unmarshal(lit, &top)
+	defer clear(top.Args)
+	if err != nil || len(top.Args) == 0 {
+		return "", nil, false, false
+	}
+	var flags struct {
+		NoLog any `json:"_ansible_no_log"`
+	}
+	if err := json.Unmarshal(top.Args, &flags); err != nil {
+		return "", nil, false, false
+	}
+	if isTrue(flags.NoLog) {
+		return s.fqn, nil, true, true
 	}
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, top.Args, "", "  "); err != nil {
-		return "", nil, false
+		return "", nil, false, false
 	}
-	return s.fqn, json.RawMessage(buf.Bytes()), true
+	return s.fqn, json.RawMessage(buf.Bytes()), false, true
+}
+
+// isTrue reads a boolean as Ansible's module_utils boolean() does.
+func isTrue(v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return v
+	case float64:
+		return v == 1
+	case string:
+		switch strings.ToLower(v) {
+		case "y", "yes", "on", "1", "true", "t":
+			return true
+		}
+	}
+	return false
+}
+
+// wipe overwrites what the scanner kept of the stream.
+func (s *wrapperScanner) wipe() {
+	s.dropLine()
+	clear(s.params)
+	s.params = nil
 }

@@ -4,7 +4,11 @@
 // # Recording
 //
 // A Journal is a ring of the last N invocations (DefaultSize unless New
-// is given another size). Begin starts an Entry and gives it the next
+// is given another size; NewWith takes a Config, whose Off records
+// nothing). Finished entries leave it with Expire (Config.Keep after
+// they ended, DefaultKeep unless set) and DropTarget (the daemon calls
+// it when a target's connections close); what they captured is
+// overwritten as they go. Begin starts an Entry and gives it the next
 // sequence number, counting from 1; the daemon then feeds it as the
 // invocation proceeds:
 //
@@ -35,6 +39,15 @@
 // literal of Ansible's ANSIBALLZ_TEMPLATE (module_common.py), and
 // returns the ANSIBLE_MODULE_ARGS object pretty-printed.
 //
+// # no_log
+//
+// A module whose arguments say _ansible_no_log (Ansible's no_log: true),
+// or a wrapper whose arguments cannot be read, keeps only its name: its
+// arguments, stdin, stdout and stderr are dropped and overwritten as soon
+// as that is known, and later bytes are counted, not kept
+// (EntryView.NoLog). HideStdin does the same for stdin alone, for
+// uploads, whose task cannot be told.
+//
 // # Redaction
 //
 // AddSecret registers a secret, such as a password typed at a become
@@ -42,11 +55,14 @@
 // module arguments) has each occurrence of a secret replaced by Mask.
 // Redaction happens when a view is made, over whole buffers, so a secret
 // split across Append calls is still found, and secrets registered late
-// apply to entries recorded earlier. Secrets are also matched in the
+// apply to entries recorded earlier; AddSecret and Finish also rewrite
+// the kept bytes masked. The Redactor keeps no secret: per form, its
+// length, 32 bits of a rolling hash (to find candidates) and an
+// HMAC-SHA256 under a random per-process key (to confirm them). Secrets are also matched in the
 // escaped forms in which they appear inside an AnsiballZ wrapper (JSON
 // string escapes, then a Python string literal) and in module arguments
-// (JSON). Where a capture was cut short, a tail that could be the start
-// of a secret is masked too. Raw bytes stay in memory only; the journal
+// (JSON). Where a capture was cut short, its last bytes, which could be
+// the start of a secret, are left out of the view. Raw bytes stay in memory only; the journal
 // never logs.
 //
 // # Views

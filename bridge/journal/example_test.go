@@ -8,7 +8,7 @@ import (
 
 func Example() {
 	j := journal.New(100)
-	j.AddSecret("s3cret") // e.g. the become password typed at sudo's prompt
+	j.AddSecret([]byte("s3cret")) // e.g. the become password typed at sudo's prompt
 
 	e := j.Begin("alice@web1:22", "exec", []string{"ssh", "web1", "/bin/sh -c 'sudo -S true'"})
 	fmt.Fprint(e.Stdin(), "s3cret\n")

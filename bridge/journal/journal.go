@@ -3,6 +3,7 @@ package journal
 import (
 	"encoding/json"
 	"io"
+	"sort"
 	"sync"
 	"time"
 )
@@ -14,13 +15,29 @@ const (
 	// CaptureLimit is how many bytes of each of stdin, stdout and
 	// stderr an entry keeps.
 	CaptureLimit = 64 << 10
+	// DefaultKeep is how long a finished entry is kept at most unless
+	// Config.Keep says otherwise.
+	DefaultKeep = 10 * time.Minute
 )
+
+// Config configures a Journal.
+type Config struct {
+	// Size is how many invocations are kept (0: DefaultSize).
+	Size int
+	// Keep is how long a finished entry is kept (0: DefaultKeep).
+	Keep time.Duration
+	// Off records nothing: Begin returns a nil *Entry. The Journal still
+	// redacts (Redact) what callers show next to it.
+	Off bool
+}
 
 // A Journal keeps the last invocations of the daemon. It is safe for
 // concurrent use; a nil *Journal records nothing.
 type Journal struct {
-	red Redactor
-	now func() time.Time
+	red  Redactor
+	now  func() time.Time
+	keep time.Duration
+	off  bool
 
 	mu      sync.Mutex
 	size    int
@@ -31,20 +48,73 @@ type Journal struct {
 // New returns a Journal keeping the last n invocations (DefaultSize if n
 // is not positive).
 func New(n int) *Journal {
-	if n <= 0 {
-		n = DefaultSize
+	return NewWith(Config{Size: n})
+}
+
+// NewWith returns a Journal configured by c.
+func NewWith(c Config) *Journal {
+	if c.Size <= 0 {
+		c.Size = DefaultSize
 	}
-	return &Journal{size: n, now: time.Now}
+	if c.Keep <= 0 {
+		c.Keep = DefaultKeep
+	}
+	return &Journal{size: c.Size, now: time.Now, keep: c.Keep, off: c.Off}
 }
 
 // AddSecret registers a secret that is never to be shown: every view the
 // journal returns from now on, of old entries as well as new ones, has
-// it replaced by Mask (see Redactor.Add for the forms matched).
-func (j *Journal) AddSecret(s string) {
-	if j == nil {
+// it replaced by Mask (see Redactor.Add for the forms matched). Kept
+// entries that hold it are rewritten with it masked, so that the journal
+// keeps no copy of it either; the caller may overwrite s afterwards.
+func (j *Journal) AddSecret(s []byte) {
+	if j == nil || len(s) == 0 {
 		return
 	}
 	j.red.Add(s)
+	for _, e := range j.kept() {
+		e.mu.Lock()
+		e.scrub()
+		e.mu.Unlock()
+	}
+}
+
+// Expire drops the finished entries that ended Config.Keep ago or
+// earlier. The daemon calls it periodically.
+func (j *Journal) Expire(now time.Time) {
+	if j == nil {
+		return
+	}
+	j.drop(func(e *Entry) bool { return !now.Before(e.end.Add(j.keep)) })
+}
+
+// DropTarget drops the finished entries of target ("user@host:port"),
+// whose connections have closed.
+func (j *Journal) DropTarget(target string) {
+	if j == nil {
+		return
+	}
+	j.drop(func(e *Entry) bool { return e.target == target })
+}
+
+// drop removes the finished entries for which gone (called with e.mu
+// held) is true, overwriting what they captured.
+func (j *Journal) drop(gone func(*Entry) bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	kept := j.entries[:0]
+	for _, e := range j.entries {
+		e.mu.Lock()
+		if e.done && gone(e) {
+			e.wipe()
+			e.mu.Unlock()
+			continue
+		}
+		e.mu.Unlock()
+		kept = append(kept, e)
+	}
+	clear(j.entries[len(kept):])
+	j.entries = kept
 }
 
 // Redact applies the journal's secrets to b, for callers that show
@@ -60,7 +130,7 @@ func (j *Journal) Redact(b []byte) []byte {
 // target is "user@host:port", route how the daemon serves the
 // invocation (both may be set later), argv the shim's argument vector.
 func (j *Journal) Begin(target, route string, argv []string) *Entry {
-	if j == nil {
+	if j == nil || j.off {
 		return nil
 	}
 	e := &Entry{
@@ -75,6 +145,10 @@ func (j *Journal) Begin(target, route string, argv []string) *Entry {
 	j.last++
 	e.seq = j.last
 	if len(j.entries) == j.size {
+		old := j.entries[0]
+		old.mu.Lock()
+		old.wipe()
+		old.mu.Unlock()
 		j.entries[0] = nil
 		j.entries = j.entries[1:]
 	}
@@ -86,11 +160,9 @@ func (j *Journal) Begin(target, route string, argv []string) *Entry {
 func (j *Journal) find(seq uint64) *Entry {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if len(j.entries) == 0 || seq < j.entries[0].seq {
-		return nil
-	}
-	i := seq - j.entries[0].seq // sequence numbers are consecutive
-	if i >= uint64(len(j.entries)) {
+	// Sequence numbers ascend, with gaps where entries expired.
+	i := sort.Search(len(j.entries), func(i int) bool { return j.entries[i].seq >= seq })
+	if i == len(j.entries) || j.entries[i].seq != seq {
 		return nil
 	}
 	return j.entries[i]
@@ -185,6 +257,13 @@ type EntryView struct {
 	ModuleName string
 	// ModuleArgs is its ANSIBLE_MODULE_ARGS, pretty-printed JSON.
 	ModuleArgs json.RawMessage
+	// NoLog is set when the module ran with Ansible's no_log (or its
+	// arguments could not be read): ModuleArgs and the captures' Data
+	// are then empty, their Size still counts.
+	NoLog bool
+	// StdinHidden is set when stdin was an upload (`dd of=`), whose
+	// content the journal never keeps: Stdin.Data is empty.
+	StdinHidden bool
 }
 
 // Capture is the kept part of a byte stream.
@@ -213,6 +292,8 @@ type Entry struct {
 	started, remote, end time.Time
 	done                 bool
 	exit                 int
+	noLog                bool // no_log: nothing but sizes is kept
+	hideStdin            bool // stdin is scanned and counted, not kept
 
 	ver      uint64     // counts changes
 	cache    *EntryView // of a finished entry
@@ -233,9 +314,84 @@ type capture struct {
 func (c *capture) append(b []byte) {
 	c.size += int64(len(b))
 	if room := CaptureLimit - len(c.data); room > 0 {
+		if c.data == nil {
+			// Grown once: append's reallocations would leave copies.
+			c.data = make([]byte, 0, CaptureLimit)
+		}
 		c.data = append(c.data, b[:min(room, len(b))]...)
 	}
 }
+
+// count records that b passed without keeping it.
+func (c *capture) count(b []byte) { c.size += int64(len(b)) }
+
+// wipe overwrites and drops the kept bytes; the size stays.
+func (c *capture) wipe() {
+	clear(c.data[:cap(c.data)])
+	c.data = nil
+}
+
+// take records b: kept unless keep is false.
+func (c *capture) take(b []byte, keep bool) {
+	if keep {
+		c.append(b)
+	} else {
+		c.count(b)
+	}
+}
+
+// markNoLog drops what a no_log task must not leave behind; e.mu is held.
+func (e *Entry) markNoLog() {
+	e.noLog = true
+	e.stdin.wipe()
+	e.out.wipe()
+	e.err.wipe()
+	clear(e.args)
+	e.args = nil
+	e.scan = nil
+	e.cache = nil
+}
+
+// wipe overwrites and drops everything captured, for an entry leaving
+// the journal; e.mu is held.
+func (e *Entry) wipe() {
+	e.stdin.wipe()
+	e.out.wipe()
+	e.err.wipe()
+	clear(e.args)
+	e.args = nil
+	e.scan = nil
+	e.cache = nil
+}
+
+// scrub rewrites the captures and arguments with the secrets known now
+// masked, overwriting the bytes that held them; e.mu is held.
+func (e *Entry) scrub() {
+	red := &e.j.red
+	for _, c := range []*capture{&e.stdin, &e.out, &e.err} {
+		if m := red.Redact(c.data); len(c.data) > 0 && &m[0] != &c.data[0] {
+			c.wipe()
+			c.data = append(make([]byte, 0, max(CaptureLimit, len(m))), m...)
+			clear(m)
+		}
+	}
+	if m := red.Redact(e.args); len(e.args) > 0 && &m[0] != &e.args[0] {
+		clear(e.args)
+		e.args = m
+	}
+	e.touch()
+}
+
+// setModule records a decoded wrapper; e.mu is held.
+func (e *Entry) setModule(module string, args json.RawMessage, noLog bool) {
+	e.module, e.args = module, args
+	if noLog {
+		e.markNoLog()
+	}
+}
+
+// keep reports whether a stream's bytes are kept: not for no_log.
+func (e *Entry) keep() bool { return !e.noLog }
 
 // Seq returns the entry's sequence number (0 for a nil entry).
 func (e *Entry) Seq() uint64 {
@@ -275,15 +431,32 @@ func (e *Entry) SetStdin(b []byte) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.stdin.wipe()
 	e.stdin = capture{}
-	e.stdin.append(b)
+	e.stdin.take(b, e.keep() && !e.hideStdin)
 	if e.module == "" {
 		var s wrapperScanner
 		s.write(b)
 		s.close()
-		e.module, e.args, _ = s.result()
+		if m, a, noLog, ok := s.result(); ok || s.marked {
+			e.setModule(m, a, noLog || !ok)
+		}
 	}
 	e.scan = nil
+	e.touch()
+}
+
+// HideStdin keeps stdin's content out of the entry (an upload's, which
+// may be a no_log task's file): it is still counted, and scanned for a
+// module wrapper. Call it before stdin flows.
+func (e *Entry) HideStdin() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.hideStdin = true
+	e.stdin.wipe()
 	e.touch()
 }
 
@@ -298,7 +471,7 @@ func (e *Entry) AppendStdin(b []byte) {
 	if e.stdin.size == 0 && e.module == "" {
 		e.scan = &wrapperScanner{}
 	}
-	e.stdin.append(b)
+	e.stdin.take(b, e.keep() && !e.hideStdin)
 	if e.scan != nil {
 		e.scan.write(b)
 		e.scanned(false)
@@ -315,8 +488,9 @@ func (e *Entry) scanned(end bool) {
 	if !e.scan.stopped {
 		return
 	}
-	if m, a, ok := e.scan.result(); ok && e.module == "" {
-		e.module, e.args = m, a
+	// A wrapper whose arguments cannot be read may be a no_log one.
+	if m, a, noLog, ok := e.scan.result(); (ok || e.scan.marked) && e.module == "" {
+		e.setModule(m, a, noLog || !ok)
 	}
 	e.scan = nil
 }
@@ -328,7 +502,7 @@ func (e *Entry) AppendStdout(b []byte) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.out.append(b)
+	e.out.take(b, e.keep())
 	e.touch()
 }
 
@@ -339,7 +513,7 @@ func (e *Entry) AppendStderr(b []byte) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.err.append(b)
+	e.err.take(b, e.keep())
 	e.touch()
 }
 
@@ -361,19 +535,22 @@ func (f writerFunc) Write(p []byte) (int, error) {
 }
 
 // SetModuleSource records the module and arguments of the AnsiballZ
-// wrapper src (a run file, `python AnsiballZ_x.py`). It reports whether
-// src was one.
+// wrapper src (a run file, `python AnsiballZ_x.py`); for a no_log
+// module, only its name. It reports whether src was one.
 func (e *Entry) SetModuleSource(src []byte) bool {
 	if e == nil {
 		return false
 	}
-	m, a, ok := DecodeAnsiballZ(src)
-	if !ok {
+	var s wrapperScanner
+	s.write(src)
+	s.close()
+	m, a, noLog, ok := s.result()
+	if !ok && !s.marked {
 		return false
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.module, e.args = m, a
+	e.setModule(m, a, noLog || !ok)
 	e.scan = nil
 	e.touch()
 	return true
@@ -410,7 +587,7 @@ func (e *Entry) Finish(exit int) {
 		e.scanned(true)
 	}
 	e.done, e.exit, e.end = true, exit, now
-	e.touch()
+	e.scrub()
 }
 
 // view returns the entry's redacted view; finished entries' views are
@@ -429,15 +606,17 @@ func (e *Entry) view() EntryView {
 		end = e.j.now()
 	}
 	v := EntryView{
-		Seq:        e.seq,
-		Target:     e.target,
-		Route:      e.route,
-		Argv:       append([]string(nil), e.argv...),
-		Done:       e.done,
-		Exit:       e.exit,
-		Started:    e.started,
-		Total:      end.Sub(e.started),
-		ModuleName: e.module,
+		Seq:         e.seq,
+		Target:      e.target,
+		Route:       e.route,
+		Argv:        append([]string(nil), e.argv...),
+		Done:        e.done,
+		Exit:        e.exit,
+		Started:     e.started,
+		Total:       end.Sub(e.started),
+		ModuleName:  e.module,
+		NoLog:       e.noLog,
+		StdinHidden: e.hideStdin,
 	}
 	if e.remote.IsZero() {
 		v.Queued = v.Total
@@ -445,25 +624,23 @@ func (e *Entry) view() EntryView {
 		v.Queued = e.remote.Sub(e.started)
 		v.Remote = end.Sub(e.remote)
 	}
-	raw := [3]capture{e.stdin, e.out, e.err}
-	args := e.args
+	caps := [3]*Capture{&v.Stdin, &v.Stdout, &v.Stderr}
+	for i, c := range [3]*capture{&e.stdin, &e.out, &e.err} {
+		// Under the lock: scrub and wipe overwrite the bytes in place.
+		cut := c.size > int64(len(c.data)) && !e.noLog && !(i == 0 && e.hideStdin)
+		*caps[i] = Capture{Data: clone(red.redact(c.data, cut)), Size: c.size, Truncated: cut}
+	}
+	args := clone(e.args)
 	done, ver := e.done, e.ver
 	e.mu.Unlock()
 
-	// Captures only grow (or are replaced), so the prefixes taken above
-	// stay valid without the lock.
-	caps := [3]*Capture{&v.Stdin, &v.Stdout, &v.Stderr}
-	for i, c := range raw {
-		cut := c.size > int64(len(c.data))
-		*caps[i] = Capture{Data: clone(red.redact(c.data, cut)), Size: c.size, Truncated: cut}
-	}
 	v.Target = red.String(v.Target)
 	v.Route = red.String(v.Route)
 	for i, a := range v.Argv {
 		v.Argv[i] = red.String(a)
 	}
 	if args != nil {
-		v.ModuleArgs = clone(red.Redact(args))
+		v.ModuleArgs = red.Redact(args)
 	}
 	if done {
 		e.mu.Lock()

@@ -233,9 +233,9 @@ func TestRedaction(t *testing.T) {
 	if string(before.Stdin.Data) != "hunter2\n" {
 		t.Fatalf("stdin %q", before.Stdin.Data)
 	}
-	j.AddSecret(pingSecret)
-	j.AddSecret(pingSecret)
-	j.AddSecret("")
+	j.AddSecret([]byte(pingSecret))
+	j.AddSecret([]byte(pingSecret))
+	j.AddSecret([]byte(""))
 	v, _ := j.Get(1)
 	if string(v.Stdin.Data) != Mask+"\n" || string(v.Stdout.Data) != "a "+Mask+" b" || v.Argv[2] != "echo "+Mask {
 		t.Errorf("not masked: stdin %q stdout %q argv %q", v.Stdin.Data, v.Stdout.Data, v.Argv)
@@ -250,10 +250,23 @@ func TestRedaction(t *testing.T) {
 		t.Errorf("snapshot not masked: %q", s[0].Stdout.Data)
 	}
 
+	// The entry kept no copy of the secret: it was rewritten masked.
+	j.mu.Lock()
+	e.mu.Lock()
+	if bytes.Contains(e.stdin.data, []byte(pingSecret)) || bytes.Contains(e.out.data, []byte(pingSecret)) || bytes.Contains(e.args, []byte(pingSecret)) {
+		t.Error("the entry still holds the secret")
+	}
+	e.mu.Unlock()
+	j.mu.Unlock()
+
 	// The whole data string has quotes, a backslash and a non-ASCII
 	// letter: it appears escaped in the args JSON and doubly escaped in
 	// the wrapper's Python literal.
-	j.AddSecret(pingData)
+	j = New(0)
+	e = j.Begin("t", "module", nil)
+	e.SetModuleSource(readTestdata(t, "AnsiballZ_ping.py"))
+	e.Finish(0)
+	j.AddSecret([]byte(pingData))
 	v, _ = j.Get(1)
 	var m map[string]any
 	if err := json.Unmarshal(v.ModuleArgs, &m); err != nil || m["data"] != Mask {
@@ -271,8 +284,8 @@ func TestRedactorEdges(t *testing.T) {
 	if got := r.Redact([]byte("abc")); string(got) != "abc" {
 		t.Errorf("no secrets: %q", got)
 	}
-	r.Add("abc")
-	r.Add("bcd")
+	r.Add([]byte("abc"))
+	r.Add([]byte("bcd"))
 	for _, tc := range []struct {
 		in   string
 		cut  bool
@@ -281,9 +294,10 @@ func TestRedactorEdges(t *testing.T) {
 		{"xabcdx", false, "x" + Mask + "x"}, // overlapping: one mask
 		{"abcabc", false, Mask},
 		{"xab", false, "xab"},
-		{"xab", true, "x" + Mask}, // cut short: a secret's beginning
-		{"xa", true, "x" + Mask},
-		{"xy", true, "xy"},
+		// Cut short: the tail that could begin a secret is left out.
+		{"xab", true, "x"},
+		{"xabc", true, "xa"},
+		{"xy", true, ""},
 		{"", true, ""},
 	} {
 		if got := string(r.redact([]byte(tc.in), tc.cut)); got != tc.want {
@@ -297,13 +311,13 @@ func TestRedactorEdges(t *testing.T) {
 
 func TestTruncatedTailMasked(t *testing.T) {
 	j := New(0)
-	j.AddSecret(pingSecret)
+	j.AddSecret([]byte(pingSecret))
 	e := j.Begin("t", "exec", nil)
 	e.AppendStdout(bytes.Repeat([]byte("."), CaptureLimit-3))
 	e.AppendStdout([]byte(pingSecret))
 	v, _ := j.Get(1)
-	if !bytes.HasSuffix(v.Stdout.Data, []byte("."+Mask)) || bytes.Contains(v.Stdout.Data, []byte("hun")) {
-		t.Errorf("tail %q", v.Stdout.Data[len(v.Stdout.Data)-16:])
+	if len(v.Stdout.Data) != CaptureLimit-(len(pingSecret)-1) || bytes.Contains(v.Stdout.Data, []byte("hun")) {
+		t.Errorf("%d bytes, tail %q", len(v.Stdout.Data), v.Stdout.Data[len(v.Stdout.Data)-16:])
 	}
 }
 
@@ -319,7 +333,7 @@ func TestNil(t *testing.T) {
 	e.MarkRemoteStart()
 	e.SetModuleSource(nil)
 	e.Finish(0)
-	j.AddSecret("x")
+	j.AddSecret([]byte("x"))
 	if e.Seq() != 0 || j.Snapshot() != nil || j.List() != nil || string(j.Redact([]byte("x"))) != "x" {
 		t.Error("nil journal recorded something")
 	}
@@ -354,7 +368,7 @@ func TestConcurrent(t *testing.T) {
 			j.Snapshot()
 			j.List()
 			if i == 25 {
-				j.AddSecret("out")
+				j.AddSecret([]byte("out"))
 			}
 		}
 	}()
@@ -374,7 +388,7 @@ func TestJSONEscapeMatchesPython(t *testing.T) {
 	// python3 -c 'import json; print(json.dumps("a\x01\x7f\U0001F600\u00e9\n\t\"\\\b\f\r/")[1:-1])'
 	in := "a\x01\x7f\U0001F600\u00e9\n\t\"\\\b\f\r/"
 	want := `a\u0001\u007f\ud83d\ude00\u00e9\n\t\"\\\b\f\r/`
-	if got := jsonEscape(in); got != want {
+	if got := jsonEscape([]byte(in)); string(got) != want {
 		t.Errorf("jsonEscape = %s, want %s", got, want)
 	}
 }

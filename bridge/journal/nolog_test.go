@@ -1,0 +1,205 @@
+package journal
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// noLogWrapper is the ping wrapper of testdata as Ansible writes it for
+// a task with no_log: true.
+func noLogWrapper(t *testing.T) []byte {
+	t.Helper()
+	src := readTestdata(t, "AnsiballZ_ping.py")
+	out := bytes.Replace(src, []byte(`"_ansible_no_log": false`), []byte(`"_ansible_no_log": true`), 1)
+	if bytes.Equal(out, src) {
+		t.Fatal("no _ansible_no_log in the wrapper")
+	}
+	return out
+}
+
+// TestNoLog: a no_log module keeps its name, route, timing and exit
+// status; its args and streams leave the journal, whichever way the
+// wrapper came.
+func TestNoLog(t *testing.T) {
+	src := noLogWrapper(t)
+	for _, tc := range []struct {
+		name string
+		feed func(e *Entry)
+	}{
+		{"piped", func(e *Entry) {
+			for b := src; len(b) > 0; b = b[min(len(b), 1000):] {
+				e.AppendStdin(b[:min(len(b), 1000)])
+			}
+		}},
+		{"set stdin", func(e *Entry) { e.SetStdin(src) }},
+		{"run file", func(e *Entry) {
+			e.AppendStdin([]byte("typed ahead " + pingSecret + "\n"))
+			if !e.SetModuleSource(src) {
+				t.Fatal("wrapper refused")
+			}
+		}},
+		{"become, password first", func(e *Entry) {
+			e.AppendStdin([]byte("pw\n"))
+			e.AppendStdin(src)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := New(0)
+			e := j.Begin("u@h:22", "module", []string{"ssh", "h", "python3"})
+			tc.feed(e)
+			e.MarkRemoteStart()
+			e.AppendStdout([]byte(`{"data": "` + pingSecret + `"}`))
+			e.AppendStderr([]byte(pingSecret))
+			e.Finish(2)
+			v, _ := j.Get(e.Seq())
+			if !v.NoLog || v.ModuleName != pingFQN || v.Route != "module" || v.Exit != 2 || !v.Done {
+				t.Errorf("no_log %v module %q route %q exit %d", v.NoLog, v.ModuleName, v.Route, v.Exit)
+			}
+			if v.ModuleArgs != nil || v.Stdin.Data != nil || v.Stdout.Data != nil || v.Stderr.Data != nil {
+				t.Errorf("kept args %q stdin %d stdout %q stderr %q", v.ModuleArgs, len(v.Stdin.Data), v.Stdout.Data, v.Stderr.Data)
+			}
+			if v.Stdout.Size == 0 || v.Stdin.Size == 0 {
+				t.Errorf("sizes not counted: %+v %+v", v.Stdin, v.Stdout)
+			}
+			if e.stdin.data != nil || e.out.data != nil || e.err.data != nil || e.args != nil {
+				t.Error("the entry still holds the data")
+			}
+		})
+	}
+}
+
+// TestOrdinaryKeepsArgs: without no_log the args stay.
+func TestOrdinaryKeepsArgs(t *testing.T) {
+	j := New(0)
+	e := j.Begin("u@h:22", "module", nil)
+	e.SetModuleSource(readTestdata(t, "AnsiballZ_ping.py"))
+	e.AppendStdout([]byte("out"))
+	e.Finish(0)
+	v, _ := j.Get(1)
+	if v.NoLog || !bytes.Contains(v.ModuleArgs, []byte(pingSecret)) || string(v.Stdout.Data) != "out" {
+		t.Errorf("no_log %v args %s stdout %q", v.NoLog, v.ModuleArgs, v.Stdout.Data)
+	}
+}
+
+// TestUnreadableWrapperIsNoLog: a wrapper whose args cannot be read may
+// be a no_log one, and is kept as such.
+func TestUnreadableWrapperIsNoLog(t *testing.T) {
+	src := readTestdata(t, "AnsiballZ_ping.py")
+	src = bytes.Replace(src, []byte("ANSIBALLZ_PARAMS = '{"), []byte("ANSIBALLZ_PARAMS = '{{"), 1)
+	j := New(0)
+	e := j.Begin("u@h:22", "module", nil)
+	e.AppendStdin(src)
+	e.Finish(0)
+	if v, _ := j.Get(1); !v.NoLog || v.Stdin.Data != nil {
+		t.Errorf("no_log %v, stdin %d bytes", v.NoLog, len(v.Stdin.Data))
+	}
+}
+
+// TestHideStdin: an upload's content is never kept, but a wrapper in it
+// is still recognised.
+func TestHideStdin(t *testing.T) {
+	j := New(0)
+	e := j.Begin("u@h:22", "dd", nil)
+	e.HideStdin()
+	e.AppendStdin([]byte("copy content " + pingSecret))
+	e.Finish(0)
+	v, _ := j.Get(1)
+	if v.Stdin.Data != nil || v.Stdin.Size != int64(len("copy content "+pingSecret)) || !v.StdinHidden || v.Stdin.Truncated {
+		t.Errorf("stdin %+v hidden %v", v.Stdin, v.StdinHidden)
+	}
+	e = j.Begin("u@h:22", "dd", nil)
+	e.HideStdin()
+	e.AppendStdin(readTestdata(t, "AnsiballZ_ping.py"))
+	e.Finish(0)
+	if v, _ := j.Get(2); v.ModuleName != pingFQN || v.Stdin.Data != nil {
+		t.Errorf("module %q, stdin %d bytes", v.ModuleName, len(v.Stdin.Data))
+	}
+}
+
+func TestOff(t *testing.T) {
+	j := NewWith(Config{Off: true})
+	if e := j.Begin("t", "exec", []string{"ssh"}); e != nil {
+		t.Error("an entry while off")
+	}
+	if len(j.Snapshot()) != 0 {
+		t.Error("entries while off")
+	}
+	j.AddSecret([]byte(pingSecret))
+	if got := string(j.Redact([]byte("a " + pingSecret))); got != "a "+Mask {
+		t.Errorf("no redaction while off: %q", got)
+	}
+}
+
+func TestExpire(t *testing.T) {
+	j := NewWith(Config{Keep: time.Minute})
+	now := time.Unix(1700000000, 0)
+	j.now = func() time.Time { return now }
+	a := j.Begin("a@h:22", "exec", nil) // finishes first
+	a.AppendStdout([]byte("secret output"))
+	a.Finish(0)
+	now = now.Add(30 * time.Second)
+	b := j.Begin("b@h:22", "exec", nil) // finishes later
+	b.Finish(0)
+	j.Begin("a@h:22", "exec", nil) // running: never dropped
+	j.Expire(now.Add(29 * time.Second))
+	if got := seqs(j); got != "[1 2 3]" {
+		t.Fatalf("before a minute: %s", got)
+	}
+	j.Expire(now.Add(30 * time.Second))
+	if got := seqs(j); got != "[2 3]" {
+		t.Fatalf("a minute after the first ended: %s", got)
+	}
+	if a.out.data != nil {
+		t.Error("an expired entry's capture was not wiped")
+	}
+	if _, ok := j.Get(1); ok {
+		t.Error("Get found an expired entry")
+	}
+	if _, ok := j.Get(3); !ok {
+		t.Error("Get lost an entry after a gap")
+	}
+	j.DropTarget("a@h:22")
+	if got := seqs(j); got != "[2 3]" {
+		t.Fatalf("a running entry was dropped with its target: %s", got)
+	}
+	j.DropTarget("b@h:22")
+	if got := seqs(j); got != "[3]" {
+		t.Fatalf("after b's connections closed: %s", got)
+	}
+	if e := j.Begin("c", "exec", nil); e.Seq() != 4 {
+		t.Errorf("seq %d after expiry", e.Seq())
+	}
+}
+
+func seqs(j *Journal) string {
+	var s []uint64
+	for _, v := range j.List() {
+		s = append(s, v.Seq)
+	}
+	return fmt.Sprint(s)
+}
+
+// TestRedactorKeepsNoSecret: nothing the Redactor holds contains a
+// registered secret or its escaped forms, and it still masks them.
+func TestRedactorKeepsNoSecret(t *testing.T) {
+	var r Redactor
+	secret := []byte(`pa"ss\wörd-7f3a`)
+	r.Add(secret)
+	forms := [][]byte{bytes.Clone(secret), jsonEscape(secret), pyEscape(jsonEscape(secret))}
+	clear(secret) // the caller's copy goes: masking must not need it
+	held := fmt.Sprintf("%v %v %v", r.key, r.byLen, r.lens)
+	for _, f := range forms {
+		if bytes.Contains([]byte(held), f) {
+			t.Errorf("the redactor holds %q", f)
+		}
+		in := append(append([]byte("x "), f...), " y"...)
+		if got := string(r.Redact(in)); got != "x "+Mask+" y" {
+			t.Errorf("Redact(%q) = %q", in, got)
+		}
+	}
+	if got := string(r.Redact([]byte(`pa"ss\wörd-7f3b`))); got != `pa"ss\wörd-7f3b` {
+		t.Errorf("masked a near miss: %q", got)
+	}
+}

@@ -1,0 +1,228 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The no_log markers of corpus/secrets.yml, as the tasks produce them.
+var noLogMarkers = []string{"nolog-marker-S3CRET-B", "nolog-copy-C0PY-marker", "nolog-become-B3C0ME-marker"}
+
+// TestNoSecretsLeft runs no_log tasks (a command, a copy, a become step
+// with a sudo password) through the bridge, pipelined and not, with the
+// piped transfer method (the copy's content is a `dd of=` upload):
+// unpipelined on the default ansible-core, pipelined on 2.22. No
+// marker is in the journal (mount and explode), status or the logs; the
+// ordinary task's args are. Once the connections close, neither markers
+// nor the password are in the daemon's memory.
+func TestNoSecretsLeft(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	requireFUSE(t)
+	// The lab passes the password in the environment, which the shims
+	// send along (as any variable of the controller's): here it must
+	// come only from the inventory, typed at sudo's prompt.
+	t.Setenv("AB_PASSWORD", "")
+	dir := t.TempDir()
+	d := startDebugDaemon(t, dir)
+	// Unpipelined (wrappers uploaded, then run as files) on the default
+	// ansible-core, pipelined on the newest wrapper format where it is
+	// installed: two runs keep the test near 30 s.
+	pipelined := runSpec{Mode: mode{Pipelining: true, Transfer: "piped"}}
+	if bin, err := exec.Command("../scripts/ansible-versions.sh", "bin", "2.22").Output(); err == nil {
+		pipelined.AnsibleBin = strings.TrimSpace(string(bin))
+	} else {
+		t.Logf("ansible-core 2.22 not installed (%v): pipelined on the default one", err)
+	}
+	runs := []runSpec{{Mode: mode{Pipelining: false, Transfer: "piped"}}, pipelined}
+	for _, spec := range runs {
+		m := spec.Mode
+		spec.Playbook, spec.Side, spec.Env = "secrets.yml", bridge, d.env()
+		r := runPlaybook(t, spec)
+		wantExit(t, r, 0)
+		wantTask(t, r, "t", "ordinary", "ok", "ordinary-probe-5d1e")
+		if strings.Contains(r.Stdout, "nolog-") {
+			t.Fatalf("%s: ansible itself shows a marker:\n%s", m, r.Stdout)
+		}
+	}
+
+	// The journal: the ordinary task's args, the no_log ones named as such.
+	var ordinary, noLog int
+	entries, _ := filepath.Glob(filepath.Join(d.mount, "journal", "0*"))
+	for _, e := range entries {
+		files, _ := os.ReadDir(e)
+		for _, f := range files {
+			b, err := os.ReadFile(filepath.Join(e, f.Name()))
+			if err != nil {
+				t.Fatalf("%s/%s: %v", e, f.Name(), err)
+			}
+			noMarker(t, filepath.Join(e, f.Name()), b)
+			switch {
+			case f.Name() == "module_args.json" && bytes.Contains(b, []byte("echo ordinary-probe-5d1e")):
+				ordinary++
+			case f.Name() == "no_log":
+				noLog++
+				if m, _ := os.ReadFile(filepath.Join(e, "module")); len(bytes.TrimSpace(m)) == 0 {
+					t.Errorf("%s: no_log entry without its module name", e)
+				}
+			}
+		}
+	}
+	// Per run: the command, the copy's modules, the become step (and
+	// the wrappers' uploads, unpipelined).
+	if ordinary < 2 || noLog < 6 {
+		t.Errorf("journal: %d entries with the ordinary args (want 2 or more), %d no_log entries (want 6 or more) among %d", ordinary, noLog, len(entries))
+	}
+	status, err := os.ReadFile(filepath.Join(d.mount, "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noMarker(t, "status", status)
+	for _, log := range logFiles(t, d) {
+		b, _ := os.ReadFile(log)
+		noMarker(t, log, b)
+	}
+
+	// The connections close (reset_connection): their entries go, and
+	// nothing is left in memory.
+	r := runPlaybook(t, runSpec{Playbook: "secrets-reset.yml", Mode: mode{Pipelining: true, Transfer: "piped"}, Side: bridge, Env: d.env()})
+	wantExit(t, r, 0)
+	waitNoConnections(t, d)
+	if left, _ := filepath.Glob(filepath.Join(d.mount, "journal", "0*-module")); len(left) != 0 {
+		t.Errorf("journal entries left after the connections closed: %v", left)
+	}
+	if n := countInMemory(t, d.cmd.Process.Pid, []byte(suite.lab.Password)); n != 0 {
+		t.Errorf("the become password: %d copies in the daemon's memory after its connections closed", n)
+	}
+	// Known residue: x/crypto/ssh keeps the last packets a connection
+	// received (its cipher's reused buffer, the fresh copy it hands on)
+	// and drops them unwiped, so the become step's result, which echoes
+	// its marker twice, can stay in freed memory: two copies for each of
+	// the two connections (2.14, 2.22) that carried it. The copies the
+	// daemon makes itself are overwritten; before that, a marker had up
+	// to 8, the password 4.
+	const sshResidue = 4
+	for _, m := range noLogMarkers {
+		if n := countInMemory(t, d.cmd.Process.Pid, []byte(m)); n > sshResidue {
+			t.Errorf("%s: %d copies in the daemon's memory after its connections closed (at most %d expected)", m, n, sshResidue)
+		} else if n > 0 {
+			t.Logf("%s: %d copies left, in freed ssh packet buffers", m, n)
+		}
+	}
+}
+
+func noMarker(t *testing.T, where string, b []byte) {
+	t.Helper()
+	for _, m := range append([]string{suite.lab.Password}, noLogMarkers...) {
+		if bytes.Contains(b, []byte(m)) {
+			t.Errorf("%s holds %q", where, m)
+		}
+	}
+}
+
+// logFiles are the daemon's log and what the shims logged beside its
+// socket.
+func logFiles(t *testing.T, d *debugDaemon) []string {
+	t.Helper()
+	side, _ := filepath.Glob(filepath.Join(filepath.Dir(d.socket), "*.log"))
+	return append(side, d.log)
+}
+
+// waitNoConnections waits until the daemon's status shows no connection
+// open and its journal expiry has run (a tick after).
+func waitNoConnections(t *testing.T, d *debugDaemon) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var closedAt time.Time
+	for {
+		raw, err := os.ReadFile(filepath.Join(d.mount, "status"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct {
+			Targets []struct {
+				Connections int `json:"connections"`
+			} `json:"targets"`
+		}
+		if err := json.Unmarshal(raw, &st); err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		open := 0
+		for _, tg := range st.Targets {
+			open += tg.Connections
+		}
+		left, _ := filepath.Glob(filepath.Join(d.mount, "journal", "0*-module"))
+		switch {
+		case open > 0:
+			closedAt = time.Time{}
+		case closedAt.IsZero():
+			closedAt = time.Now()
+		case len(left) == 0 && time.Since(closedAt) > 3500*time.Millisecond:
+			// The daemon frees memory at its next one-second tick and two
+			// after it.
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connections open: %d, module entries left: %d", open, len(left))
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition
+	}
+}
+
+// countInMemory counts the copies of s in the readable memory of
+// process pid (a child of the test: ptrace rules allow reading it).
+func countInMemory(t *testing.T, pid int, s []byte) int {
+	t.Helper()
+	maps, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer maps.Close()
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Skipf("cannot read the daemon's memory: %v", err)
+	}
+	defer mem.Close()
+	n := 0
+	sc := bufio.NewScanner(maps)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || f[1][0] != 'r' || (len(f) >= 6 && strings.HasPrefix(f[5], "[v")) {
+			continue
+		}
+		from, to, _ := strings.Cut(f[0], "-")
+		lo, err1 := strconv.ParseUint(from, 16, 64)
+		hi, err2 := strconv.ParseUint(to, 16, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		buf := make([]byte, hi-lo)
+		k, err := mem.ReadAt(buf, int64(lo))
+		if err != nil && err != io.EOF && k == 0 {
+			continue // a guard page, or gone meanwhile
+		}
+		for b, off := buf[:k], 0; ; {
+			i := bytes.Index(b[off:], s)
+			if i < 0 {
+				break
+			}
+			at := off + i
+			if n++; n <= 4 {
+				// Where it sits tells which copy it is.
+				t.Logf("copy %d at %#x (%s): %q", n, lo+uint64(at), f[len(f)-1], b[max(0, at-64):min(len(b), at+len(s)+64)])
+			}
+			off = at + 1
+		}
+	}
+	return n
+}
