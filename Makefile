@@ -4,7 +4,8 @@
 #   make install PREFIX=~/.local   both into PREFIX/bin, and the ssh, scp and
 #                sftp shims into PREFIX/share/ansible-bridge/bin
 #   make unit    go test ./... without the lab (end-to-end tests skip)
-#   make test    loopback lab up, every test including end-to-end, lab down
+#   make test    what CI runs: setup, lint, fuzz, then the loopback lab up,
+#                every test including end-to-end, lab down
 #   make lint    gofmt, go vet, staticcheck; the agent's Python: py_compile
 #                on every Python 3.6+ here, pyflakes3 (Debian's pyflakes3)
 #   make cover   coverage of ./bridge/... without the lab, per package and
@@ -24,8 +25,11 @@
 #                at once, and the first task of a cold run; ~22 minutes; needs
 #                the lab (scripts/lab.sh up)
 #   make demo    stock ssh vs the bridge on a small playbook, timed
+#   make setup   the Debian packages (scripts/setup.sh), which make demo and
+#                make test run first
 #
-# make test needs root and the packages from scripts/setup.sh.
+# make demo and make test need root (the lab's users and sshd); the
+# product itself (make build, make install, ansible-bridge env) does not.
 #
 # ANSIBLE picks the ansible-core (scripts/ansible-versions.sh installs it
 # from ../shared/peers into a cache outside the repository):
@@ -59,7 +63,13 @@ ANSIBLE ?=
 # The chosen version's bin dir, first on PATH ("" for Debian's or all).
 ANSIBLE_PATH = $(if $(filter-out all,$(ANSIBLE)),$(shell scripts/ansible-versions.sh bin $(ANSIBLE)):)
 
-.PHONY: build install unit agent-test cover test lint lint-python fuzz soak bench demo lab-up lab-down
+.PHONY: setup build install unit agent-test cover test lint lint-python fuzz soak bench demo lab-up lab-down
+
+# The Debian packages the lab, the demo and the tests need: installed (as
+# root) where missing, naming them; about a second when all are there.
+SETUP ?= scripts/setup.sh
+setup:
+	@$(SETUP)
 
 # bin/ansible-bridge-shim is the shim alone (fakessh/cmd): it starts faster
 # than the full binary, and `ansible-bridge shims DIR` links to it when it
@@ -98,7 +108,7 @@ cover:
 # The lab goes down even when the tests fail; the tests' exit status is kept.
 # End-to-end tests run after the others, not alongside: they edit the
 # machine's /etc/environment, which interpreters in unit tests watch.
-test: agent-test
+test: setup lint fuzz agent-test
 	scripts/lab.sh up
 	@rc=0; \
 	eval "$$(scripts/lab.sh env)"; \
@@ -178,7 +188,7 @@ bench:
 	done; \
 	if [ $$n -gt 1 ]; then $(GO) run ./scripts/bench -versions -out bench-versions.md $$json; fi
 
-demo:
+demo: setup
 	scripts/demo.sh
 
 lab-up:
