@@ -6,7 +6,7 @@
 #   make unit    go test ./... without the lab (end-to-end tests skip)
 #   make test    what CI runs: setup, lint, fuzz, then the loopback lab up,
 #                every test including end-to-end, lab down
-#   make lint    gofmt, go vet, staticcheck; the agent's Python: py_compile
+#   make lint    gofmt, go vet, staticcheck, deadcode -test; the agent's Python: py_compile
 #                on every Python 3.6+ here, pyflakes3 (Debian's pyflakes3)
 #   make cover   coverage of ./bridge/... without the lab, per package and
 #                in total (profile in COVERPROFILE, default
@@ -59,6 +59,7 @@ BUILDFLAGS ?= -buildvcs=auto -ldflags=-s\ -w\ -X\ main.version=$(VERSION)\ -X\ m
 GOTESTFLAGS ?=
 TEST_TIMEOUT ?= 60m
 STATICCHECK_VERSION ?= v0.8.2
+DEADCODE_VERSION ?= v0.52.0
 ANSIBLE ?=
 # The chosen version's bin dir, first on PATH ("" for Debian's or all).
 ANSIBLE_PATH = $(if $(filter-out all,$(ANSIBLE)),$(shell scripts/ansible-versions.sh bin $(ANSIBLE)):)
@@ -122,6 +123,7 @@ lint: lint-python
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	@out=$$($(GO) run golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION) -test ./...); if [ -n "$$out" ]; then echo "deadcode -test:"; echo "$$out"; exit 1; fi
 
 # The agent runs on the target's python, any 3.6+: each Python here
 # compiles it (py_compile, the .pyc into a temporary directory, not the

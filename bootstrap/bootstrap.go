@@ -42,9 +42,6 @@ def r(n):
 exec(compile(zlib.decompress(r(int.from_bytes(r(4),"big"))),"<ansible-bridge-agent>","exec"),{"__name__":"__ansible_bridge_agent__"})
 `
 
-// Stage1 is the first-stage Python source (for tests and docs).
-func Stage1() string { return stage1 }
-
 // RawMarker is what the first stage prints once it has made its terminal
 // raw (see Inline).
 const RawMarker = "ANSIBLE-BRIDGE-RAW"

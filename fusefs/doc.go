@@ -53,5 +53,16 @@
 // mount at the same place is refused. As root the mount is made directly
 // (mount(2)), otherwise, or if that fails, through fusermount3. Unmount
 // ends it, detaching lazily if it is busy; the daemon calls it on exit.
-// Logging goes to the injected logrus.FieldLogger.
+// Logging goes to the injected logrus.FieldLogger. The daemon wires it
+// so (src implements Source):
+//
+//	if err := fusefs.Available(); err != nil {
+//		log.Warnf("no debug view: %v", err) // one line, e.g. no /dev/fuse
+//		return
+//	}
+//	m, err := fusefs.Mount(ctx, dir, src, log)
+//	if err != nil {
+//		return err
+//	}
+//	defer m.Unmount()
 package fusefs
