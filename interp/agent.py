@@ -696,6 +696,56 @@ def cache_module_code(fqn):
         pass  # a loader written in C (zipimport before 3.8): each task compiles the module
 
 
+def stat_key(path):
+    """What says a file or directory changed: its device, inode, size,
+    mtime and ctime (ns, as a list: it travels as JSON); None if it is
+    gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def import_snapshot(zippath=None, skip=(), dirs=True):
+    """What this process's imports depend on, as [path, stat_key] pairs:
+    each file of a module imported beyond the standard library and zippath
+    (and not named in skip), and if dirs, each directory on sys.path or
+    holding one of those files, whose mtime changes when a file appears in
+    it that could shadow one imported. A fresh python would import what changed
+    since; stale() says whether anything did."""
+    stdlib = os.path.dirname(os.path.realpath(os.__file__)) + os.sep
+    cwd = os.getcwd()
+    files = set()
+    for name, m in list(sys.modules.items()):
+        f = getattr(m, '__file__', None)
+        if name in skip or not isinstance(f, str) or not os.path.isabs(f):
+            continue
+        if zippath and f.startswith(zippath + os.sep):
+            continue
+        real = os.path.realpath(f)
+        # A venv's or pyenv's site-packages lies under its stdlib directory.
+        if real.startswith(stdlib) and os.sep + 'site-packages' + os.sep not in real[len(stdlib) - 1:] \
+                and os.sep + 'dist-packages' + os.sep not in real[len(stdlib) - 1:]:
+            continue
+        files.add(f)
+    where = set()
+    if dirs:
+        where = set(os.path.dirname(f) for f in files)
+        for p in sys.path:
+            if p != zippath:
+                where.add(os.path.join(cwd, p) if p else cwd)
+    return [[p, stat_key(p)] for p in sorted(files) + sorted(where)]
+
+
+def stale(snapshot):
+    """The first path of snapshot (import_snapshot) that changed, or None."""
+    for path, key in snapshot:
+        if stat_key(path) != key:
+            return path
+    return None
+
+
 def res_init():
     """Have libc re-read /etc/resolv.conf (glibc >= 2.26 also notices by
     itself; other libcs may not)."""
@@ -1027,7 +1077,8 @@ class ZygoteServer(object):
     sends the next task straight to it. Messages on sock (encode_msg; fds
     go with a message's first byte):
 
-      zygote -> agent  {'spare': pid, 'learn': bool} + the spare's control
+      zygote -> agent  {'ready': import_snapshot}: warm, first of all;
+                       {'spare': pid, 'learn': bool} + the spare's control
                        socket; {'id', 'pid'}: task id was forked here;
                        {'id', 'status'}: task id exited (waitpid status)
       agent -> zygote  {'used': pid, 'id'} + template: the agent sent task
@@ -1070,6 +1121,8 @@ class ZygoteServer(object):
         compiled code, and freeze the garbage collector's view of the heap
         so that tasks do not copy it on write."""
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        # The agent's own imports: it checks those itself (Agent.deps).
+        agent_modules = set(sys.modules)
         sys.path.insert(0, self.zippath)
         restore = compile_zip_modules_once(os.path.join(os.path.dirname(os.path.dirname(self.zippath)), 'pyc'))
         # What every AnsiballZ wrapper imports, then what the module
@@ -1080,6 +1133,9 @@ class ZygoteServer(object):
         if self.fqn:
             cache_module_code(self.fqn)
         restore()
+        # Taken after the imports: the agent checks it before each task
+        # it sends here, and replaces this zygote once it is stale.
+        self.tell_agent({'ready': import_snapshot(self.zippath, agent_modules)})
         self.wc = WrapperCompiler(self.b64, self.zippath)
         self.pf = Prefaulter()
         self.learn_r, self.learn_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -1327,6 +1383,7 @@ class Zygote(object):
         self.events = selectors.EVENT_READ
         self.last_used = self.born
         self.spare = None  # (pid, control socket, learn): a fork awaiting a task
+        self.deps = None  # its import_snapshot, once warm; tasks wait for it
         self.fdq = []  # fds received, for the spare offers not yet read
 
     def drop_spare(self):
@@ -1406,6 +1463,10 @@ class Agent(object):
         self.zipdir = os.path.join(self.tmp, 'zips')
         os.mkdir(self.zipdir, 0o700)
         self.env_mtimes = [_mtime(p) for p in ENV_FILES]
+        # Modules site imported (a .pth may import from site-packages):
+        # every zygote inherits them, so a change restarts the agent. Their
+        # directories are not watched: each zygote watches sys.path's.
+        self.deps = import_snapshot(dirs=False)
         self.sel = selectors.DefaultSelector()
         self.frames = FrameReader()
         self.outbuf = bytearray()
@@ -1846,8 +1907,8 @@ class Agent(object):
         if entry.fqn is None:
             # Go's package ansiballz found it, in every format.
             entry.fqn = req.get('fqn') or ''
-        if not req.get('noenv') and [_mtime(p) for p in ENV_FILES] != self.env_mtimes:
-            self.reply(rid, {'error': 'login environment changed; agent must restart', 'code': 'restart'})
+        if (not req.get('noenv') and [_mtime(p) for p in ENV_FILES] != self.env_mtimes) or stale(self.deps):
+            self.reply(rid, {'error': 'login environment or site imports changed; agent must restart', 'code': 'restart'})
             return
         owner = req.get('owner')
         for path, mode in req.get('dirs') or []:
@@ -1908,7 +1969,9 @@ class Agent(object):
         """The zygote that runs entry's tasks, started if there is none."""
         entry = entry.home
         z = entry.zygote
-        if z is not None and z.closing:
+        if z is not None and (z.closing or z.deps is not None and stale(z.deps)):
+            # A file it imported changed, or a new one could shadow one:
+            # a fresh python would import them anew, so a fresh zygote does.
             self.retire(z)
             z = None
         if z is None:
@@ -1988,7 +2051,9 @@ class Agent(object):
     def zflush(self, z):
         """Send queued task messages to z; the fds go with a message's
         first bytes, and are closed here once sent."""
-        while z.outq and z.sock is not None:
+        # Nothing goes to a zygote before it is warm: it has imported after
+        # the tasks queued arrived, so they need no check.
+        while z.outq and z.sock is not None and z.deps is not None:
             item = z.outq[0]
             data, fds = item[0], item[1]
             try:
@@ -2009,7 +2074,7 @@ class Agent(object):
             if not item[0]:
                 z.outq.pop(0)
         if z.sock is not None:
-            ev = selectors.EVENT_READ | (selectors.EVENT_WRITE if z.outq else 0)
+            ev = selectors.EVENT_READ | (selectors.EVENT_WRITE if z.outq and z.deps is not None else 0)
             if ev != z.events:
                 z.events = ev
                 self.sel.modify(z.sock, ev, ('zyg', z))
@@ -2111,7 +2176,10 @@ class Agent(object):
             self.zygote_died(z)
             return
         for m in z.reader.feed(data):
-            if 'spare' in m:
+            if 'ready' in m:
+                z.deps = m['ready']
+                self.zflush(z)
+            elif 'spare' in m:
                 self.spare_offered(z, m)
             else:
                 self.task_news(z, m)

@@ -495,6 +495,45 @@ class ImportsOfTest(unittest.TestCase):
         agent.import_quietly(('json', 'no_such_module_here', 'json.no_such'))
         self.assertIn('json', sys.modules)
 
+    def test_import_snapshot(self):
+        """A module imported from outside the stdlib is in the snapshot,
+        the stdlib and the zygote's zip are not; stale() names what was
+        rewritten, removed, or appeared earlier on sys.path."""
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        early, late = os.path.join(d, 'early'), os.path.join(d, 'late')
+        os.mkdir(early)
+        os.mkdir(late)
+        mod = os.path.join(late, 'abzzstate.py')
+        with open(mod, 'w') as f:
+            f.write('VALUE = 1\n')
+        sys.path[:0] = [early, late]
+        self.addCleanup(lambda: [sys.path.remove(p) for p in (early, late)])
+        self.addCleanup(sys.modules.pop, 'abzzstate', None)
+        importlib.import_module('abzzstate')
+        snap = agent.import_snapshot('/nonexistent.zip', ())
+        paths = [p for p, _ in snap]
+        self.assertIn(mod, paths)
+        self.assertIn(early, paths)
+        self.assertNotIn(json.__file__, paths)
+        self.assertNotIn('/nonexistent.zip', paths)
+        self.assertNotIn(mod, [p for p, _ in agent.import_snapshot(None, ('abzzstate',))])
+        self.assertIsNone(agent.stale(snap))
+
+        with open(mod, 'a') as f:
+            f.write('VALUE = 22\n')
+        self.assertEqual(agent.stale(snap), mod)
+        snap = agent.import_snapshot('/nonexistent.zip', ())
+        os.unlink(mod)
+        self.assertEqual(agent.stale(snap), mod)
+        with open(mod, 'w') as f:
+            f.write('VALUE = 1\n')
+        snap = agent.import_snapshot('/nonexistent.zip', ())
+        self.assertIsNone(agent.stale(snap))
+        with open(os.path.join(early, 'abzzstate.py'), 'w') as f:
+            f.write('VALUE = 333\n')
+        self.assertEqual(agent.stale(snap), early)
+
     def test_zip_profiles(self):
         """2.19+ zips name the JSON profiles a task imports; older ones
         none; an unreadable zip gives none."""
@@ -657,11 +696,11 @@ class AgentProcess(object):
 
     TIMEOUT = 60
 
-    def __init__(self, testcase):
+    def __init__(self, testcase, env=None):
         self.dir = tempfile.mkdtemp()
         testcase.addCleanup(shutil.rmtree, self.dir, True)
         self.stderr = tempfile.TemporaryFile()
-        env = dict(os.environ, TMPDIR=self.dir)
+        env = dict(os.environ, TMPDIR=self.dir, **(env or {}))
         self.p = subprocess.Popen([sys.executable, '-c', 'import os; os.write(1, b"login noise\\n"); ' + RUN_AGENT.replace('\n', '; ').replace(';  ', ''), AGENT],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                   cwd=self.dir, env=env)
@@ -816,6 +855,45 @@ class AgentProcessTest(unittest.TestCase):
                 resp, _, out, err = a.call(req, (zip_ if i == 0 else b'') + ctpl)
                 self.assertEqual(resp, {'exit': 0}, err)
                 self.assertEqual(json.loads(out.decode().strip().splitlines()[-1]).get('ping'), 'pong', out)
+
+    def test_module_sees_changed_import(self):
+        """A module importing a file that changes between tasks sees it as
+        it is when each task starts, as a fresh python would: the zygote
+        that imported it is replaced."""
+        lib = os.path.join(self.tmp(), 'lib')
+        os.mkdir(lib)
+        state = os.path.join(lib, 'abzzstate.py')
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, 'w') as z:
+            z.writestr('abzzmod.py', 'import abzzstate\nprint(abzzstate.VALUE)\n')
+        zip_ = buf.getvalue()
+        digest = hashlib.sha256(zip_).hexdigest()
+        # The zip's base64 goes where the marker is, as in a real wrapper.
+        tpl = (b"import base64, os, runpy, sys, tempfile\n"
+               b"p = os.path.join(tempfile.mkdtemp(), 'm.zip')\n"
+               b"open(p, 'wb').write(base64.b64decode('" + agent.ZIP_MARKER + b"'))\n"
+               b"sys.path.insert(0, p)\n"
+               b"runpy.run_module('abzzmod', run_name='__main__')\n")
+        ctpl = zlib.compress(tpl)
+        a = AgentProcess(self, env={'PYTHONPATH': lib})
+        got = []
+        for i, value in enumerate(('1', '22', None, '333')):
+            if value is None:
+                os.unlink(state)
+            else:
+                with open(state, 'w') as f:
+                    f.write('VALUE = %s\n' % value)
+            req = {'op': 'module', 'hash': digest, 'zip': len(zip_) if i == 0 else 0, 'tpl': len(ctpl)}
+            if i == 0:
+                req['fqn'] = 'abzzmod'
+            resp, _, out, err = a.call(req, (zip_ if i == 0 else b'') + ctpl)
+            got.append((resp.get('exit'), out.decode().strip() or err.decode().strip().splitlines()[-1]))
+        self.assertEqual(got, [(0, '1'), (0, '22'), (1, "ModuleNotFoundError: No module named 'abzzstate'"), (0, '333')])
+
+    def tmp(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        return d
 
 
 if __name__ == '__main__':
