@@ -917,17 +917,16 @@ def main_namespace(script, zippath):
 
 
 def compile_task(wc, tpl, fname):
-    """The task's code, or None (reported as python reports a script that
-    does not compile: the error without a traceback)."""
+    """The task's code, or the exit status python gives a script that does
+    not compile (it reports the error without a traceback)."""
     try:
         return wc.compile(tpl, fname)
     except BaseException:
         et, ev, _tb = sys.exc_info()
-        # Without the agent's frames: from python 3.11, excepthook prints
-        # the exception's own traceback when given none.
-        ev.__traceback__ = None
-        sys.excepthook(et, ev, None)
-        return None
+    # Without the agent's frames: from python 3.11, excepthook prints the
+    # exception's own traceback when given none.
+    ev.__traceback__ = None
+    return _print_exception(et, ev, None)
 
 
 def _exec_main(code, d):
@@ -939,11 +938,48 @@ def _exec_main(code, d):
         return _exit_code(e)
     except BaseException:
         et, ev, tb = sys.exc_info()
-        # Drop this function's frame: python's own traceback would not show it.
-        tb = tb.tb_next if tb is not None else None
-        ev.__traceback__ = tb
+    # Drop this function's frame: python's own traceback would not show
+    # it. Out of the except block: python runs the hook with no exception
+    # being handled (sys.exc_info() empty, no __context__ for its own).
+    tb = tb.tb_next if tb is not None else None
+    ev.__traceback__ = tb
+    return _print_exception(et, ev, tb)
+
+
+def _print_exception(et, ev, tb):
+    """What python does with an uncaught exception (PyErr_Print): it calls
+    sys.excepthook, which may end the process with a SystemExit of its own
+    (ansible-core 2.14's file module calls fail_json there); if the hook
+    fails otherwise, both exceptions are printed. The exit status."""
+    sys.last_type, sys.last_value, sys.last_traceback = et, ev, tb
+    if sys.version_info >= (3, 12):
+        sys.last_exc = ev
+    if not hasattr(sys, 'excepthook'):
+        _stderr_write('sys.excepthook is missing\n')
+        sys.__excepthook__(et, ev, tb)
+        return 1
+    try:
         sys.excepthook(et, ev, tb)
         return 1
+    except SystemExit as e:
+        return _exit_code(e)
+    except BaseException:
+        et2, ev2, tb2 = sys.exc_info()
+    # Without this function's frame, as python shows the hook's.
+    tb2 = tb2.tb_next if tb2 is not None else None
+    ev2.__traceback__ = tb2
+    _stderr_write('Error in sys.excepthook:\n')
+    sys.__excepthook__(et2, ev2, tb2)
+    _stderr_write('\nOriginal exception was:\n')
+    sys.__excepthook__(et, ev, tb)
+    return 1
+
+
+def _stderr_write(text):
+    try:
+        sys.stderr.write(text)
+    except (AttributeError, OSError, ValueError):
+        pass  # the task set sys.stderr to None, or closed or broke it
 
 
 def _exit_code(e):
@@ -1037,7 +1073,7 @@ def run_task(msg, tpl, wc, stdio_like, zippath):
         d, fname = main_namespace(msg.get('script'), zippath)
         code = compile_task(wc, tpl, fname)
         del tpl
-        rc = 1 if code is None else _exec_main(code, d)
+        rc = code if isinstance(code, int) else _exec_main(code, d)
         rc = finish_interpreter(rc)
         report_status(msg, rc)
         report_pages(msg)

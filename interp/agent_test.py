@@ -670,6 +670,30 @@ class TaskTest(unittest.TestCase):
                 self.assertNotIn('agent', err)
                 self.assertNotIn('_exec_main', err)
 
+    def test_uncaught_like_python(self):
+        """An uncaught exception goes through sys.excepthook as python's
+        own: a SystemExit the hook raises (ansible-core 2.14's file module
+        calls fail_json there) is the exit, a hook that fails is reported
+        with the original, the hook runs with no exception being handled,
+        a missing hook is said. Status, stdout and stderr are those of
+        python reading the same script on stdin."""
+        for body in (
+                b'def hook(*a):\n    print(sys.exc_info()[0], a[0].__name__)\n    sys.exit(1)\n'
+                b'sys.excepthook = hook\nraise ValueError("v")',
+                b'sys.excepthook = lambda *a: sys.exit("bye")\nraise ValueError("v")',
+                b'sys.excepthook = lambda *a: 1 / 0\nraise ValueError("v")',
+                b'sys.excepthook = lambda *a: print(sys.exc_info()[0])\nraise ValueError("v")',
+                b'del sys.excepthook\nraise ValueError("v")',
+                b'sys.excepthook = lambda *a: sys.exit(4)\ndef (',
+        ):
+            with self.subTest(body=body):
+                script = b'import sys\n' + body + b'\n'
+                p = subprocess.Popen([sys.executable, '-'], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=dict(os.environ, ABTEST='on'))
+                out, err = p.communicate(script)
+                rc, status, got_out, got_err, _ = self.run_task(script)
+                self.assertEqual((rc, status, got_out, got_err), (p.returncode, str(p.returncode).encode(), out.decode(), err.decode()))
+
     def test_flush_failure(self):
         """A clean exit whose stdout cannot be flushed is 120, as python's."""
         rc, status, _, err, _ = self.run_task(b'import os, sys\nsys.stdout.write("x")\nos.close(1)\n')
