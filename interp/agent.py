@@ -708,41 +708,70 @@ def stat_key(path):
 
 
 def import_snapshot(zippath=None, skip=(), dirs=True):
-    """What this process's imports depend on, as [path, stat_key] pairs:
-    each file of a module imported beyond the standard library and zippath
-    (and not named in skip), and if dirs, each directory on sys.path or
-    holding one of those files, whose mtime changes when a file appears in
-    it that could shadow one imported. A fresh python would import what changed
-    since; stale() says whether anything did."""
+    """What this process's imports depend on, as [path, stat_key, names]
+    entries: each file of a module imported beyond the standard library
+    and zippath (and not named in skip), names None; and if dirs, each
+    directory on sys.path (names: the top-level modules imported from it
+    or from a later entry, which a file appearing in it would shadow) or
+    holding one of those files (names None: any change counts). A fresh
+    python would import what changed since; stale() says whether
+    anything did."""
     stdlib = os.path.dirname(os.path.realpath(os.__file__)) + os.sep
     cwd = os.getcwd()
+    entries = [os.path.join(cwd, p) if p else cwd for p in sys.path if p != zippath]
     files = set()
+    found = {}  # top-level module name -> index in entries it came from
     for name, m in list(sys.modules.items()):
         f = getattr(m, '__file__', None)
-        if name in skip or not isinstance(f, str) or not os.path.isabs(f):
+        if not isinstance(f, str) or not os.path.isabs(f):
             continue
         if zippath and f.startswith(zippath + os.sep):
             continue
+        top = name.partition('.')[0]
+        for i, e in enumerate(entries):
+            if f.startswith(e.rstrip(os.sep) + os.sep):
+                found[top] = min(found.get(top, i), i)
+                break
+        if name in skip:
+            continue
         real = os.path.realpath(f)
         # A venv's or pyenv's site-packages lies under its stdlib directory.
-        if real.startswith(stdlib) and os.sep + 'site-packages' + os.sep not in real[len(stdlib) - 1:] \
-                and os.sep + 'dist-packages' + os.sep not in real[len(stdlib) - 1:]:
+        rest = real[len(stdlib) - 1:]
+        if real.startswith(stdlib) and os.sep + 'site-packages' + os.sep not in rest \
+                and os.sep + 'dist-packages' + os.sep not in rest:
             continue
         files.add(f)
-    where = set()
+    out = [[f, stat_key(f), None] for f in sorted(files)]
     if dirs:
-        where = set(os.path.dirname(f) for f in files)
-        for p in sys.path:
-            if p != zippath:
-                where.add(os.path.join(cwd, p) if p else cwd)
-    return [[p, stat_key(p)] for p in sorted(files) + sorted(where)]
+        for i, e in enumerate(entries):
+            out.append([e, stat_key(e), sorted(n for n, at in found.items() if at >= i)])
+        for d in sorted(set(os.path.dirname(f) for f in files) - set(entries)):
+            out.append([d, stat_key(d), None])
+    return out
 
 
 def stale(snapshot):
-    """The first path of snapshot (import_snapshot) that changed, or None."""
-    for path, key in snapshot:
-        if stat_key(path) != key:
+    """The first path of snapshot (import_snapshot) that changed, or None.
+    A sys.path directory that changed counts only if a name in it now
+    could shadow a module imported (a playbook writing files to the
+    login directory, '' on sys.path, leaves the zygote alone); its entry
+    is updated otherwise, so that it is listed once per change."""
+    for entry in snapshot:
+        path, key, names = entry
+        now = stat_key(path)
+        if now == key:
+            continue
+        if names is None or now is None or key is None:
             return path
+        try:
+            listing = os.listdir(path)
+        except OSError:
+            return path
+        if not isinstance(names, frozenset):
+            names = entry[2] = frozenset(names)
+        if any(n.partition('.')[0] in names for n in listing):
+            return path
+        entry[1] = now
     return None
 
 

@@ -498,7 +498,8 @@ class ImportsOfTest(unittest.TestCase):
     def test_import_snapshot(self):
         """A module imported from outside the stdlib is in the snapshot,
         the stdlib and the zygote's zip are not; stale() names what was
-        rewritten, removed, or appeared earlier on sys.path."""
+        rewritten, removed, or appeared earlier on sys.path with the name
+        of a module imported, not a directory that merely changed."""
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d)
         early, late = os.path.join(d, 'early'), os.path.join(d, 'late')
@@ -512,12 +513,12 @@ class ImportsOfTest(unittest.TestCase):
         self.addCleanup(sys.modules.pop, 'abzzstate', None)
         importlib.import_module('abzzstate')
         snap = agent.import_snapshot('/nonexistent.zip', ())
-        paths = [p for p, _ in snap]
+        paths = [e[0] for e in snap]
         self.assertIn(mod, paths)
         self.assertIn(early, paths)
         self.assertNotIn(json.__file__, paths)
         self.assertNotIn('/nonexistent.zip', paths)
-        self.assertNotIn(mod, [p for p, _ in agent.import_snapshot(None, ('abzzstate',))])
+        self.assertNotIn(mod, [e[0] for e in agent.import_snapshot(None, ('abzzstate',))])
         self.assertIsNone(agent.stale(snap))
 
         with open(mod, 'a') as f:
@@ -529,6 +530,10 @@ class ImportsOfTest(unittest.TestCase):
         with open(mod, 'w') as f:
             f.write('VALUE = 1\n')
         snap = agent.import_snapshot('/nonexistent.zip', ())
+        self.assertIsNone(agent.stale(snap))
+        # A file in an earlier directory that shadows nothing imported.
+        with open(os.path.join(early, 'notes.txt'), 'w') as f:
+            f.write('abzzstate\n')
         self.assertIsNone(agent.stale(snap))
         with open(os.path.join(early, 'abzzstate.py'), 'w') as f:
             f.write('VALUE = 333\n')
