@@ -389,6 +389,11 @@ def pty_env(pty, tty, env):
 # An AnsiballZ wrapper is compiled once per shape; a task swaps in its
 # parameters, its zip and its file name.
 
+# The module's name in the wrapper's payload file names: 2.14 writes it in
+# mkdtemp's prefix, 2.16-2.18 as a literal of its own there, 2.19+ pass it
+# as an argument.
+PAYLOAD_NAME_RE = re.compile(br"^ansible_module='([A-Za-z0-9_]+)',$|"
+                             br"prefix='ansible_(?:' \+ ')?([A-Za-z0-9_]+)(?:' \+ ')?_payload_'", re.M)
 # The module parameters' literal: ANSIBALLZ_PARAMS = '...' inside
 # _ansiballz_main up to ansible-core 2.18, the params='...', argument of
 # its call from 2.19 (package interp/ansiballz knows the formats).
@@ -1152,9 +1157,10 @@ class ZygoteServer(object):
                        carry 'res_init'.
     """
 
-    def __init__(self, sock, zippath, fqn, b64, stdio_like):
+    def __init__(self, sock, zippath, fqn, b64, stdio_like, pyc_dir):
         self.sock = sock
         self.zippath = zippath
+        self.pyc_dir = pyc_dir
         self.fqn = fqn
         self.b64 = b64
         self.stdio_like = stdio_like
@@ -1189,7 +1195,7 @@ class ZygoteServer(object):
         # The agent's own imports: it checks those itself (Agent.deps).
         agent_modules = set(sys.modules)
         sys.path.insert(0, self.zippath)
-        restore = compile_zip_modules_once(os.path.join(os.path.dirname(os.path.dirname(self.zippath)), 'pyc'))
+        restore = compile_zip_modules_once(self.pyc_dir)
         # What every AnsiballZ wrapper imports, then what the module
         # imports. Never the module itself: its top-level code must run
         # once per task, in the task.
@@ -1470,6 +1476,7 @@ class ZipEntry(object):
         self.path = path
         self.b64 = b64
         self.home = home or self  # the entry whose zygote runs this zip's tasks
+        self.zdata = None  # the zip, until store_zip writes it
         self.base = None  # the first template: later ones come as a delta against it
         self.fqn = None
         self.zygote = None
@@ -1525,8 +1532,8 @@ class Agent(object):
         except OSError:
             self.cwd = os.path.expanduser('~')
         self.tmp = find_tmp_root()
-        self.zipdir = os.path.join(self.tmp, 'zips')
-        os.mkdir(self.zipdir, 0o700)
+        # The zips' directories, beside self.tmp (see store_zip).
+        self.payload_dirs = []
         self.env_mtimes = [_mtime(p) for p in ENV_FILES]
         # Modules site imported (a .pth may import from site-packages):
         # every zygote inherits them, so a change restarts the agent. Their
@@ -1716,7 +1723,8 @@ class Agent(object):
                     z.sock.close()
                 except OSError:
                     pass  # the agent exits anyway; the zygote sees its socket end
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        for d in self.payload_dirs + [self.tmp]:
+            shutil.rmtree(d, ignore_errors=True)
         os._exit(0)
 
     # ---- requests: each op_* answers req (its JSON) and blob (the bytes
@@ -1969,6 +1977,8 @@ class Agent(object):
             self.reply(rid, {'error': 'zip %s unknown to this agent' % req['hash'][:12], 'code': 'nozip'})
             return
         tpl, off = self.template(entry, req, blob, off)
+        if entry.home.path is None:
+            self.store_zip(entry.home, tpl)
         if entry.fqn is None:
             # Go's package ansiballz found it, in every format.
             entry.fqn = req.get('fqn') or ''
@@ -2002,14 +2012,27 @@ class Agent(object):
                 if home is not None:
                     entry = ZipEntry(digest, home.path, home.b64, home)
                 else:
-                    path = os.path.join(self.zipdir, digest[:32] + '.zip')
-                    # Read-only: tasks run their modules from it (without_payload_files).
-                    atomic_write(path, zdata, 0o400)
-                    entry = ZipEntry(digest, path, base64.b64encode(zdata))
+                    # Written once its template is read (store_zip).
+                    entry = ZipEntry(digest, None, base64.b64encode(zdata))
+                    entry.zdata = zdata
                     if fkey:
                         self.zip_homes[fkey] = entry
                 self.zips[digest] = entry
         return entry, off
+
+    def store_zip(self, entry, tpl):
+        """Write entry's zip where its tasks run it from, named as the
+        wrapper names its copy (TMP/ansible_NAME_payload_XXXXXXXX/
+        ansible_NAME_payload.zip, TMP the temp root the agent chose), so
+        that a traceback through the module reads as stock's."""
+        m = PAYLOAD_NAME_RE.search(tpl)
+        name = (m.group(1) or m.group(2)).decode('ascii') if m else 'module'
+        d = tempfile.mkdtemp(prefix='ansible_%s_payload_' % name, dir=os.path.dirname(self.tmp))
+        self.payload_dirs.append(d)
+        path = os.path.join(d, 'ansible_%s_payload.zip' % name)
+        # Read-only: tasks run their modules from it (without_payload_files).
+        atomic_write(path, entry.zdata, 0o400)
+        entry.path, entry.zdata = path, None
 
     def template(self, entry, req, blob, off):
         """The request's template, from blob at off, and the offset after it."""
@@ -2157,7 +2180,7 @@ class Agent(object):
                 close_fds_except(b.fileno())
             except BaseException:
                 os._exit(1)
-            ZygoteServer(b, entry.path, entry.fqn, entry.b64, self.stdio_like).run()
+            ZygoteServer(b, entry.path, entry.fqn, entry.b64, self.stdio_like, os.path.join(self.tmp, 'pyc')).run()
         b.close()
         a.setblocking(False)
         z = Zygote(pid, a, entry)

@@ -215,6 +215,13 @@ def run_in_child(code, prep=None):
 
 class PingParamsTest(unittest.TestCase):
 
+    def test_payload_name_every_format(self):
+        for name, _version, src in ping_wrappers():
+            with self.subTest(wrapper=name):
+                m = agent.PAYLOAD_NAME_RE.search(src)
+                self.assertIsNotNone(m)
+                self.assertEqual(m.group(1) or m.group(2), b'ping')
+
     def test_params_regex_every_format(self):
         """The parameters' literal is found in every format."""
         for path in WRAPPERS:
@@ -884,6 +891,12 @@ class AgentProcessTest(unittest.TestCase):
                 resp, _, out, err = a.call(req, (zip_ if i == 0 else b'') + ctpl)
                 self.assertEqual(resp, {'exit': 0}, err)
                 self.assertEqual(json.loads(out.decode().strip().splitlines()[-1]).get('ping'), 'pong', out)
+        # Where the zygote runs the module from, named as stock's copy
+        # (a traceback shows it); removed with the agent.
+        zips = glob.glob(os.path.join(a.dir, 'ansible_ping_payload_*', 'ansible_ping_payload.zip'))
+        self.assertEqual(len(zips), 1, os.listdir(a.dir))
+        a.close()
+        self.assertEqual(glob.glob(os.path.join(a.dir, 'ansible_*')), [])
 
     def test_module_sees_changed_import(self):
         """A module importing a file that changes between tasks sees it as
