@@ -20,7 +20,7 @@ const (
 	cmdChmodUX           // chmod u+x PATH... (u+rwx from ansible-core 2.19)
 	cmdRmTemp            // rm -f -r DIR/ > /dev/null 2>&1
 	cmdRunPython         // [VAR=value...] PYTHON [SCRIPT]
-	cmdSetFacl           // setfacl -m u:USER:r-x PATH... (unprivileged become)
+	cmdSetFacl           // setfacl -m u:USER:r-x PATH... (unprivileged become; runs on the target)
 )
 
 // Each command above may end in " && sleep 0": ansible-core up to 2.21
