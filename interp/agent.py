@@ -977,7 +977,15 @@ def _exec_main(code, d):
     # being handled (sys.exc_info() empty, no __context__ for its own).
     tb = tb.tb_next if tb is not None else None
     ev.__traceback__ = tb
+    global _unhandled_sigint
+    # Python 3.8+ ends by SIGINT after an uncaught KeyboardInterrupt
+    # (unless the hook exits): a shell running it reports 130.
+    _unhandled_sigint = issubclass(et, KeyboardInterrupt) and sys.version_info >= (3, 8)
     return _print_exception(et, ev, tb)
+
+
+# Set in a task whose __main__ ended in an uncaught KeyboardInterrupt.
+_unhandled_sigint = False
 
 
 def _print_exception(et, ev, tb):
@@ -992,10 +1000,12 @@ def _print_exception(et, ev, tb):
         _stderr_write('sys.excepthook is missing\n')
         sys.__excepthook__(et, ev, tb)
         return 1
+    global _unhandled_sigint
     try:
         sys.excepthook(et, ev, tb)
         return 1
     except SystemExit as e:
+        _unhandled_sigint = False  # python exits with the hook's status
         return _exit_code(e)
     except BaseException:
         et2, ev2, tb2 = sys.exc_info()
@@ -1109,8 +1119,13 @@ def run_task(msg, tpl, wc, stdio_like, zippath):
         del tpl
         rc = code if isinstance(code, int) else _exec_main(code, d)
         rc = finish_interpreter(rc)
+        if _unhandled_sigint:
+            rc = 128 + signal.SIGINT
         report_status(msg, rc)
         report_pages(msg)
+        if _unhandled_sigint:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
     except BaseException:
         _write_traceback()
     finally:

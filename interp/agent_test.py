@@ -706,6 +706,17 @@ class TaskTest(unittest.TestCase):
                 rc, status, got_out, got_err, _ = self.run_task(script)
                 self.assertEqual((rc, status, got_out, got_err), (p.returncode, str(p.returncode).encode(), out.decode(), err.decode()))
 
+    def test_keyboard_interrupt(self):
+        """An uncaught KeyboardInterrupt: python 3.8+ prints it and dies by
+        SIGINT (a shell running it says 130), before 3.8 exits 1."""
+        script = b'import sys\nraise KeyboardInterrupt\n'
+        p = subprocess.Popen([sys.executable, '-'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = p.communicate(script)
+        rc, status, got_out, got_err, _ = self.run_task(script)
+        self.assertEqual((rc, got_out, got_err), (p.returncode, out.decode(), err.decode()))
+        want = 128 + signal.SIGINT if sys.version_info >= (3, 8) else 1
+        self.assertEqual(status, str(want).encode())
+
     def test_flush_failure(self):
         """A clean exit whose stdout cannot be flushed is 120, as python's."""
         rc, status, _, err, _ = self.run_task(b'import os, sys\nsys.stdout.write("x")\nos.close(1)\n')
