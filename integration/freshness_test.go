@@ -9,9 +9,10 @@ import (
 )
 
 // TestFreshness runs freshness.yml stock and through the bridge, without
-// and with pipelining (sftp; the transfer method does not matter here):
-// a library rewritten between tasks is seen by the next task, and the file
-// module's error paths give stock's results.
+// and with pipelining (sftp; the transfer method does not matter here),
+// and with the csh shell plugin (ansible_shell_type=csh, whose module runs
+// start with env): a library rewritten between tasks is seen by the next
+// task, and the file module's error paths give stock's results.
 func TestFreshness(t *testing.T) {
 	requireLab(t)
 	tc := corpusCase{name: "freshness", check: checkFreshness, setup: setupFreshness}
@@ -20,6 +21,18 @@ func TestFreshness(t *testing.T) {
 			runCompared(t, tc, runSpec{Playbook: tc.name + ".yml", Mode: m}, nil)
 		})
 	}
+	csh := tc
+	csh.setup = func(t *testing.T) map[string]map[string]any {
+		hv := setupFreshness(t)
+		hv["t"]["ansible_shell_type"] = "csh"
+		return hv
+	}
+	t.Run("csh/"+mode{false, "sftp"}.String(), func(t *testing.T) {
+		got, _ := runCompared(t, csh, runSpec{Playbook: tc.name + ".yml", Mode: mode{false, "sftp"}}, nil)
+		if !strings.Contains(got.Stderr, "Error deleting remote temporary files") {
+			t.Errorf("bridge run: no warning about the csh plugin's rm, which /bin/sh cannot parse (stderr:\n%s)", got.Stderr)
+		}
+	})
 }
 
 // setupFreshness picks the directory ab_zzstate goes to: one the target
