@@ -20,7 +20,7 @@ const (
 	cmdChmodUX           // chmod u+x PATH... (u+rwx from ansible-core 2.19)
 	cmdRmTemp            // rm -f -r DIR/ > /dev/null 2>&1
 	cmdRunPython         // [VAR=value...] PYTHON [SCRIPT]
-	cmdSetFacl           // setfacl -m u:USER:r-x PATH... (unprivileged become)
+	cmdSetFacl           // setfacl -m u:USER:r-x PATH... (unprivileged become; runs on the target)
 )
 
 // Each command above may end in " && sleep 0": ansible-core up to 2.21
@@ -121,8 +121,13 @@ func classifyInner(inner string) ansibleCmd {
 
 // classifyPython recognises `[VAR=value...] PYTHON [SCRIPT.py]`, where
 // PYTHON is an interpreter path or `/usr/bin/env [VAR=value...] pythonX`.
+// The csh shell plugin (ansible_shell_type=csh) writes the prefixes as
+// `env [VAR=value...] PYTHON`: env sets them as the shell would.
 func classifyPython(words []string) ansibleCmd {
 	c := ansibleCmd{kind: cmdRunPython}
+	if len(words) > 1 && words[0] == "env" {
+		words = words[1:]
+	}
 	for len(words) > 0 && envWord().MatchString(words[0]) {
 		k, v, _ := strings.Cut(words[0], "=")
 		c.env = append(c.env, [2]string{k, v})

@@ -29,6 +29,11 @@ func TestClassify(t *testing.T) {
 		{"pipelined", `/bin/sh -c '/usr/bin/python3 && sleep 0'`, ansibleCmd{kind: cmdRunPython, python: []string{"/usr/bin/python3"}}},
 		{"env prefix", `/bin/sh -c 'FOO='"'"'bar baz'"'"' /usr/bin/python3 && sleep 0'`, ansibleCmd{kind: cmdRunPython, python: []string{"/usr/bin/python3"}, env: [][2]string{{"FOO", "bar baz"}}}},
 		{"env python", `/bin/sh -c '/usr/bin/env python3 && sleep 0'`, ansibleCmd{kind: cmdRunPython, python: []string{"/usr/bin/env", "python3"}}},
+		// ansible_shell_type=csh: env before the prefixes, if any.
+		{"csh script", `/bin/sh -c 'env /usr/bin/python3 ` + tmp + `/AnsiballZ_ping.py && sleep 0'`, ansibleCmd{kind: cmdRunPython, python: []string{"/usr/bin/python3"}, script: tmp + "/AnsiballZ_ping.py"}},
+		{"csh pipelined with env", `/bin/sh -c 'env LANG=C /usr/bin/python3 && sleep 0'`, ansibleCmd{kind: cmdRunPython, python: []string{"/usr/bin/python3"}, env: [][2]string{{"LANG", "C"}}}},
+		{"env alone", `/bin/sh -c 'env && sleep 0'`, ansibleCmd{}},
+		{"env with an option", `/bin/sh -c 'env -i /usr/bin/python3 && sleep 0'`, ansibleCmd{}},
 		{"async wrapper", `/bin/sh -c '/usr/bin/python3 ` + tmp + `/AnsiballZ_async_wrapper.py 1 10 ` + tmp + `/AnsiballZ_command.py _ && sleep 0'`, ansibleCmd{kind: cmdOther}},
 		{"become", `/bin/sh -c 'sudo -H -S -n  -u root /bin/sh -c '"'"'echo BECOME-SUCCESS-x ; /usr/bin/python3'"'"' && sleep 0'`, ansibleCmd{kind: cmdOther}},
 		{"not sh", `echo ~deploy && sleep 0`, ansibleCmd{}},

@@ -49,9 +49,10 @@
 //   - dd (route_dd.go): Ansible's piped transfer (`dd of=PATH bs=65536`)
 //     is written through SFTP atomically instead of by dd.
 //   - cached (route_cached.go): Ansible's temp-dir housekeeping (echo ~,
-//     mkdir ansible-tmp, chmod u+x, setfacl for an unprivileged become
-//     user, rm -f -r) answered by the bridge; uploads into the temp dirs
-//     it holds stay in memory (housekeeping.go).
+//     mkdir ansible-tmp, chmod u+x, rm -f -r) answered by the bridge;
+//     uploads into the temp dirs it holds stay in memory (housekeeping.go).
+//     Permission steps for an unprivileged become user (setfacl, chmod
+//     +a, chgrp, chmod a+rX) run on the target (exec).
 //   - module (route_module.go): an AnsiballZ wrapper (a held file, or
 //     piped) runs in the target's persistent interpreter for that python
 //     (package interp, started by package bootstrap); agents.go keeps at

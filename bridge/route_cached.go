@@ -3,16 +3,18 @@ package bridge
 import (
 	"bytes"
 	"fmt"
-	"strings"
 
 	shellquote "github.com/kballard/go-shellquote"
 )
 
 // routeCached is Ansible's temp-dir housekeeping answered by the bridge
 // without a round trip where it safely can: echo ~ (cached per
-// connection), mkdir of a temp dir (held in memory), chmod u+x, rm -f -r
-// and setfacl on held dirs. Uploads into held dirs (sftp, scp, dd) are
-// kept in memory by those routes.
+// connection), mkdir of a temp dir (held in memory), chmod u+x and
+// rm -f -r on held dirs. Uploads into held dirs (sftp, scp, dd) are kept
+// in memory by those routes. Permission steps for an unprivileged become
+// user (setfacl, chmod +a, chgrp, chmod a+rX) are Ansible's security
+// decision and their outcome depends on the target (is setfacl there, do
+// ACLs apply): they run on the target, after the held dir is written.
 const routeCached = "cached"
 
 var cachedRoute = route{
@@ -22,7 +24,7 @@ var cachedRoute = route{
 			return false
 		}
 		switch r.cmd.kind {
-		case cmdEchoHome, cmdMkTemp, cmdChmodUX, cmdRmTemp, cmdSetFacl:
+		case cmdEchoHome, cmdMkTemp, cmdChmodUX, cmdRmTemp:
 			return true
 		}
 		return false
@@ -126,27 +128,6 @@ func (r *request) serveCached() (code int, served bool) {
 			}
 		}
 		return 0, false
-	case cmdSetFacl:
-		// An unprivileged become user is to read a temp dir and its
-		// wrapper: its interpreter gets the wrapper from the bridge, so
-		// nothing needs exposing. Any other file goes the stock way.
-		for _, p := range c.paths {
-			st, name := t.house.lookup(p)
-			if st == nil {
-				return 0, false
-			}
-			if name == "" {
-				continue
-			}
-			if !strings.HasPrefix(name, "AnsiballZ_") {
-				return 0, false
-			}
-			if _, w := t.heldWrapper(p); w == nil {
-				return 0, false
-			}
-		}
-		t.countRoute(iv, routeCached)
-		return 0, true
 	}
 	return 0, false
 }

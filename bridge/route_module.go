@@ -87,9 +87,10 @@ func (r *request) serveModule() (int, bool) {
 	}
 	res, err := ag.RunModule(ctx, req)
 	if errors.Is(err, interp.ErrRestart) {
-		// /etc/environment or ~/.pam_environment changed: a fresh login
-		// would see it, so the task runs in a fresh interpreter.
-		iv.log.Info("login environment changed; restarting the interpreter")
+		// /etc/environment, ~/.pam_environment or a module site imported
+		// changed: a fresh login would see it, so the task runs in a
+		// fresh interpreter.
+		iv.log.Info("login environment or site imports changed; restarting the interpreter")
 		t.retireAgent(python)
 		if ag, err = t.agent(ctx, iv, python, r.sendEnv()); err == nil {
 			res, err = ag.RunModule(ctx, req)

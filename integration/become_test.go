@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -104,75 +103,6 @@ func nobodyUID(t *testing.T) uint32 {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	return uint32(uid)
-}
-
-// worldReadableWarning is what stock prints when it hands temp files to an
-// unprivileged become user by making them world-readable
-// (ansible_shell_allow_world_readable_temp); the bridge makes nothing
-// world-readable, so it never prints it.
-// Ansible wraps it at any hyphen of the link, depending on the version's
-// documentation URL.
-var worldReadableWarning = regexp.MustCompile(`(?s)\[WARNING\]: Using world-readable permissions for temporary files.*?#` +
-	strings.ReplaceAll("risks-of-becoming-an-unprivileged-user", "-", "-\n?") + `\n`)
-
-// reconcileBecome: where stock cannot become nobody (no pipelining, no
-// setfacl) the bridge does; and the bridge never warns about
-// world-readable temp files. Both checked by checkBecome; here the stock
-// run is made to agree so that everything else is compared.
-func reconcileBecome(t *testing.T, got, want *runResult) {
-	t.Helper()
-	if worldReadableWarning.MatchString(got.Stderr) {
-		t.Errorf("bridge run warns about world-readable temp files:\n%s", got.Stderr)
-	}
-	want.Stderr = worldReadableWarning.ReplaceAllString(want.Stderr, "")
-	// ansible-core 2.19+ also puts the warning in the task's result.
-	for _, e := range got.Doc.Events {
-		if dropWorldReadable(e.Result) {
-			t.Errorf("bridge run warns about world-readable temp files in task %q", e.Task)
-		}
-	}
-	for _, e := range want.Doc.Events {
-		dropWorldReadable(e.Result)
-	}
-	if want.Spec.Mode.Pipelining || hasSetfacl() {
-		return
-	}
-	stats := want.Doc.Stats["t"]
-	for _, task := range []string{"become nobody", "become nobody creates a file"} {
-		for i, e := range want.Doc.Events {
-			if e.Host != "t" || e.Task != task || e.Status != "failed" {
-				continue
-			}
-			g := got.event(t, "t", task)
-			want.Doc.Events[i] = g
-			stats["ignored"]-- // an ignored failure counts as ok too
-			if changed, _ := g.Result["changed"].(bool); changed {
-				stats["changed"]++
-			}
-		}
-	}
-}
-
-// dropWorldReadable removes the world-readable temp files warning from a
-// task result's warnings, and reports whether there was one.
-func dropWorldReadable(result map[string]any) bool {
-	ws, _ := result["warnings"].([]any)
-	var keep []any
-	for _, w := range ws {
-		if s, _ := w.(string); strings.HasPrefix(s, "Using world-readable permissions for temporary files") {
-			continue
-		}
-		keep = append(keep, w)
-	}
-	if len(keep) == len(ws) {
-		return false
-	}
-	if len(keep) == 0 {
-		delete(result, "warnings")
-	} else {
-		result["warnings"] = keep
-	}
-	return true
 }
 
 // TestWrongPasswordLeavesNothing: after a become step with a wrong

@@ -133,6 +133,12 @@
 //     clean, as in stock's fresh python per task.
 //   - monkeypatch-at-import.yml: library/ab_patch_at_import.py patches at
 //     its top level; each task must see that top level run exactly once.
+//   - freshness.yml (TestFreshness, two modes only): library/ab_zzstate.py
+//     imports ab_zzstate from /usr/local's site directory, which the play
+//     rewrites (1, 22), removes and rewrites (333) between tasks: each task
+//     sees it as it is; then the file module's error paths (touch in a
+//     missing directory, state=file on a missing path, hard link to a
+//     missing source), which 2.14 reports from its sys.excepthook.
 //   - environment.yml: a task with become adds a line to /etc/environment
 //     (the test backs the file up and restores it; setupEnvironment). Stock
 //     shows it to the login user only on a new connection (after

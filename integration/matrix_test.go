@@ -16,7 +16,7 @@ import (
 var matrixPlaybooks = []corpusCase{
 	{name: "basics", check: checkBasics},
 	{name: "files", check: checkFiles},
-	{name: "become", check: checkBecome, setup: setupBecome, reconcile: reconcileBecome},
+	{name: "become", check: checkBecome, setup: setupBecome},
 	// ansible-core 2.19 and later pass passwords through SSH_ASKPASS.
 	{name: "password", check: checkPassword},
 }

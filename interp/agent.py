@@ -389,6 +389,11 @@ def pty_env(pty, tty, env):
 # An AnsiballZ wrapper is compiled once per shape; a task swaps in its
 # parameters, its zip and its file name.
 
+# The module's name in the wrapper's payload file names: 2.14 writes it in
+# mkdtemp's prefix, 2.16-2.18 as a literal of its own there, 2.19+ pass it
+# as an argument.
+PAYLOAD_NAME_RE = re.compile(br"^ansible_module='([A-Za-z0-9_]+)',$|"
+                             br"prefix='ansible_(?:' \+ ')?([A-Za-z0-9_]+)(?:' \+ ')?_payload_'", re.M)
 # The module parameters' literal: ANSIBALLZ_PARAMS = '...' inside
 # _ansiballz_main up to ansible-core 2.18, the params='...', argument of
 # its call from 2.19 (package interp/ansiballz knows the formats).
@@ -696,6 +701,85 @@ def cache_module_code(fqn):
         pass  # a loader written in C (zipimport before 3.8): each task compiles the module
 
 
+def stat_key(path):
+    """What says a file or directory changed: its device, inode, size,
+    mtime and ctime (ns, as a list: it travels as JSON); None if it is
+    gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def import_snapshot(zippath=None, skip=(), dirs=True):
+    """What this process's imports depend on, as [path, stat_key, names]
+    entries: each file of a module imported beyond the standard library
+    and zippath (and not named in skip), names None; and if dirs, each
+    directory on sys.path (names: the top-level modules imported from it
+    or from a later entry, which a file appearing in it would shadow) or
+    holding one of those files (names None: any change counts). A fresh
+    python would import what changed since; stale() says whether
+    anything did."""
+    stdlib = os.path.dirname(os.path.realpath(os.__file__)) + os.sep
+    cwd = os.getcwd()
+    entries = [os.path.join(cwd, p) if p else cwd for p in sys.path if p != zippath]
+    files = set()
+    found = {}  # top-level module name -> index in entries it came from
+    for name, m in list(sys.modules.items()):
+        f = getattr(m, '__file__', None)
+        if not isinstance(f, str) or not os.path.isabs(f):
+            continue
+        if zippath and f.startswith(zippath + os.sep):
+            continue
+        top = name.partition('.')[0]
+        for i, e in enumerate(entries):
+            if f.startswith(e.rstrip(os.sep) + os.sep):
+                found[top] = min(found.get(top, i), i)
+                break
+        if name in skip:
+            continue
+        real = os.path.realpath(f)
+        # A venv's or pyenv's site-packages lies under its stdlib directory.
+        rest = real[len(stdlib) - 1:]
+        if real.startswith(stdlib) and os.sep + 'site-packages' + os.sep not in rest \
+                and os.sep + 'dist-packages' + os.sep not in rest:
+            continue
+        files.add(f)
+    out = [[f, stat_key(f), None] for f in sorted(files)]
+    if dirs:
+        for i, e in enumerate(entries):
+            out.append([e, stat_key(e), sorted(n for n, at in found.items() if at >= i)])
+        for d in sorted(set(os.path.dirname(f) for f in files) - set(entries)):
+            out.append([d, stat_key(d), None])
+    return out
+
+
+def stale(snapshot):
+    """The first path of snapshot (import_snapshot) that changed, or None.
+    A sys.path directory that changed counts only if a name in it now
+    could shadow a module imported (a playbook writing files to the
+    login directory, '' on sys.path, leaves the zygote alone); its entry
+    is updated otherwise, so that it is listed once per change."""
+    for entry in snapshot:
+        path, key, names = entry
+        now = stat_key(path)
+        if now == key:
+            continue
+        if names is None or now is None or key is None:
+            return path
+        try:
+            listing = os.listdir(path)
+        except OSError:
+            return path
+        if not isinstance(names, frozenset):
+            names = entry[2] = frozenset(names)
+        if any(n.partition('.')[0] in names for n in listing):
+            return path
+        entry[1] = now
+    return None
+
+
 def res_init():
     """Have libc re-read /etc/resolv.conf (glibc >= 2.26 also notices by
     itself; other libcs may not)."""
@@ -867,17 +951,16 @@ def main_namespace(script, zippath):
 
 
 def compile_task(wc, tpl, fname):
-    """The task's code, or None (reported as python reports a script that
-    does not compile: the error without a traceback)."""
+    """The task's code, or the exit status python gives a script that does
+    not compile (it reports the error without a traceback)."""
     try:
         return wc.compile(tpl, fname)
     except BaseException:
         et, ev, _tb = sys.exc_info()
-        # Without the agent's frames: from python 3.11, excepthook prints
-        # the exception's own traceback when given none.
-        ev.__traceback__ = None
-        sys.excepthook(et, ev, None)
-        return None
+    # Without the agent's frames: from python 3.11, excepthook prints the
+    # exception's own traceback when given none.
+    ev.__traceback__ = None
+    return _print_exception(et, ev, None)
 
 
 def _exec_main(code, d):
@@ -889,11 +972,58 @@ def _exec_main(code, d):
         return _exit_code(e)
     except BaseException:
         et, ev, tb = sys.exc_info()
-        # Drop this function's frame: python's own traceback would not show it.
-        tb = tb.tb_next if tb is not None else None
-        ev.__traceback__ = tb
+    # Drop this function's frame: python's own traceback would not show
+    # it. Out of the except block: python runs the hook with no exception
+    # being handled (sys.exc_info() empty, no __context__ for its own).
+    tb = tb.tb_next if tb is not None else None
+    ev.__traceback__ = tb
+    global _unhandled_sigint
+    # Python 3.8+ ends by SIGINT after an uncaught KeyboardInterrupt
+    # (unless the hook exits): a shell running it reports 130.
+    _unhandled_sigint = issubclass(et, KeyboardInterrupt) and sys.version_info >= (3, 8)
+    return _print_exception(et, ev, tb)
+
+
+# Set in a task whose __main__ ended in an uncaught KeyboardInterrupt.
+_unhandled_sigint = False
+
+
+def _print_exception(et, ev, tb):
+    """What python does with an uncaught exception (PyErr_Print): it calls
+    sys.excepthook, which may end the process with a SystemExit of its own
+    (ansible-core 2.14's file module calls fail_json there); if the hook
+    fails otherwise, both exceptions are printed. The exit status."""
+    sys.last_type, sys.last_value, sys.last_traceback = et, ev, tb
+    if sys.version_info >= (3, 12):
+        sys.last_exc = ev
+    if not hasattr(sys, 'excepthook'):
+        _stderr_write('sys.excepthook is missing\n')
+        sys.__excepthook__(et, ev, tb)
+        return 1
+    global _unhandled_sigint
+    try:
         sys.excepthook(et, ev, tb)
         return 1
+    except SystemExit as e:
+        _unhandled_sigint = False  # python exits with the hook's status
+        return _exit_code(e)
+    except BaseException:
+        et2, ev2, tb2 = sys.exc_info()
+    # Without this function's frame, as python shows the hook's.
+    tb2 = tb2.tb_next if tb2 is not None else None
+    ev2.__traceback__ = tb2
+    _stderr_write('Error in sys.excepthook:\n')
+    sys.__excepthook__(et2, ev2, tb2)
+    _stderr_write('\nOriginal exception was:\n')
+    sys.__excepthook__(et, ev, tb)
+    return 1
+
+
+def _stderr_write(text):
+    try:
+        sys.stderr.write(text)
+    except (AttributeError, OSError, ValueError):
+        pass  # the task set sys.stderr to None, or closed or broke it
 
 
 def _exit_code(e):
@@ -987,10 +1117,15 @@ def run_task(msg, tpl, wc, stdio_like, zippath):
         d, fname = main_namespace(msg.get('script'), zippath)
         code = compile_task(wc, tpl, fname)
         del tpl
-        rc = 1 if code is None else _exec_main(code, d)
+        rc = code if isinstance(code, int) else _exec_main(code, d)
         rc = finish_interpreter(rc)
+        if _unhandled_sigint:
+            rc = 128 + signal.SIGINT
         report_status(msg, rc)
         report_pages(msg)
+        if _unhandled_sigint:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
     except BaseException:
         _write_traceback()
     finally:
@@ -1027,7 +1162,8 @@ class ZygoteServer(object):
     sends the next task straight to it. Messages on sock (encode_msg; fds
     go with a message's first byte):
 
-      zygote -> agent  {'spare': pid, 'learn': bool} + the spare's control
+      zygote -> agent  {'ready': import_snapshot}: warm, first of all;
+                       {'spare': pid, 'learn': bool} + the spare's control
                        socket; {'id', 'pid'}: task id was forked here;
                        {'id', 'status'}: task id exited (waitpid status)
       agent -> zygote  {'used': pid, 'id'} + template: the agent sent task
@@ -1036,9 +1172,10 @@ class ZygoteServer(object):
                        carry 'res_init'.
     """
 
-    def __init__(self, sock, zippath, fqn, b64, stdio_like):
+    def __init__(self, sock, zippath, fqn, b64, stdio_like, pyc_dir):
         self.sock = sock
         self.zippath = zippath
+        self.pyc_dir = pyc_dir
         self.fqn = fqn
         self.b64 = b64
         self.stdio_like = stdio_like
@@ -1070,8 +1207,10 @@ class ZygoteServer(object):
         compiled code, and freeze the garbage collector's view of the heap
         so that tasks do not copy it on write."""
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        # The agent's own imports: it checks those itself (Agent.deps).
+        agent_modules = set(sys.modules)
         sys.path.insert(0, self.zippath)
-        restore = compile_zip_modules_once(os.path.join(os.path.dirname(os.path.dirname(self.zippath)), 'pyc'))
+        restore = compile_zip_modules_once(self.pyc_dir)
         # What every AnsiballZ wrapper imports, then what the module
         # imports. Never the module itself: its top-level code must run
         # once per task, in the task.
@@ -1080,6 +1219,9 @@ class ZygoteServer(object):
         if self.fqn:
             cache_module_code(self.fqn)
         restore()
+        # Taken after the imports: the agent checks it before each task
+        # it sends here, and replaces this zygote once it is stale.
+        self.tell_agent({'ready': import_snapshot(self.zippath, agent_modules)})
         self.wc = WrapperCompiler(self.b64, self.zippath)
         self.pf = Prefaulter()
         self.learn_r, self.learn_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -1327,6 +1469,7 @@ class Zygote(object):
         self.events = selectors.EVENT_READ
         self.last_used = self.born
         self.spare = None  # (pid, control socket, learn): a fork awaiting a task
+        self.deps = None  # its import_snapshot, once warm; tasks wait for it
         self.fdq = []  # fds received, for the spare offers not yet read
 
     def drop_spare(self):
@@ -1348,6 +1491,7 @@ class ZipEntry(object):
         self.path = path
         self.b64 = b64
         self.home = home or self  # the entry whose zygote runs this zip's tasks
+        self.zdata = None  # the zip, until store_zip writes it
         self.base = None  # the first template: later ones come as a delta against it
         self.fqn = None
         self.zygote = None
@@ -1403,9 +1547,13 @@ class Agent(object):
         except OSError:
             self.cwd = os.path.expanduser('~')
         self.tmp = find_tmp_root()
-        self.zipdir = os.path.join(self.tmp, 'zips')
-        os.mkdir(self.zipdir, 0o700)
+        # The zips' directories, beside self.tmp (see store_zip).
+        self.payload_dirs = []
         self.env_mtimes = [_mtime(p) for p in ENV_FILES]
+        # Modules site imported (a .pth may import from site-packages):
+        # every zygote inherits them, so a change restarts the agent. Their
+        # directories are not watched: each zygote watches sys.path's.
+        self.deps = import_snapshot(dirs=False)
         self.sel = selectors.DefaultSelector()
         self.frames = FrameReader()
         self.outbuf = bytearray()
@@ -1590,7 +1738,8 @@ class Agent(object):
                     z.sock.close()
                 except OSError:
                     pass  # the agent exits anyway; the zygote sees its socket end
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        for d in self.payload_dirs + [self.tmp]:
+            shutil.rmtree(d, ignore_errors=True)
         os._exit(0)
 
     # ---- requests: each op_* answers req (its JSON) and blob (the bytes
@@ -1843,11 +1992,13 @@ class Agent(object):
             self.reply(rid, {'error': 'zip %s unknown to this agent' % req['hash'][:12], 'code': 'nozip'})
             return
         tpl, off = self.template(entry, req, blob, off)
+        if entry.home.path is None:
+            self.store_zip(entry.home, tpl)
         if entry.fqn is None:
             # Go's package ansiballz found it, in every format.
             entry.fqn = req.get('fqn') or ''
-        if not req.get('noenv') and [_mtime(p) for p in ENV_FILES] != self.env_mtimes:
-            self.reply(rid, {'error': 'login environment changed; agent must restart', 'code': 'restart'})
+        if (not req.get('noenv') and [_mtime(p) for p in ENV_FILES] != self.env_mtimes) or stale(self.deps):
+            self.reply(rid, {'error': 'login environment or site imports changed; agent must restart', 'code': 'restart'})
             return
         owner = req.get('owner')
         for path, mode in req.get('dirs') or []:
@@ -1876,14 +2027,27 @@ class Agent(object):
                 if home is not None:
                     entry = ZipEntry(digest, home.path, home.b64, home)
                 else:
-                    path = os.path.join(self.zipdir, digest[:32] + '.zip')
-                    # Read-only: tasks run their modules from it (without_payload_files).
-                    atomic_write(path, zdata, 0o400)
-                    entry = ZipEntry(digest, path, base64.b64encode(zdata))
+                    # Written once its template is read (store_zip).
+                    entry = ZipEntry(digest, None, base64.b64encode(zdata))
+                    entry.zdata = zdata
                     if fkey:
                         self.zip_homes[fkey] = entry
                 self.zips[digest] = entry
         return entry, off
+
+    def store_zip(self, entry, tpl):
+        """Write entry's zip where its tasks run it from, named as the
+        wrapper names its copy (TMP/ansible_NAME_payload_XXXXXXXX/
+        ansible_NAME_payload.zip, TMP the temp root the agent chose), so
+        that a traceback through the module reads as stock's."""
+        m = PAYLOAD_NAME_RE.search(tpl)
+        name = (m.group(1) or m.group(2)).decode('ascii') if m else 'module'
+        d = tempfile.mkdtemp(prefix='ansible_%s_payload_' % name, dir=os.path.dirname(self.tmp))
+        self.payload_dirs.append(d)
+        path = os.path.join(d, 'ansible_%s_payload.zip' % name)
+        # Read-only: tasks run their modules from it (without_payload_files).
+        atomic_write(path, entry.zdata, 0o400)
+        entry.path, entry.zdata = path, None
 
     def template(self, entry, req, blob, off):
         """The request's template, from blob at off, and the offset after it."""
@@ -1908,7 +2072,9 @@ class Agent(object):
         """The zygote that runs entry's tasks, started if there is none."""
         entry = entry.home
         z = entry.zygote
-        if z is not None and z.closing:
+        if z is not None and (z.closing or z.deps is not None and stale(z.deps)):
+            # A file it imported changed, or a new one could shadow one:
+            # a fresh python would import them anew, so a fresh zygote does.
             self.retire(z)
             z = None
         if z is None:
@@ -1988,7 +2154,9 @@ class Agent(object):
     def zflush(self, z):
         """Send queued task messages to z; the fds go with a message's
         first bytes, and are closed here once sent."""
-        while z.outq and z.sock is not None:
+        # Nothing goes to a zygote before it is warm: it has imported after
+        # the tasks queued arrived, so they need no check.
+        while z.outq and z.sock is not None and z.deps is not None:
             item = z.outq[0]
             data, fds = item[0], item[1]
             try:
@@ -2009,7 +2177,7 @@ class Agent(object):
             if not item[0]:
                 z.outq.pop(0)
         if z.sock is not None:
-            ev = selectors.EVENT_READ | (selectors.EVENT_WRITE if z.outq else 0)
+            ev = selectors.EVENT_READ | (selectors.EVENT_WRITE if z.outq and z.deps is not None else 0)
             if ev != z.events:
                 z.events = ev
                 self.sel.modify(z.sock, ev, ('zyg', z))
@@ -2027,7 +2195,7 @@ class Agent(object):
                 close_fds_except(b.fileno())
             except BaseException:
                 os._exit(1)
-            ZygoteServer(b, entry.path, entry.fqn, entry.b64, self.stdio_like).run()
+            ZygoteServer(b, entry.path, entry.fqn, entry.b64, self.stdio_like, os.path.join(self.tmp, 'pyc')).run()
         b.close()
         a.setblocking(False)
         z = Zygote(pid, a, entry)
@@ -2111,7 +2279,10 @@ class Agent(object):
             self.zygote_died(z)
             return
         for m in z.reader.feed(data):
-            if 'spare' in m:
+            if 'ready' in m:
+                z.deps = m['ready']
+                self.zflush(z)
+            elif 'spare' in m:
                 self.spare_offered(z, m)
             else:
                 self.task_news(z, m)

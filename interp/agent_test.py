@@ -215,6 +215,13 @@ def run_in_child(code, prep=None):
 
 class PingParamsTest(unittest.TestCase):
 
+    def test_payload_name_every_format(self):
+        for name, _version, src in ping_wrappers():
+            with self.subTest(wrapper=name):
+                m = agent.PAYLOAD_NAME_RE.search(src)
+                self.assertIsNotNone(m)
+                self.assertEqual(m.group(1) or m.group(2), b'ping')
+
     def test_params_regex_every_format(self):
         """The parameters' literal is found in every format."""
         for path in WRAPPERS:
@@ -495,6 +502,50 @@ class ImportsOfTest(unittest.TestCase):
         agent.import_quietly(('json', 'no_such_module_here', 'json.no_such'))
         self.assertIn('json', sys.modules)
 
+    def test_import_snapshot(self):
+        """A module imported from outside the stdlib is in the snapshot,
+        the stdlib and the zygote's zip are not; stale() names what was
+        rewritten, removed, or appeared earlier on sys.path with the name
+        of a module imported, not a directory that merely changed."""
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        early, late = os.path.join(d, 'early'), os.path.join(d, 'late')
+        os.mkdir(early)
+        os.mkdir(late)
+        mod = os.path.join(late, 'abzzstate.py')
+        with open(mod, 'w') as f:
+            f.write('VALUE = 1\n')
+        sys.path[:0] = [early, late]
+        self.addCleanup(lambda: [sys.path.remove(p) for p in (early, late)])
+        self.addCleanup(sys.modules.pop, 'abzzstate', None)
+        importlib.import_module('abzzstate')
+        snap = agent.import_snapshot('/nonexistent.zip', ())
+        paths = [e[0] for e in snap]
+        self.assertIn(mod, paths)
+        self.assertIn(early, paths)
+        self.assertNotIn(json.__file__, paths)
+        self.assertNotIn('/nonexistent.zip', paths)
+        self.assertNotIn(mod, [e[0] for e in agent.import_snapshot(None, ('abzzstate',))])
+        self.assertIsNone(agent.stale(snap))
+
+        with open(mod, 'a') as f:
+            f.write('VALUE = 22\n')
+        self.assertEqual(agent.stale(snap), mod)
+        snap = agent.import_snapshot('/nonexistent.zip', ())
+        os.unlink(mod)
+        self.assertEqual(agent.stale(snap), mod)
+        with open(mod, 'w') as f:
+            f.write('VALUE = 1\n')
+        snap = agent.import_snapshot('/nonexistent.zip', ())
+        self.assertIsNone(agent.stale(snap))
+        # A file in an earlier directory that shadows nothing imported.
+        with open(os.path.join(early, 'notes.txt'), 'w') as f:
+            f.write('abzzstate\n')
+        self.assertIsNone(agent.stale(snap))
+        with open(os.path.join(early, 'abzzstate.py'), 'w') as f:
+            f.write('VALUE = 333\n')
+        self.assertEqual(agent.stale(snap), early)
+
     def test_zip_profiles(self):
         """2.19+ zips name the JSON profiles a task imports; older ones
         none; an unreadable zip gives none."""
@@ -631,6 +682,41 @@ class TaskTest(unittest.TestCase):
                 self.assertNotIn('agent', err)
                 self.assertNotIn('_exec_main', err)
 
+    def test_uncaught_like_python(self):
+        """An uncaught exception goes through sys.excepthook as python's
+        own: a SystemExit the hook raises (ansible-core 2.14's file module
+        calls fail_json there) is the exit, a hook that fails is reported
+        with the original, the hook runs with no exception being handled,
+        a missing hook is said. Status, stdout and stderr are those of
+        python reading the same script on stdin."""
+        for body in (
+                b'def hook(*a):\n    print(sys.exc_info()[0], a[0].__name__)\n    sys.exit(1)\n'
+                b'sys.excepthook = hook\nraise ValueError("v")',
+                b'sys.excepthook = lambda *a: sys.exit("bye")\nraise ValueError("v")',
+                b'sys.excepthook = lambda *a: 1 / 0\nraise ValueError("v")',
+                b'sys.excepthook = lambda *a: print(sys.exc_info()[0])\nraise ValueError("v")',
+                b'del sys.excepthook\nraise ValueError("v")',
+                b'sys.excepthook = lambda *a: sys.exit(4)\ndef (',
+        ):
+            with self.subTest(body=body):
+                script = b'import sys\n' + body + b'\n'
+                p = subprocess.Popen([sys.executable, '-'], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=dict(os.environ, ABTEST='on'))
+                out, err = p.communicate(script)
+                rc, status, got_out, got_err, _ = self.run_task(script)
+                self.assertEqual((rc, status, got_out, got_err), (p.returncode, str(p.returncode).encode(), out.decode(), err.decode()))
+
+    def test_keyboard_interrupt(self):
+        """An uncaught KeyboardInterrupt: python 3.8+ prints it and dies by
+        SIGINT (a shell running it says 130), before 3.8 exits 1."""
+        script = b'import sys\nraise KeyboardInterrupt\n'
+        p = subprocess.Popen([sys.executable, '-'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = p.communicate(script)
+        rc, status, got_out, got_err, _ = self.run_task(script)
+        self.assertEqual((rc, got_out, got_err), (p.returncode, out.decode(), err.decode()))
+        want = 128 + signal.SIGINT if sys.version_info >= (3, 8) else 1
+        self.assertEqual(status, str(want).encode())
+
     def test_flush_failure(self):
         """A clean exit whose stdout cannot be flushed is 120, as python's."""
         rc, status, _, err, _ = self.run_task(b'import os, sys\nsys.stdout.write("x")\nos.close(1)\n')
@@ -657,11 +743,11 @@ class AgentProcess(object):
 
     TIMEOUT = 60
 
-    def __init__(self, testcase):
+    def __init__(self, testcase, env=None):
         self.dir = tempfile.mkdtemp()
         testcase.addCleanup(shutil.rmtree, self.dir, True)
         self.stderr = tempfile.TemporaryFile()
-        env = dict(os.environ, TMPDIR=self.dir)
+        env = dict(os.environ, TMPDIR=self.dir, **(env or {}))
         self.p = subprocess.Popen([sys.executable, '-c', 'import os; os.write(1, b"login noise\\n"); ' + RUN_AGENT.replace('\n', '; ').replace(';  ', ''), AGENT],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                   cwd=self.dir, env=env)
@@ -816,6 +902,51 @@ class AgentProcessTest(unittest.TestCase):
                 resp, _, out, err = a.call(req, (zip_ if i == 0 else b'') + ctpl)
                 self.assertEqual(resp, {'exit': 0}, err)
                 self.assertEqual(json.loads(out.decode().strip().splitlines()[-1]).get('ping'), 'pong', out)
+        # Where the zygote runs the module from, named as stock's copy
+        # (a traceback shows it); removed with the agent.
+        zips = glob.glob(os.path.join(a.dir, 'ansible_ping_payload_*', 'ansible_ping_payload.zip'))
+        self.assertEqual(len(zips), 1, os.listdir(a.dir))
+        a.close()
+        self.assertEqual(glob.glob(os.path.join(a.dir, 'ansible_*')), [])
+
+    def test_module_sees_changed_import(self):
+        """A module importing a file that changes between tasks sees it as
+        it is when each task starts, as a fresh python would: the zygote
+        that imported it is replaced."""
+        lib = os.path.join(self.tmp(), 'lib')
+        os.mkdir(lib)
+        state = os.path.join(lib, 'abzzstate.py')
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, 'w') as z:
+            z.writestr('abzzmod.py', 'import abzzstate\nprint(abzzstate.VALUE)\n')
+        zip_ = buf.getvalue()
+        digest = hashlib.sha256(zip_).hexdigest()
+        # The zip's base64 goes where the marker is, as in a real wrapper.
+        tpl = (b"import base64, os, runpy, sys, tempfile\n"
+               b"p = os.path.join(tempfile.mkdtemp(), 'm.zip')\n"
+               b"open(p, 'wb').write(base64.b64decode('" + agent.ZIP_MARKER + b"'))\n"
+               b"sys.path.insert(0, p)\n"
+               b"runpy.run_module('abzzmod', run_name='__main__')\n")
+        ctpl = zlib.compress(tpl)
+        a = AgentProcess(self, env={'PYTHONPATH': lib})
+        got = []
+        for i, value in enumerate(('1', '22', None, '333')):
+            if value is None:
+                os.unlink(state)
+            else:
+                with open(state, 'w') as f:
+                    f.write('VALUE = %s\n' % value)
+            req = {'op': 'module', 'hash': digest, 'zip': len(zip_) if i == 0 else 0, 'tpl': len(ctpl)}
+            if i == 0:
+                req['fqn'] = 'abzzmod'
+            resp, _, out, err = a.call(req, (zip_ if i == 0 else b'') + ctpl)
+            got.append((resp.get('exit'), out.decode().strip() or err.decode().strip().splitlines()[-1]))
+        self.assertEqual(got, [(0, '1'), (0, '22'), (1, "ModuleNotFoundError: No module named 'abzzstate'"), (0, '333')])
+
+    def tmp(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        return d
 
 
 if __name__ == '__main__':

@@ -22,10 +22,11 @@ var (
 	// called. Every request in flight fails with it.
 	ErrAgentGone = errors.New("interp: agent gone")
 	// ErrRestart: /etc/environment or ~/.pam_environment changed since the
-	// agent started, so modules would not see what a fresh login sees.
+	// agent started, or a module that site imported into it (a .pth
+	// file's), so modules would not see what a fresh login sees.
 	// The agent keeps serving other operations; the caller should start a
 	// new agent and retry there.
-	ErrRestart = errors.New("interp: login environment changed, agent must be restarted")
+	ErrRestart = errors.New("interp: login environment or site imports changed, agent must be restarted")
 	// ErrHandshake: no hello from the agent (no python, bootstrap failure).
 	ErrHandshake = errors.New("interp: agent did not start")
 )
