@@ -109,7 +109,14 @@ func sshRun(t *testing.T, ssh, kh string, opts, env []string) hostKeyRun {
 	t.Helper()
 	args := []string{"-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-i", suite.lab.Key, "-p", suite.lab.Port}
 	args = append(append(args, opts...), suite.lab.User+"@127.0.0.1", "echo", "hi")
-	cmd := exec.Command(ssh, args...)
+	o := runOwnSession(t, exec.Command(ssh, args...), env)
+	return hostKeyRun{rc: o.rc, stdout: o.stdout, stderr: strings.ReplaceAll(o.stderr, kh, "KNOWN_HOSTS")}
+}
+
+// runOwnSession runs cmd in a session of its own (no terminal, stdin
+// /dev/null), with the suite's HOME and PATH without the shims, and env.
+func runOwnSession(t *testing.T, cmd *exec.Cmd, env []string) sshOutcome {
+	t.Helper()
 	cmd.Env = append(cleanEnv(os.Environ()), append([]string{"HOME=" + suite.home, "PATH=" + suite.basePATH}, env...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	var stdout, stderr bytes.Buffer
@@ -119,9 +126,9 @@ func sshRun(t *testing.T, ssh, kh string, opts, env []string) hostKeyRun {
 	if ee, ok := err.(*exec.ExitError); ok {
 		rc = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("%s: %v", ssh, err)
+		t.Fatalf("%s: %v", cmd.Path, err)
 	}
-	return hostKeyRun{rc: rc, stdout: stdout.String(), stderr: strings.ReplaceAll(stderr.String(), kh, "KNOWN_HOSTS")}
+	return sshOutcome{rc: rc, stdout: stdout.String(), stderr: stderr.String()}
 }
 
 func hostPublicKey(t *testing.T, path string) string {

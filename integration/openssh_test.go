@@ -1,13 +1,11 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -96,17 +94,7 @@ func passwordSSH(t *testing.T, ssh string, d *privateDaemon, st credStep, cpDir 
 		"-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-p", suite.lab.Port, suite.lab.PWUser+"@127.0.0.1", "whoami")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "sshpass", args...)
-	cmd.Env = append(cleanEnv(os.Environ()), append([]string{"HOME=" + suite.home, "PATH=" + suite.basePATH}, d.env()...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	rc := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		rc = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("sshpass %s: %v", ssh, err)
-	}
-	return sshOutcome{rc: rc, stdout: stdout.String(), stderr: strings.ReplaceAll(stderr.String(), cpDir, "CPDIR")}
+	o := runOwnSession(t, exec.CommandContext(ctx, "sshpass", args...), d.env())
+	o.stderr = strings.ReplaceAll(o.stderr, cpDir, "CPDIR")
+	return o
 }

@@ -343,13 +343,7 @@ func (c *capture) take(b []byte, keep bool) {
 // markNoLog drops what a no_log task must not leave behind; e.mu is held.
 func (e *Entry) markNoLog() {
 	e.noLog = true
-	e.stdin.wipe()
-	e.out.wipe()
-	e.err.wipe()
-	clear(e.args)
-	e.args = nil
-	e.scan = nil
-	e.cache = nil
+	e.wipe()
 }
 
 // wipe overwrites and drops everything captured, for an entry leaving
