@@ -42,9 +42,10 @@ type invocation struct {
 	// a connection it makes uses them.
 	settings *sshclient.Settings
 	// master: the invocation made its connection, as the ssh that
-	// becomes a ControlMaster does.
-	master  atomic.Bool
-	started time.Time
+	// becomes a ControlMaster does. mustLogin: it found no master, so
+	// its first connection is its own (see target.use).
+	master, mustLogin atomic.Bool
+	started           time.Time
 
 	mu     sync.Mutex
 	route  string  // set by countRoute

@@ -59,13 +59,15 @@ func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target,
 		return nil, "ControlMaster=" + settings.ControlMaster + ": " + reasonOwnConnection
 	}
 	t = s.targets.lookup(settings.ControlPath)
-	switch live := t != nil && t.hasLive(); {
+	live := t != nil && t.hasLive()
+	switch {
 	case live && settings.ControlMaster == "yes":
 		return nil, "ControlMaster=yes beside a master: " + reasonOwnConnection
 	case !live && settings.ControlMaster == "no":
 		return nil, "ControlMaster=no without a master: " + reasonOwnConnection
 	}
 	t = s.targets.get(settings, iv)
+	iv.mustLogin.Store(!live)
 	iv.log = iv.log.WithField("target", t.label)
 	return t, ""
 }

@@ -1,15 +1,19 @@
 package bridge
 
 import (
+	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/sirupsen/logrus"
 )
 
 // dialsTo is the number of logins the daemon made through controlPath.
@@ -152,5 +156,46 @@ func TestVerboseGoesToRealSSH(t *testing.T) {
 	}
 	if r := h.run("scp", h.sshArgs("-v", "127.0.0.1:/etc/hostname", t.TempDir()), ""); r.fallback != fakessh.ReasonVerbose {
 		t.Errorf("scp -v: %+v", r)
+	}
+}
+
+// TestNoMasterMeansOwnLogin: an invocation that arrives while no master
+// is up logs in itself, as ssh would, even when another invocation's
+// login completes meanwhile: Ansible hosts that share an address (one
+// with a wrong key) must not borrow each other's login.
+func TestNoMasterMeansOwnLogin(t *testing.T) {
+	h := newHarness(t, 0)
+	cp := filepath.Join(t.TempDir(), "cp")
+	dial := h.srv.targets.dial
+	gate := make(chan struct{})
+	var dials atomic.Int32
+	h.srv.targets.dial = func(ctx context.Context, s *sshclient.Settings, p sshclient.Prompter, log logrus.FieldLogger) (*sshclient.Client, error) {
+		if dials.Add(1) == 1 {
+			<-gate // the first login is slow
+		}
+		return dial(ctx, s, p, log)
+	}
+	results := make(chan result, 2)
+	run := func() { results <- h.run("ssh", h.sshArgsAt(cp, "127.0.0.1", "true"), "") }
+	go run()
+	waitFor(t, "the first login to start", func() bool { return dials.Load() == 1 })
+	go run()
+	waitFor(t, "the second invocation to arrive", func() bool {
+		tg := h.srv.targets.lookup(cp)
+		return tg != nil && tg.inflight.Load() == 2
+	})
+	close(gate)
+	for range 2 {
+		if r := <-results; r.code != 0 {
+			t.Fatalf("ssh: %+v", r)
+		}
+	}
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("%d logins, want 2: the second invocation found no master", n)
+	}
+	// Now a master is up: the next one multiplexes over it.
+	run()
+	if r := <-results; r.code != 0 || dials.Load() != 2 {
+		t.Fatalf("over the master: %+v, %d logins", r, dials.Load())
 	}
 }

@@ -170,8 +170,12 @@ type target struct {
 	unsynced atomic.Pointer[interp.Client]
 	rtt      atomic.Int64 // last keepalive round trip, ns
 
-	drain     drain
-	inflight  atomic.Int32 // invocations being served
+	drain    drain
+	inflight atomic.Int32 // invocations being served
+	// alive counts the connections neither dead nor detached, read
+	// without t.mu: whether a master is up must not wait for a login in
+	// progress (ssh would not wait for another's either).
+	alive     atomic.Int32
 	connected atomic.Bool  // a dial has succeeded once
 	lastUse   atomic.Int64 // when one last began or ended, unix ns
 }
@@ -193,6 +197,15 @@ type sshConn struct {
 	timedOut atomic.Bool
 	sftp     *sftp.Client
 	home     string // the SFTP server's starting directory
+	counted  bool   // in t.alive
+}
+
+// goneLocked takes c out of t.alive, once; c.mu is held.
+func (c *sshConn) goneLocked() {
+	if c.counted {
+		c.counted = false
+		c.t.alive.Add(-1)
+	}
 }
 
 // countRoute counts an invocation's route and notes it (and the target)
@@ -233,14 +246,20 @@ func (t *target) use(ctx context.Context, p sshclient.Prompter, open func(*sshCo
 	defer t.mu.Unlock()
 	tried := map[*sshConn]bool{}
 	redialled := false
+	// An invocation that found no master logs in itself, as ssh does
+	// then, even when another made the connection meanwhile: credentials
+	// are checked for it as OpenSSH checks them.
+	iv, _ := p.(*invocation)
+	mustLogin := iv != nil && iv.mustLogin.Swap(false)
 	for {
 		var c *sshConn
 		for _, cand := range t.conns {
-			if !tried[cand] && cand.alive() {
+			if !mustLogin && !tried[cand] && cand.alive() {
 				c = cand
 				break
 			}
 		}
+		mustLogin = false
 		if c == nil {
 			var err error
 			if c, err = t.dialLocked(ctx, p); err != nil {
@@ -290,7 +309,8 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 	t.settings.Store(settings)
 	t.dials++
 	t.connected.Store(true)
-	c := &sshConn{t: t, client: client}
+	c := &sshConn{t: t, client: client, counted: true}
+	t.alive.Add(1)
 	if master != nil {
 		c.master = master.id
 		master.master.Store(true)
@@ -321,12 +341,9 @@ func (t *target) liveLocked() *sshConn {
 	return nil
 }
 
-// hasLive reports whether the target has a connection (for -O check).
-func (t *target) hasLive() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.liveLocked() != nil
-}
+// hasLive reports whether the target has a live connection (a master
+// is up), without waiting for a login in progress.
+func (t *target) hasLive() bool { return t.alive.Load() > 0 }
 
 // stop detaches all connections and interpreters so the next use dials
 // and starts afresh, like `ssh -O stop`. Invocations in flight finish
@@ -354,6 +371,7 @@ func (t *target) stop(now bool) {
 	for _, c := range conns {
 		c.mu.Lock()
 		c.detached = true
+		c.goneLocked()
 		idle := c.active == 0
 		c.mu.Unlock()
 		if idle || now {
@@ -488,6 +506,7 @@ func (c *sshConn) kill() {
 func (t *target) dropLocked(c *sshConn) {
 	c.mu.Lock()
 	c.dead = true
+	c.goneLocked()
 	c.mu.Unlock()
 	_ = c.client.Close()
 	for i, x := range t.conns {
@@ -502,6 +521,7 @@ func (c *sshConn) markDead() {
 	c.mu.Lock()
 	already := c.dead
 	c.dead = true
+	c.goneLocked()
 	c.mu.Unlock()
 	if already {
 		return
