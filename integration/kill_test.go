@@ -51,70 +51,94 @@ func TestClientKilled(t *testing.T) {
 		{name: "ansible/tt", ansible: true, want: false},
 		{name: "ansible/tt/become", ansible: true, become: true, want: false},
 	}
-	var mu sync.Mutex
-	left := map[string]bool{} // "side case": still running
-	t.Run("kill", func(t *testing.T) {
-		for i, c := range cases {
-			for j, sd := range []side{stock, bridgeSide()} {
-				t.Run(string(sd)+"/"+c.name, func(t *testing.T) {
-					t.Parallel()
-					// Short: a ControlPath must fit a socket address.
-					dir, err := os.MkdirTemp("", "abk-")
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { os.RemoveAll(dir) })
-					// A duration no other process on the machine runs.
-					arg := fmt.Sprintf("%d.%d", 3000+10*i+j, os.Getpid()%1000)
-					t.Cleanup(func() { killProcs("sleep", arg) })
-					var cmd *exec.Cmd
-					if c.ansible {
-						cmd = killablePlaybook(t, sd, d, dir, arg, c.pipelining, c.become)
-					} else {
-						var opts []string
-						if c.tty {
-							opts = append(opts, "-tt")
-						}
-						if c.master {
-							opts = append(opts, "-C", "-o", "ControlMaster=auto", "-o", "ControlPersist=60s", "-o", "ControlPath="+dir+"/%C")
-						}
-						cmd = sshCmd(context.Background(), sd, d, port, opts, "sleep "+arg)
-						cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-					}
-					if err := cmd.Start(); err != nil {
-						t.Fatal(err)
-					}
-					waitFor(t, 60*time.Second, "sleep "+arg+" on the target", func() bool { return len(findProcs("sleep", arg)) > 0 })
-					if c.ansible {
-						_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-					} else {
-						_ = cmd.Process.Signal(c.sig)
-					}
-					_ = cmd.Wait()
-					running := stillRunning(5*time.Second, "sleep", arg)
-					if sd == stock && c.master {
-						stopMasters(t, dir)
-					}
-					mu.Lock()
-					left[string(sd)+" "+c.name] = running
-					mu.Unlock()
-				})
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			sides := []side{stock, bridgeSide()}
+			cmds := make([]*exec.Cmd, len(sides))
+			args := make([]string, len(sides))
+			for j, sd := range sides {
+				// Short: a ControlPath must fit a socket address.
+				dir, err := os.MkdirTemp("", "abk-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(dir) })
+				// A duration no other process on the machine runs.
+				args[j] = fmt.Sprintf("%d.%d", 3000+10*i+j, os.Getpid()%1000)
+				arg := args[j]
+				t.Cleanup(func() { killProcs("sleep", arg) })
+				if c.ansible {
+					cmds[j] = killablePlaybook(t, sd, d, dir, arg, c.pipelining, c.become)
+					continue
+				}
+				var opts []string
+				if c.tty {
+					opts = append(opts, "-tt")
+				}
+				if c.master {
+					opts = append(opts, "-C", "-o", "ControlMaster=auto", "-o", "ControlPersist=60s", "-o", "ControlPath="+dir+"/%C")
+					t.Cleanup(func() { stopMasters(t, dir) })
+				}
+				cmds[j] = sshCmd(context.Background(), sd, d, port, opts, "sleep "+arg)
+				cmds[j].SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			}
-		}
-	})
-	for _, c := range cases {
-		s, okS := left[string(stock)+" "+c.name]
-		b, okB := left[string(bridgeSide())+" "+c.name]
-		if !okS || !okB {
-			continue // that run failed already
-		}
-		if s != c.want {
-			t.Errorf("%s: stock left the command running: %v, measured before: %v (README's table is out of date?)", c.name, s, c.want)
-		}
-		if b != s {
-			t.Errorf("%s: remote command left running: bridge %v, stock %v", c.name, b, s)
-		}
+			// Both sides at once: the suite is near its time limit.
+			left := make([]bool, len(sides))
+			errs := make([]error, len(sides))
+			var wg sync.WaitGroup
+			for j := range sides {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					sig := c.sig
+					if c.ansible {
+						sig = syscall.SIGKILL
+					}
+					left[j], errs[j] = killMidCommand(cmds[j], c.ansible, sig, args[j])
+				}()
+			}
+			wg.Wait()
+			for j, sd := range sides {
+				if errs[j] != nil {
+					t.Fatalf("%s: %v", sd, errs[j])
+				}
+			}
+			if left[0] != c.want {
+				t.Errorf("stock left the command running: %v, as measured before: %v (README's table is out of date?)", left[0], c.want)
+			}
+			if left[1] != left[0] {
+				t.Errorf("remote command left running: %s %v, stock %v", sides[1], left[1], left[0])
+			}
+		})
 	}
+}
+
+// killMidCommand starts cmd, waits until `sleep arg` runs on the target,
+// sends sig to cmd (its process group if group), and reports whether the
+// sleep is still running a few seconds later.
+func killMidCommand(cmd *exec.Cmd, group bool, sig syscall.Signal, arg string) (bool, error) {
+	if err := cmd.Start(); err != nil {
+		return false, err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(findProcs("sleep", arg)) == 0 {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			return false, fmt.Errorf("sleep %s never ran on the target", arg)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+	pid := cmd.Process.Pid
+	if group {
+		pid = -pid
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		return false, err
+	}
+	_ = cmd.Wait()
+	return stillRunning(5*time.Second, "sleep", arg), nil
 }
 
 // killablePlaybook is ansible-playbook running `command: sleep ARG` on
