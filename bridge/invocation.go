@@ -35,6 +35,8 @@ type invocation struct {
 	signals chan string
 	winch   chan [2]int
 	gone    chan struct{} // closed when the shim hangs up
+	// accepted: the shim was told to send stdin.
+	accepted bool
 
 	bytesIn, bytesOut atomic.Int64
 	quiet             bool // -q or LogLevel quiet/fatal/error
@@ -193,16 +195,31 @@ var _ sshclient.Prompter = (*invocation)(nil)
 // that demultiplexes its frames. mode "raw" asks the shim to put its
 // terminal in raw mode (a PTY session on an interactive terminal).
 func (iv *invocation) accept(mode string) error {
+	iv.listen()
+	iv.accepted = true
+	return iv.send(wire.Accept, []byte(mode))
+}
+
+// listen starts the goroutine that reads the shim's frames, once. Before
+// accept the shim sends no stdin, only signals and window sizes.
+func (iv *invocation) listen() {
+	if iv.gone != nil {
+		return
+	}
 	r, w := io.Pipe()
 	iv.stdin = r
 	iv.signals = make(chan string, 4)
 	iv.winch = make(chan [2]int, 4)
 	iv.gone = make(chan struct{})
-	if err := iv.send(wire.Accept, []byte(mode)); err != nil {
-		return err
-	}
 	go iv.readShim(w)
-	return nil
+}
+
+// hangup returns a channel closed when the shim goes away: killed, or
+// exiting on a signal (it tells the daemon, then exits). It reads the
+// shim's frames from then on, so no prompt may follow.
+func (iv *invocation) hangup() <-chan struct{} {
+	iv.listen()
+	return iv.gone
 }
 
 func (iv *invocation) readShim(w *io.PipeWriter) {

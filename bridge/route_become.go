@@ -147,7 +147,9 @@ func (r *request) serveBecome() (code int, served bool) {
 	if u := deletedUser(wrapper, parsed); u != "" {
 		t.retireUser(ctx, iv, ag, u)
 	}
-	res, err := ag.RunModule(ctx, req)
+	tctx, stop := r.taskContext(req.PTY != nil)
+	defer stop()
+	res, err := ag.RunModule(tctx, req)
 	return r.moduleResult(req, held, res, err), true
 }
 
@@ -167,7 +169,9 @@ func (r *request) execIn(ag *interp.Client, command string, stdin io.Reader, tty
 	if tty {
 		req.PTY = &interp.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols}
 	}
-	code, err := ag.Exec(r.ctx, req)
+	ctx, stop := r.taskContext(tty)
+	defer stop()
+	code, err := ag.Exec(ctx, req)
 	if err != nil {
 		if errors.Is(err, interp.ErrAgentGone) {
 			iv.log.WithError(err).Warn("command in the interpreter failed")

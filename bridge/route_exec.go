@@ -62,7 +62,6 @@ func materializeFailure(iv *invocation, err error) int {
 // Session) or a subsystem (sshclient.Exec: x/crypto's Session cannot
 // wait for a subsystem's exit status).
 type remoteSession interface {
-	Signal(ssh.Signal) error
 	WindowChange(h, w int) error
 	Close() error
 	Wait() error
@@ -200,7 +199,7 @@ func (r *request) exec(command string, opts execOpts) int {
 	if tty && iv.hello.StdinTTY {
 		mode = "raw"
 	}
-	if iv.stdin == nil {
+	if !iv.accepted {
 		if err := iv.accept(mode); err != nil {
 			return 255
 		}
@@ -223,9 +222,11 @@ wait:
 		case werr = <-done:
 			break wait
 		case sig := <-iv.signals:
-			// The shim was told to stop: close the channel, as a
-			// ControlMaster does for a mux client that exits on a
-			// signal (ssh sends the remote side no signal).
+			// The shim was told to stop and exits: close the channel as
+			// a ControlMaster does for a client that dies. No signal
+			// goes to the remote: ssh sends none, and sshd hangs up a
+			// PTY's command (SIGHUP) while a command without one runs
+			// on until it writes (README, "When a client dies").
 			iv.log.WithField("signal", sig).Info("shim signalled; closing channel")
 			sess.Close()
 		case ws := <-iv.winch:

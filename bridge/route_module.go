@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -85,7 +86,9 @@ func (r *request) serveModule() (int, bool) {
 	if u := deletedUser(wrapper, parsed); u != "" {
 		t.retireUser(ctx, iv, ag, u)
 	}
-	res, err := ag.RunModule(ctx, req)
+	tctx, stop := r.taskContext(req.PTY != nil)
+	defer stop()
+	res, err := ag.RunModule(tctx, req)
 	if errors.Is(err, interp.ErrRestart) {
 		// /etc/environment, ~/.pam_environment or a module site imported
 		// changed: a fresh login would see it, so the task runs in a
@@ -93,10 +96,33 @@ func (r *request) serveModule() (int, bool) {
 		iv.log.Info("login environment or site imports changed; restarting the interpreter")
 		t.retireAgent(python)
 		if ag, err = t.agent(ctx, iv, python, r.sendEnv()); err == nil {
-			res, err = ag.RunModule(ctx, req)
+			res, err = ag.RunModule(tctx, req)
 		}
 	}
 	return r.moduleResult(req, held, res, err), true
+}
+
+// taskContext is the context of a command run in an interpreter. With a
+// PTY it ends when the shim goes away, and the interpreter kills the
+// task's process group: sshd hangs up a stock session's PTY when its
+// channel closes, and the command dies of SIGHUP. Without a PTY the task
+// runs on, as a stock command does once its channel closes (README, "When
+// a client dies").
+func (r *request) taskContext(pty bool) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	if !pty {
+		return ctx, cancel
+	}
+	gone := r.iv.hangup()
+	go func() {
+		select {
+		case <-gone:
+			r.iv.log.Info("shim gone under a task with a PTY; killing the task as sshd's hangup would")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // heldWrapper returns the AnsiballZ wrapper at script, and it taken
@@ -224,6 +250,11 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, re
 	iv := r.iv
 	for _, h := range held {
 		h.st.markOnTarget(h.changes, err == nil)
+	}
+	if err != nil && errors.Is(err, context.Canceled) && r.ctx.Err() == nil {
+		// taskContext ended it: nobody is left to tell.
+		iv.log.Info("task killed: the shim went away")
+		return 255
 	}
 	if err != nil {
 		iv.log.WithError(err).Warn("module run in the interpreter failed")

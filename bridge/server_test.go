@@ -272,6 +272,53 @@ func TestExec(t *testing.T) {
 	}
 }
 
+// TestShimSignalledClosesChannel: a shim that exits on a signal makes the
+// daemon close the channel, as an ssh master does for a client that
+// dies, and send no signal: ssh sends none, and sshd leaves a command
+// without a PTY running (README, "When a client dies").
+func TestShimSignalledClosesChannel(t *testing.T) {
+	h := newHarness(t, 0)
+	c, err := net.Dial("unix", h.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hello, _ := json.Marshal(wire.HelloMsg{Prog: "ssh", Argv: h.sshArgs("127.0.0.1", "sleep 30"), Cwd: h.cwd, Env: []string{"HOME=" + h.home, "PATH=" + h.path}, Umask: 0o22})
+	if err := wire.Write(c, wire.Hello, hello); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := wire.Read(c)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		if f.Type == wire.Accept {
+			break
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h.ts.execs.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+	// What the shim does on SIGINT: say so, then exit.
+	if err := wire.Write(c, wire.Signal, []byte("INT")); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for h.ts.closed.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the channel was not closed after the shim went")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+	if n := h.ts.signals.Load(); n != 0 {
+		t.Errorf("%d signal requests sent to the remote; ssh sends none", n)
+	}
+}
+
 func TestControlStopRedials(t *testing.T) {
 	h := newHarness(t, 0)
 	check := h.run("ssh", h.sshArgs("-O", "check", "127.0.0.1"), "")

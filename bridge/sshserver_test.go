@@ -30,6 +30,8 @@ type testServer struct {
 	ptys        atomic.Int32
 	envReplies  atomic.Int32 // env requests that wanted a reply (ssh wants none)
 	execs       atomic.Int32
+	signals     atomic.Int32 // signal requests on exec channels
+	closed      atomic.Int32 // exec channels whose requests ended: closed
 
 	mu   sync.Mutex
 	live []net.Conn
@@ -138,7 +140,17 @@ func (ts *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			_ = ssh.Unmarshal(req.Payload, &cmd)
 			req.Reply(true, nil)
 			ts.execs.Add(1)
-			go ssh.DiscardRequests(reqs)
+			go func() {
+				for r := range reqs {
+					if r.Type == "signal" {
+						ts.signals.Add(1)
+					}
+					if r.WantReply {
+						_ = r.Reply(false, nil)
+					}
+				}
+				ts.closed.Add(1)
+			}()
 			ts.run(ch, cmd.C, env)
 			return
 		case "subsystem":

@@ -1,0 +1,218 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestClientKilled: a client killed mid-command leaves on the target what
+// OpenSSH leaves (issue 22, item 2). The same command runs through
+// /usr/bin/ssh and through the shims; once it runs on the target the
+// client (or ansible-playbook's whole process group) is killed, and the
+// test compares whether the remote command is still there after a
+// bounded wait. Stock, as measured (README, "When a client dies"): a
+// command with a PTY dies (sshd hangs its terminal up), one without runs
+// on, with or without a master, whatever the signal.
+func TestClientKilled(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	d := newPrivateDaemon(t)
+	port, err := strconv.Atoi(suite.lab.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type kill struct {
+		name    string
+		ansible bool
+		// ssh: -tt or not, a ControlPersist master (Ansible's ssh_args)
+		// or none, and the signal for the ssh process.
+		tty, master bool
+		sig         syscall.Signal
+		// ansible: pipelining and become; ansible-playbook's process
+		// group gets SIGKILL.
+		pipelining, become bool
+		want               bool // stock leaves the command running
+	}
+	cases := []kill{
+		{name: "ssh/master/KILL", master: true, sig: syscall.SIGKILL, want: true},
+		{name: "ssh/INT", sig: syscall.SIGINT, want: true},
+		{name: "ssh-tt/master/KILL", tty: true, master: true, sig: syscall.SIGKILL, want: false},
+		{name: "ssh-tt/HUP", tty: true, sig: syscall.SIGHUP, want: false},
+		{name: "ansible/pipelining", ansible: true, pipelining: true, want: true},
+		{name: "ansible/tt", ansible: true, want: false},
+		{name: "ansible/tt/become", ansible: true, become: true, want: false},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			sides := []side{stock, bridgeSide()}
+			cmds := make([]*exec.Cmd, len(sides))
+			args := make([]string, len(sides))
+			for j, sd := range sides {
+				// Short: a ControlPath must fit a socket address.
+				dir, err := os.MkdirTemp("", "abk-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(dir) })
+				// A duration no other process on the machine runs.
+				args[j] = fmt.Sprintf("%d.%d", 3000+10*i+j, os.Getpid()%1000)
+				arg := args[j]
+				t.Cleanup(func() { killProcs("sleep", arg) })
+				if c.ansible {
+					cmds[j] = killablePlaybook(t, sd, d, dir, arg, c.pipelining, c.become)
+					continue
+				}
+				var opts []string
+				if c.tty {
+					opts = append(opts, "-tt")
+				}
+				if c.master {
+					opts = append(opts, "-C", "-o", "ControlMaster=auto", "-o", "ControlPersist=60s", "-o", "ControlPath="+dir+"/%C")
+					t.Cleanup(func() { stopMasters(t, dir) })
+				}
+				cmds[j] = sshCmd(context.Background(), sd, d, port, opts, "sleep "+arg)
+				cmds[j].SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			}
+			// Both sides at once: the suite is near its time limit.
+			left := make([]bool, len(sides))
+			errs := make([]error, len(sides))
+			var wg sync.WaitGroup
+			for j := range sides {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					sig := c.sig
+					if c.ansible {
+						sig = syscall.SIGKILL
+					}
+					left[j], errs[j] = killMidCommand(cmds[j], c.ansible, sig, args[j])
+				}()
+			}
+			wg.Wait()
+			for j, sd := range sides {
+				if errs[j] != nil {
+					t.Fatalf("%s: %v", sd, errs[j])
+				}
+			}
+			if left[0] != c.want {
+				t.Errorf("stock left the command running: %v, as measured before: %v (README's table is out of date?)", left[0], c.want)
+			}
+			if left[1] != left[0] {
+				t.Errorf("remote command left running: %s %v, stock %v", sides[1], left[1], left[0])
+			}
+		})
+	}
+}
+
+// killMidCommand starts cmd, waits until `sleep arg` runs on the target,
+// sends sig to cmd (its process group if group), and reports whether the
+// sleep is still running a few seconds later.
+func killMidCommand(cmd *exec.Cmd, group bool, sig syscall.Signal, arg string) (bool, error) {
+	if err := cmd.Start(); err != nil {
+		return false, err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(findProcs("sleep", arg)) == 0 {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			return false, fmt.Errorf("sleep %s never ran on the target", arg)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+	pid := cmd.Process.Pid
+	if group {
+		pid = -pid
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		return false, err
+	}
+	_ = cmd.Wait()
+	return stillRunning(5*time.Second, "sleep", arg), nil
+}
+
+// killablePlaybook is ansible-playbook running `command: sleep ARG` on
+// host t in a process group of its own, through sd's ssh.
+func killablePlaybook(t *testing.T, sd side, d *privateDaemon, dir, arg string, pipelining, become bool) *exec.Cmd {
+	t.Helper()
+	cp := filepath.Join(dir, "cp")
+	if err := os.Mkdir(cp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopMasters(t, cp) })
+	play := fmt.Sprintf("- hosts: t\n  gather_facts: false\n  become: %t\n  tasks:\n    - command: sleep %s\n", become, arg)
+	pb := filepath.Join(dir, "play.yml")
+	if err := os.WriteFile(pb, []byte(play), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := suite.basePATH
+	if sd == bridge {
+		path = suite.shims + string(os.PathListSeparator) + suite.basePATH
+	}
+	cmd := exec.Command("ansible-playbook", "-i", writeInventory(t, dir, nil), pb)
+	cmd.Dir = dir
+	cmd.Env = append(cleanEnv(os.Environ()),
+		"PATH="+path,
+		"HOME="+suite.home,
+		"LANG=C.UTF-8",
+		"ANSIBLE_CONFIG="+filepath.Join(suite.work, "ansible.cfg"),
+		"ANSIBLE_HOST_KEY_CHECKING=False",
+		"ANSIBLE_RETRY_FILES_ENABLED=False",
+		"ANSIBLE_SSH_CONTROL_PATH_DIR="+cp,
+		"ANSIBLE_PIPELINING="+strconv.FormatBool(pipelining),
+	)
+	cmd.Env = append(cmd.Env, d.env()...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 10 * time.Second
+	return cmd
+}
+
+// findProcs returns the pids of the processes whose argv is exactly argv.
+func findProcs(argv ...string) []int {
+	want := []byte{}
+	for _, a := range argv {
+		want = append(append(want, a...), 0)
+	}
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Equal(b, want) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// stillRunning polls for the processes running argv to end; it reports
+// whether some are still there after settle.
+func stillRunning(settle time.Duration, argv ...string) bool {
+	deadline := time.Now().Add(settle)
+	for len(findProcs(argv...)) > 0 {
+		if time.Now().After(deadline) {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+	return false
+}
+
+func killProcs(argv ...string) {
+	for _, pid := range findProcs(argv...) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
