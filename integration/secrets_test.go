@@ -45,9 +45,12 @@ func TestNoSecretsLeft(t *testing.T) {
 		t.Logf("ansible-core 2.22 not installed (%v): pipelined on the default one", err)
 	}
 	runs := []runSpec{{Mode: mode{Pipelining: false, Transfer: "piped"}}, pipelined}
+	// One ControlPath directory for every run: the reset below closes the
+	// connections of them all, as each run's own would at its end.
+	env := append(d.env(), "ANSIBLE_SSH_CONTROL_PATH_DIR="+t.TempDir())
 	for _, spec := range runs {
 		m := spec.Mode
-		spec.Playbook, spec.Side, spec.Env = "secrets.yml", bridge, d.env()
+		spec.Playbook, spec.Side, spec.Env = "secrets.yml", bridge, env
 		r := runPlaybook(t, spec)
 		wantExit(t, r, 0)
 		wantTask(t, r, "t", "ordinary", "ok", "ordinary-probe-5d1e")
@@ -95,7 +98,7 @@ func TestNoSecretsLeft(t *testing.T) {
 
 	// The connections close (reset_connection): their entries go, and
 	// nothing is left in memory.
-	r := runPlaybook(t, runSpec{Playbook: "secrets-reset.yml", Mode: mode{Pipelining: true, Transfer: "piped"}, Side: bridge, Env: d.env()})
+	r := runPlaybook(t, runSpec{Playbook: "secrets-reset.yml", Mode: mode{Pipelining: true, Transfer: "piped"}, Side: bridge, Env: env})
 	wantExit(t, r, 0)
 	waitNoConnections(t, d)
 	if left, _ := filepath.Glob(filepath.Join(d.mount, "journal", "0*-module")); len(left) != 0 {
