@@ -40,6 +40,25 @@ ssh lab true
 ssh -O check lab 2>&1 | sed 's/pid=[0-9]*/pid=N/'; echo "rc=${PIPESTATUS[0]}"
 ssh -o ControlPath=none -O check lab; echo "rc=$?"
 `},
+	{"interactive ssh in tmux: escapes, exit status", `
+S=abx-SIDE-$$
+pane() { tmux -L $S capture-pane -p -J; }
+wait_for() { for i in $(seq 1 400); do pane | grep -q -- "$1" && return 0; sleep 0.05; done; echo "never saw $1:"; pane; return 1; }
+tmux -L $S new-session -d -x 120 -y 50 "ssh -F $SSHCFG lab; echo exit=\$? > $PWD/rc; read x"
+trap 'tmux -L $S kill-server 2>/dev/null' EXIT
+tmux -L $S send-keys 'PS1="P> "; echo $((6*7))' Enter
+wait_for '^42'
+tmux -L $S send-keys Enter '~?'
+wait_for 'escape the character'
+pane | sed -n '/Supported escape sequences/,/escape the character/p'
+tmux -L $S resize-window -x 100 -y 40 2>/dev/null || tmux -L $S resize-pane -x 100 -y 40
+tmux -L $S send-keys Enter 'stty size' Enter
+wait_for '^40 100'
+tmux -L $S send-keys 'exit 3' Enter
+wait_for 'closed\.'
+pane | grep 'closed\.'
+cat rc
+`},
 	{"rsync", `
 mkdir -p "src/with space/deep" back
 for i in $(seq 1 200); do echo "file $i" > "src/with space/f$i"; done
@@ -191,7 +210,8 @@ func runClientCase(t *testing.T, tc clientCase, side string, mux bool, d *privat
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	prelude := fmt.Sprintf(`ssh() { command ssh -F %[1]s "$@"; }
+	prelude := fmt.Sprintf(`export SSHCFG=%[1]s
+ssh() { command ssh -F %[1]s "$@"; }
 scp() { command scp -F %[1]s "$@"; }
 sftp() { command sftp -F %[1]s "$@"; }
 export RSYNC_RSH="ssh -F %[1]s" GIT_SSH_COMMAND="ssh -F %[1]s"
