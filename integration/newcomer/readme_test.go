@@ -340,13 +340,16 @@ func TestReadmeInstall(t *testing.T) {
 		t.Errorf("after %s: exit %d\n%s\nwant\n%s", envLine, code, out, want)
 	}
 
-	// The shims work: ssh through the bridge to the suite's lab, whose
-	// connection status then shows; doctor finds the shims first on PATH.
+	// The shims work: ssh through the bridge to the suite's lab, as a
+	// ControlPath's master (as Ansible runs it; without one the real ssh
+	// would run), whose connection status then shows; doctor finds the
+	// shims first on PATH.
 	key, user, port := os.Getenv("AB_KEY"), os.Getenv("AB_USER"), os.Getenv("AB_PORT")
 	if key == "" || user == "" || port == "" {
 		t.Skip("AB_KEY, AB_USER, AB_PORT not set (scripts/lab.sh env)")
 	}
-	out, code = f.sh(envLine+` && ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o IdentitiesOnly=yes -i `+key+
+	mux := "-o ControlMaster=auto -o ControlPersist=60 -o ControlPath=" + filepath.Join(t.TempDir(), "cm-%C")
+	out, code = f.sh(envLine+` && ssh `+mux+` -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o IdentitiesOnly=yes -i `+key+
 		` -p `+port+` `+user+`@127.0.0.1 echo through-the-bridge && ansible-bridge status && ansible-bridge doctor`, env...)
 	for _, w := range []string{"through-the-bridge\n", user + "@127.0.0.1:" + port, "ok   ssh shim: " + filepath.Join(shims, "ssh"), "ok   scp shim", "ok   sftp shim"} {
 		if !strings.Contains(out, w) {
