@@ -18,9 +18,10 @@ import (
 //   - ControlMaster auto (or no) joins the target's live connection as a
 //     mux client would, without logging in;
 //   - ControlMaster auto (or yes) with no live connection logs in with its
-//     own settings and credentials, and its connection becomes the
-//     master for the path, kept for ControlPersist after its last
-//     session (none: it ends with that session);
+//     own settings and credentials, even when another's login completes
+//     meanwhile (two ssh racing to be master each log in), and its
+//     connection becomes the path's master, kept for ControlPersist
+//     after its last session (none: it ends with that session);
 //   - everything else ssh runs on a connection of its own (no
 //     ControlPath; ControlMaster no or yes beside a master; ask and
 //     autoask, whose confirmation the bridge does not reproduce), and so
