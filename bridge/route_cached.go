@@ -32,10 +32,6 @@ var cachedRoute = route{
 	serve: func(r *request) (int, bool) { return r.serveCached() },
 }
 
-// ttNoTerminal: -tt without a terminal, as Ansible runs modules when
-// pipelining is off. Only a module run from a held file is served then.
-func (r *request) ttNoTerminal() bool { return r.inv.TTY >= 2 && !r.iv.hello.StdinTTY }
-
 // serveCached answers the housekeeping command r.cmd. served is false
 // when the command must run on the target as usual.
 func (r *request) serveCached() (code int, served bool) {

@@ -10,7 +10,10 @@ import "context"
 // matches everything.
 //
 // Adding a fast path is adding a file route_NAME.go with a route value,
-// and listing it here before exec. A route counts what it did in status
+// and listing it here before exec. A route file uses no function of
+// another: what routes share lives in session.go (running a command or
+// subsystem as ssh does, the passthrough) and modulerun.go (a module run
+// in an interpreter, the module and become routes'). A route counts what it did in status
 // with t.countRoute (the names below, which tests and users read), or
 // t.countSlow where it declines for a reason worth a line.
 type route struct {

@@ -1,0 +1,264 @@
+package bridge
+
+// A module run in an interpreter, shared by the module and become routes:
+// the held or piped wrapper, the request, its result, and what ends it.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"path"
+	"strings"
+
+	"github.com/ansible-bridge/ansible-bridge/interp"
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
+)
+
+// maxPipedModule bounds how much piped stdin is read to look for an
+// AnsiballZ wrapper before the command is passed through instead.
+const maxPipedModule = 64 << 20
+
+// taskContext is the context of a command run in an interpreter. With a
+// PTY it ends when the shim goes away, and the interpreter kills the
+// task's process group: sshd hangs up a stock session's PTY when its
+// channel closes, and the command dies of SIGHUP. Without a PTY the task
+// runs on, as a stock command does once its channel closes (README, "When
+// a client dies").
+func (r *request) taskContext(pty bool) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	if !pty {
+		return ctx, cancel
+	}
+	gone := r.iv.hangup()
+	go func() {
+		select {
+		case <-gone:
+			r.iv.log.Info("shim gone under a task with a PTY; killing the task as sshd's hangup would")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// heldWrapper returns the AnsiballZ wrapper at script, and it taken
+// apart, if the bridge has its content; else nil, nil.
+func (t *target) heldWrapper(script string) ([]byte, *ansiballz.Wrapper) {
+	st, name := t.house.lookup(script)
+	if st == nil || name == "" {
+		return nil, nil
+	}
+	f, ok := st.file(name)
+	if !ok {
+		return nil, nil
+	}
+	w, err := ansiballz.Parse(f.data)
+	if err != nil {
+		return nil, nil
+	}
+	return f.data, w
+}
+
+// moduleRequest is the interpreter request for a module run: the wrapper
+// (parsed: it taken apart), the VAR=value prefixes, a PTY as -tt asks,
+// and, if withDirs, the held temp dirs the module needs (neededDirs).
+// It also returns the held dirs the request writes to the target, as of
+// which change, for moduleResult to pass to markOnTarget.
+func (r *request) moduleRequest(c ansibleCmd, wrapper []byte, parsed *ansiballz.Wrapper, withDirs bool) (interp.ModuleRequest, []heldSnapshot) {
+	iv, t := r.iv, r.t
+	req := interp.ModuleRequest{Wrapper: wrapper, ScriptPath: c.script}
+	if len(c.env) > 0 {
+		req.Env = map[string]string{}
+		for _, kv := range c.env {
+			req.Env[kv[0]] = kv[1]
+		}
+	}
+	var held []heldSnapshot
+	if withDirs {
+		own, needed := t.neededDirs(c, parsed)
+		for _, h := range needed {
+			skip := ""
+			if h == own && !keepRemoteFiles(wrapper) {
+				skip = path.Base(c.script)
+			}
+			dirs, files, changes := h.onTargetSpec(skip)
+			req.Dirs = append(req.Dirs, dirs...)
+			req.Files = append(req.Files, files...)
+			held = append(held, heldSnapshot{h, changes})
+		}
+	}
+	if r.tty() {
+		req.PTY = &interp.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols}
+	}
+	return req, held
+}
+
+// neededDirs returns the held temp dir the module's script is in (own,
+// nil if piped) and the held dirs the run writes to the target: own and
+// those its parameters or environment name (a piped copy finds its
+// source there). A concurrent run's dirs are left alone: written by
+// this run, they could reach the target after that run's rm, and that
+// run's next module would no longer find its wrapper held. Parameters
+// the bridge cannot read mean every held dir.
+func (t *target) neededDirs(c ansibleCmd, w *ansiballz.Wrapper) (own *sharedTemp, dirs []*sharedTemp) {
+	if c.script != "" {
+		own, _ = t.house.lookup(c.script)
+	}
+	held := t.house.held()
+	if len(held) == 0 || len(held) == 1 && held[0] == own {
+		return own, held // the usual case: no parameters to read
+	}
+	names, ok := namedPaths(w)
+	for _, kv := range c.env {
+		names += "\x00" + kv[1]
+	}
+	for _, h := range held {
+		if h == own || !ok || strings.Contains(names, h.dir) {
+			dirs = append(dirs, h)
+		}
+	}
+	return own, dirs
+}
+
+// namedPaths returns the string values of a wrapper's module parameters,
+// NUL-separated; false if they cannot be read.
+func namedPaths(w *ansiballz.Wrapper) (string, bool) {
+	js, err := w.Params()
+	if err != nil {
+		return "", false
+	}
+	var v any
+	if err := json.Unmarshal(js, &v); err != nil {
+		return "", false
+	}
+	var b strings.Builder
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			b.WriteString(v)
+			b.WriteByte(0)
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range v {
+				b.WriteString(k)
+				b.WriteByte(0)
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return b.String(), true
+}
+
+// heldSnapshot is a held dir as a module run wrote it to the target.
+type heldSnapshot struct {
+	st      *sharedTemp
+	changes int
+}
+
+// moduleResult passes a module run's result to the shim, as ssh would
+// have, and returns the exit status.
+func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, res *interp.Result, err error) int {
+	iv := r.iv
+	for _, h := range held {
+		h.st.markOnTarget(h.changes, err == nil)
+	}
+	if err != nil && errors.Is(err, context.Canceled) && r.ctx.Err() == nil {
+		// taskContext ended it: nobody is left to tell.
+		iv.log.Info("task killed: the shim went away")
+		return 255
+	}
+	if err != nil {
+		iv.log.WithError(err).Warn("module run in the interpreter failed")
+		if errors.Is(err, interp.ErrAgentGone) {
+			// The connection (or the interpreter) died under the step:
+			// say what ssh says when its master's connection dies.
+			r.lostConnection(req.PTY != nil)
+			return 255
+		}
+		iv.errorf("ansible-bridge: persistent interpreter failed: %v", err)
+		return 255
+	}
+	_, _ = iv.stdout().Write(res.Stdout)
+	_, _ = iv.stderr().Write(res.Stderr)
+	// Passed on: a no_log task's result must not linger in freed memory.
+	clear(res.Stdout)
+	clear(res.Stderr)
+	if req.PTY != nil {
+		r.sharedClosed()
+	}
+	return res.ExitCode
+}
+
+// forgetParams overwrites the task's arguments in a piped wrapper once
+// it has run (no copy of the stream is kept): the rest, the module's
+// zip, may be shared.
+func forgetParams(w *ansiballz.Wrapper) {
+	clear(w.ParamsLiteral)
+}
+
+// readPiped reads what a pipelined step sends a python on its stdin, and
+// it taken apart as recognised does (nil: not a wrapper the bridge runs,
+// or stdin failed).
+func (t *target) readPiped(iv *invocation, stdin io.Reader) ([]byte, *ansiballz.Wrapper) {
+	data, err := readAllOnce(io.LimitReader(stdin, maxPipedModule))
+	if err != nil {
+		return data, nil
+	}
+	return data, t.recognised(iv, data)
+}
+
+// readAllOnce is io.ReadAll without the copies its growing buffer
+// leaves in freed memory (a wrapper holds its task's arguments, perhaps
+// no_log ones): it reads fixed chunks, copies them once into a buffer of
+// the final size, and overwrites them.
+func readAllOnce(r io.Reader) ([]byte, error) {
+	const chunk = 64 << 10
+	var chunks [][]byte
+	n := 0
+	var err error
+	for {
+		c := make([]byte, chunk)
+		k, rerr := io.ReadFull(r, c)
+		chunks = append(chunks, c[:k])
+		n += k
+		if rerr != nil {
+			if rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+				err = rerr
+			}
+			break
+		}
+	}
+	out := make([]byte, 0, n)
+	for _, c := range chunks {
+		out = append(out, c...)
+		clear(c[:cap(c)])
+	}
+	return out, err
+}
+
+// keepRemoteFiles tells whether the task runs with ANSIBLE_KEEP_REMOTE_FILES,
+// which Ansible passes in the module's internal arguments.
+func keepRemoteFiles(wrapper []byte) bool {
+	return bytes.Contains(wrapper, []byte(`"_ansible_keep_remote_files": true`))
+}
+
+// lostConnection tells the shim what an ssh multiplexing client prints
+// when its master's connection dies under a session: "Shared connection to
+// HOST closed." with a terminal, nothing without (Ansible always runs ssh
+// with ControlMaster, so that is what stock shows).
+func (r *request) lostConnection(tty bool) {
+	if tty {
+		r.sharedClosed()
+	}
+}
+
+// ttNoTerminal: -tt without a terminal, as Ansible runs modules when
+// pipelining is off. Only a module run from a held file is served then.
+func (r *request) ttNoTerminal() bool { return r.inv.TTY >= 2 && !r.iv.hello.StdinTTY }

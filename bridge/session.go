@@ -1,0 +1,280 @@
+package bridge
+
+// A passthrough session: a command or subsystem run on the target as ssh
+// runs it (exec, start), the steps every route may fall back to.
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"golang.org/x/crypto/ssh"
+)
+
+// passthrough runs the command on the target as usual, replaying stdin
+// (already read from the shim) first.
+func (r *request) passthrough(stdin []byte) int {
+	if err := r.t.materializeHeld(r.ctx, r.iv); err != nil {
+		return materializeFailure(r.iv, err)
+	}
+	r.count(routeExec)
+	return r.exec(r.command, execOpts{stdinPrefix: stdin})
+}
+
+// materializeFailure reports a temp dir that could not be written to
+// the target before the command that needed it.
+func materializeFailure(iv *invocation, err error) int {
+	var ce *sshclient.ConnError
+	if errors.As(err, &ce) {
+		return connFailure(iv, err)
+	}
+	iv.errorf("ansible-bridge: writing a temp dir to the target: %v", err)
+	return 1
+}
+
+// remoteSession is a started session channel: a command (x/crypto's
+// Session) or a subsystem (sshclient.Exec: x/crypto's Session cannot
+// wait for a subsystem's exit status).
+type remoteSession interface {
+	WindowChange(h, w int) error
+	Close() error
+	Wait() error
+}
+
+// subsystem is a subsystem's session: Wait returns once its output has
+// been relayed too, as x/crypto's Session.Wait does.
+type subsystem struct {
+	*sshclient.Exec
+	copying sync.WaitGroup
+}
+
+func (s *subsystem) Wait() error {
+	err := s.Exec.Wait()
+	s.copying.Wait()
+	return err
+}
+
+// started is a session, its stdin, and the busy connection it is on.
+type started struct {
+	sess  remoteSession
+	stdin io.WriteCloser
+	conn  *sshConn
+}
+
+// start starts command as ssh would on a busy connection of the target:
+// a subsystem, or a command (a login shell for "") with a terminal if
+// tty, its output going to the shim (and opts' writers). On failure it
+// reports as ssh does and returns ssh's exit status.
+func (r *request) start(command string, tty bool, opts execOpts) (*started, int) {
+	ctx, iv, t := r.ctx, r.iv, r.t
+	stdout, stderr := iv.stdout(), iv.stderr()
+	if opts.stdout != nil {
+		stdout = io.MultiWriter(stdout, opts.stdout)
+	}
+	if opts.stderr != nil {
+		stderr = io.MultiWriter(stderr, opts.stderr)
+	}
+	if r.inv.Subsystem {
+		var e *sshclient.Exec
+		c, err := t.use(ctx, iv, func(c *sshConn) error {
+			var err error
+			e, err = sshclient.StartSubsystem(c.client.Client, r.sendEnv(), command)
+			return err
+		})
+		switch {
+		case errors.Is(err, sshclient.ErrSubsystemRefused):
+			iv.errorf("subsystem request failed on channel 0")
+			return nil, 255
+		case err != nil:
+			return nil, connFailure(iv, err)
+		}
+		sub := &subsystem{Exec: e}
+		sub.copying.Add(2)
+		go func() { _, _ = io.Copy(stdout, e.Stdout()); sub.copying.Done() }()
+		go func() { _, _ = io.Copy(stderr, e.Stderr()); sub.copying.Done() }()
+		return &started{sub, e.Stdin(), c}, 0
+	}
+	c, sess, err := t.newSession(ctx, iv, r.sendEnv())
+	if err != nil {
+		return nil, connFailure(iv, err)
+	}
+	if tty {
+		term := iv.getenv("TERM")
+		if err := sess.RequestPty(term, iv.hello.Rows, iv.hello.Cols, ssh.TerminalModes{}); err != nil {
+			iv.errorf("PTY allocation request failed on channel 0")
+		}
+	}
+	stdin, err := sess.StdinPipe()
+	if err == nil {
+		sess.Stdout, sess.Stderr = stdout, stderr
+		if command == "" {
+			err = sess.Shell()
+		} else {
+			err = sess.Start(command)
+		}
+		if err != nil {
+			iv.log.WithError(err).Warn("starting remote command failed")
+			iv.errorf("exec request failed on channel 0")
+			sess.Close()
+			c.release()
+			return nil, 255
+		}
+	}
+	if err != nil {
+		sess.Close()
+		c.release()
+		return nil, connFailure(iv, err)
+	}
+	return &started{sess, stdin, c}, 0
+}
+
+// execOpts adjusts a passthrough session.
+type execOpts struct {
+	// stdinPrefix was read from the shim already; it is sent first.
+	stdinPrefix []byte
+	// stdout and stderr, when set, also receive the session's output.
+	stdout, stderr io.Writer
+}
+
+// wantTTY mirrors ssh's decision: -tt always, -t when stdin is a
+// terminal, none with -T; a login shell (no command) gets one when stdin
+// is a terminal.
+func wantTTY(inv *fakessh.SSHInvocation, stdinTTY bool) bool {
+	switch {
+	case inv.TTY < 0:
+		return false
+	case inv.TTY >= 2:
+		return true
+	case inv.TTY == 1 || len(inv.Command) == 0:
+		return stdinTTY
+	}
+	return false
+}
+
+// exec runs command (the request's, or one a route sends in its place)
+// as a session channel, relaying stdin, output, signals and window
+// changes, and returns ssh's exit status.
+func (r *request) exec(command string, opts execOpts) int {
+	ctx, iv, t, inv := r.ctx, r.iv, r.t, r.inv
+	tty := r.tty()
+	// ssh.c: a terminal asked for (-t, or a login shell) without one on
+	// stdin is refused with a notice at LogLevel INFO.
+	if (inv.TTY == 1 || inv.TTY == 0 && len(inv.Command) == 0) && !iv.hello.StdinTTY && !iv.quiet {
+		iv.errorf("Pseudo-terminal will not be allocated because stdin is not a terminal.")
+	}
+	st, code := r.start(command, tty, opts)
+	if st == nil {
+		return code
+	}
+	defer st.conn.release()
+	sess, stdinPipe, c := st.sess, st.stdin, st.conn
+	defer sess.Close()
+	mode := ""
+	if tty && iv.hello.StdinTTY {
+		mode = "raw"
+	}
+	if !iv.accepted {
+		if err := iv.accept(mode); err != nil {
+			return 255
+		}
+	}
+	go func() {
+		if inv.NoStdin {
+			_, _ = io.Copy(io.Discard, iv.stdin)
+		} else {
+			n, _ := io.Copy(stdinPipe, io.MultiReader(bytes.NewReader(opts.stdinPrefix), iv.stdin))
+			t.bytesIn.Add(n)
+		}
+		stdinPipe.Close()
+	}()
+	done := make(chan error, 1)
+	go func() { done <- sess.Wait() }()
+	var werr error
+wait:
+	for {
+		select {
+		case werr = <-done:
+			break wait
+		case sig := <-iv.signals:
+			// The shim was told to stop and exits: close the channel as
+			// a ControlMaster does for a client that dies. No signal
+			// goes to the remote: ssh sends none, and sshd hangs up a
+			// PTY's command (SIGHUP) while a command without one runs
+			// on until it writes (README, "When a client dies").
+			iv.log.WithField("signal", sig).Info("shim signalled; closing channel")
+			sess.Close()
+		case ws := <-iv.winch:
+			_ = sess.WindowChange(ws[0], ws[1])
+		case <-iv.gone:
+			sess.Close()
+			<-done
+			return -1
+		case <-ctx.Done():
+			sess.Close()
+			werr = ctx.Err()
+			break wait
+		}
+	}
+	t.bytesOut.Add(iv.bytesOut.Load())
+	code = exitStatus(werr)
+	iv.log.WithError(werr).WithField("status", code).Debug("session ended")
+	if code == 255 && werr != nil && c.timedOut.Load() && c.master == iv.id {
+		// The master says why it gave up; a multiplexing client only
+		// sees its master go.
+		if !iv.quiet {
+			iv.errorf("%s", r.settings.TimeoutMessage())
+		}
+		return code
+	}
+	if code == 255 && werr != nil && !isExit(werr) {
+		iv.errorf("Connection to %s closed by remote host.", r.settings.HostName)
+	} else if tty {
+		r.sharedClosed()
+	}
+	return code
+}
+
+func isExit(err error) bool {
+	var ee *ssh.ExitError
+	var em *ssh.ExitMissingError
+	return errors.As(err, &ee) || errors.As(err, &em)
+}
+
+// exitStatus maps a session result to ssh's exit status: the remote
+// status, or 255 for a signal, a missing status or a lost connection.
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *ssh.ExitError
+	if errors.As(err, &ee) && ee.Signal() == "" {
+		return ee.ExitStatus()
+	}
+	var xe *sshclient.ExitError
+	if errors.As(err, &xe) && xe.Signal == "" && xe.Status >= 0 {
+		return xe.Status
+	}
+	return 255
+}
+
+// sendEnv picks the shim's variables that match SendEnv patterns.
+func sendEnv(patterns []string, env []string) [][2]string {
+	var out [][2]string
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		for _, p := range patterns {
+			if sshclient.MatchPattern(p, k) {
+				out = append(out, [2]string{k, v})
+				break
+			}
+		}
+	}
+	return out
+}
