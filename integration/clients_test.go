@@ -41,19 +41,19 @@ ssh -O check lab 2>&1 | sed 's/pid=[0-9]*/pid=N/'; echo "rc=${PIPESTATUS[0]}"
 ssh -o ControlPath=none -O check lab; echo "rc=$?"
 `},
 	{"interactive ssh in tmux: escapes, exit status", `
-S=abx-SIDE-$$
+S=abx-SIDE-$(basename $HOME)
 pane() { tmux -L $S capture-pane -p -J; }
 wait_for() { for i in $(seq 1 400); do pane | grep -q -- "$1" && return 0; sleep 0.05; done; echo "never saw $1:"; pane; return 1; }
 tmux -L $S new-session -d -x 120 -y 50 "ssh -F $SSHCFG lab; echo exit=\$? > $PWD/rc; read x"
 trap 'tmux -L $S kill-server 2>/dev/null' EXIT
 tmux -L $S send-keys 'PS1="P> "; echo $((6*7))' Enter
-wait_for '^42'
+wait_for '^42$'
 tmux -L $S send-keys Enter '~?'
 wait_for 'escape the character'
 pane | sed -n '/Supported escape sequences/,/escape the character/p'
 tmux -L $S resize-window -x 100 -y 40 2>/dev/null || tmux -L $S resize-pane -x 100 -y 40
 tmux -L $S send-keys Enter 'stty size' Enter
-wait_for '^40 100'
+wait_for '40 100$'
 tmux -L $S send-keys 'exit 3' Enter
 wait_for 'closed\.'
 pane | grep 'closed\.'
@@ -244,6 +244,8 @@ export RSYNC_RSH="ssh -F %[1]s" GIT_SSH_COMMAND="ssh -F %[1]s"
 		t.Fatalf("clearing %s on the target: %v\n%s", remoteDir, err, out)
 	}
 	stdout, stderr := run(prelude + strings.ReplaceAll(tc.script, "SIDE", side))
+	// A tmux server the script started, even if it was cut short.
+	_ = exec.Command("tmux", "-L", "abx-"+side+"-"+filepath.Base(home), "kill-server").Run()
 	// Masters the real ssh left behind, stopped; the daemon's stop with it.
 	_, _ = run(prelude + "ssh -O exit lab 2>/dev/null")
 	files, _ := run(fmt.Sprintf("cd / && %s -F /dev/null -i %s -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -p %s %s@127.0.0.1 'cd %s && find . -printf \"%%p %%M %%s\\n\" | sort'",
