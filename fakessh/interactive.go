@@ -2,8 +2,8 @@ package fakessh
 
 import (
 	"os"
-	"syscall"
 
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
 
@@ -23,11 +23,7 @@ func interactive(inv *SSHInvocation) bool {
 	if inv.TTY < 0 || inv.TTY == 0 && len(inv.Command) > 0 || !term.IsTerminal(int(os.Stdin.Fd())) {
 		return false
 	}
-	tty, err := os.Open("/dev/tty")
-	if err != nil {
-		return false
-	}
-	defer tty.Close()
-	var a, b syscall.Stat_t
-	return syscall.Fstat(int(os.Stdin.Fd()), &a) == nil && syscall.Fstat(int(tty.Fd()), &b) == nil && a.Rdev == b.Rdev
+	// tcgetsid: only the controlling terminal has our session's id.
+	_, err := unix.IoctlGetInt(int(os.Stdin.Fd()), unix.TIOCGSID)
+	return err == nil
 }

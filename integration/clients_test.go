@@ -47,10 +47,10 @@ wait_for() { for i in $(seq 1 400); do pane | grep -q -- "$1" && return 0; sleep
 tmux -L $S new-session -d -x 120 -y 50 "ssh -F $SSHCFG lab; echo exit=\$? > $PWD/rc; read x"
 trap 'tmux -L $S kill-server 2>/dev/null' EXIT
 tmux -L $S send-keys 'PS1="P> "; echo $((6*7))' Enter
-wait_for '^42$'
+wait_for '[$>] 42$'
 tmux -L $S send-keys Enter '~?'
-wait_for 'escape the character'
-pane | sed -n '/Supported escape sequences/,/escape the character/p'
+wait_for 'Note that escapes'
+pane | sed -n '/Supported escape sequences/,/Note that escapes/p'
 tmux -L $S resize-window -x 100 -y 40 2>/dev/null || tmux -L $S resize-pane -x 100 -y 40
 tmux -L $S send-keys Enter 'stty size' Enter
 wait_for '40 100$'
