@@ -331,16 +331,6 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 	return c, nil
 }
 
-// liveLocked returns a live connection of the target, or nil; t.mu is held.
-func (t *target) liveLocked() *sshConn {
-	for _, c := range t.conns {
-		if c.alive() {
-			return c
-		}
-	}
-	return nil
-}
-
 // hasLive reports whether the target has a live connection (a master
 // is up), without waiting for a login in progress.
 func (t *target) hasLive() bool { return t.alive.Load() > 0 }
