@@ -76,10 +76,17 @@ func routesNow(t *testing.T) (routes, slow map[string]int) {
 	cmd := exec.Command(suite.bin, "status", "--json")
 	cmd.Env = bridgeEnv(os.Environ())
 	out, err := cmd.Output()
-	routes, slow = map[string]int{}, map[string]int{}
 	if err != nil {
-		return routes, slow // no daemon yet
+		return map[string]int{}, map[string]int{} // no daemon yet
 	}
+	return sumRoutes(t, out)
+}
+
+// sumRoutes sums the route and slow-path counts over the targets of a
+// `status --json` output.
+func sumRoutes(t *testing.T, out []byte) (routes, slow map[string]int) {
+	t.Helper()
+	routes, slow = map[string]int{}, map[string]int{}
 	var st struct {
 		Targets []struct {
 			Routes map[string]int `json:"routes"`

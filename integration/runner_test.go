@@ -171,25 +171,7 @@ func bridgeStatus(t *testing.T, socket string) (routes, slow map[string]int) {
 	if err != nil {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
-	var st struct {
-		Targets []struct {
-			Routes map[string]int `json:"routes"`
-			Slow   map[string]int `json:"slow"`
-		} `json:"targets"`
-	}
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, out)
-	}
-	routes, slow = map[string]int{}, map[string]int{}
-	for _, tg := range st.Targets {
-		for k, v := range tg.Routes {
-			routes[k] += v
-		}
-		for k, v := range tg.Slow {
-			slow[k] += v
-		}
-	}
-	return routes, slow
+	return sumRoutes(t, out)
 }
 
 // TestAnsibleRunner runs a job through ansible-runner as AWX does,
