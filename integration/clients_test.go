@@ -121,7 +121,7 @@ rm z2
 help
 version
 B
-sftp -b batch lab 2>&1 | sed -e 's/[0-9]\{1,\}\(\.[0-9]\)\{0,1\}[KMGT]\{0,1\}  */N /g' -e 's/^ *Size.*/SIZE/' | grep -v '^Remote working\|^sftp> lls\|^batch\|^d$\|^got\|^dback\|^z$' ; echo "rc=${PIPESTATUS[0]}"
+sftp -b batch lab 2>&1 | sed -e 's/^ *[0-9.]\{1,\}[KMGTP]\{0,1\}B .*/DF (the numbers change)/' -e 's/[0-9]\{1,\}\(\.[0-9]\)\{0,1\}[KMGT]\{0,1\}  */N /g' -e 's/^ *Size.*/SIZE/' | grep -v '^Remote working\|^sftp> lls\|^batch\|^d$\|^got\|^dback\|^z$' ; echo "rc=${PIPESTATUS[0]}"
 sftp -b - lab <<'B'; echo "rc=$?"
 cd clients-SIDE/sftp
 get zp zp-back
