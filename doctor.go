@@ -237,11 +237,13 @@ func fallbackSummary(socket string) []fallbackCount {
 // that print and exit (-V, -Q, -G), and interactive sessions, which only
 // the real binary answers.
 func expectedFallback(reason string) bool {
+	// The daemon's reasons reach the shim log as "daemon: REASON".
+	reason = strings.TrimPrefix(reason, "daemon: ")
 	switch reason {
 	case "unsupported: -V", "unsupported: -Q", "unsupported: -G", fakessh.ReasonInteractive, fakessh.ReasonVerbose:
 		return true
 	}
-	return bridge.SharingFallback(strings.TrimPrefix(reason, "daemon: "))
+	return bridge.SharingFallback(reason)
 }
 
 func checkReal(env doctorEnv, prog string) check {

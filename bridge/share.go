@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
-	"github.com/ansible-bridge/ansible-bridge/fakessh"
 )
 
 // Connection sharing follows OpenSSH's multiplexing exactly, so that
@@ -41,8 +40,7 @@ const (
 // rules': the real ssh serves such an invocation as OpenSSH's contract
 // asks, not for want of anything in the bridge.
 func SharingFallback(reason string) bool {
-	return reason == reasonNoControlPath || reason == reasonRealMaster || reason == fakessh.ReasonVerbose ||
-		strings.HasSuffix(reason, ": "+reasonOwnConnection)
+	return reason == reasonNoControlPath || reason == reasonRealMaster || strings.HasSuffix(reason, ": "+reasonOwnConnection)
 }
 
 // share returns the target iv's settings multiplex onto, or why the real
