@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -46,6 +49,8 @@ type runnerJob struct {
 	pipelining bool
 	bridge     bool   // shims first on PATH (env/envvars)
 	socket     string // the job's daemon socket (bridge)
+	playbook   string // runnerPlaybook if empty
+	password   string // the lab's if empty
 }
 
 // runnerOutcome is what a job's results are compared on.
@@ -56,7 +61,9 @@ type runnerOutcome struct {
 	results []string                  // "host task event changed", sorted
 }
 
-func runRunnerJob(t *testing.T, j runnerJob) runnerOutcome {
+// runnerCommand writes job j's private data dir and returns the
+// ansible-runner command that runs it, and the dir.
+func runnerCommand(ctx context.Context, t *testing.T, j runnerJob) (*exec.Cmd, string) {
 	t.Helper()
 	dir := filepath.Join(suite.work, "runner", j.name)
 	for _, d := range []string{"env", "project", "inventory", "cp"} {
@@ -89,14 +96,15 @@ func runRunnerJob(t *testing.T, j runnerJob) runnerOutcome {
 		envvars["ANSIBLE_BRIDGE_REQUIRE"] = "1"
 	}
 	envvars["PATH"] = path
+	password, playbook := cmp.Or(j.password, l.Password), cmp.Or(j.playbook, runnerPlaybook)
 	files := map[string]any{
 		"env/ssh_key":      string(key),
-		"env/passwords":    map[string]string{`^SSH password:\s*?$`: l.Password, `^BECOME password.*:\s*?$`: l.Password},
+		"env/passwords":    map[string]string{`^SSH password:\s*?$`: password, `^BECOME password.*:\s*?$`: password},
 		"env/envvars":      envvars,
 		"env/extravars":    map[string]string{"job": j.name},
 		"env/cmdline":      "--ask-pass --ask-become-pass",
 		"env/settings":     map[string]any{"job_timeout": 120, "suppress_ansible_output": true},
-		"project/site.yml": runnerPlaybook,
+		"project/site.yml": playbook,
 		"inventory/hosts":  inv,
 	}
 	for name, v := range files {
@@ -112,10 +120,18 @@ func runRunnerJob(t *testing.T, j runnerJob) runnerOutcome {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	cmd := exec.CommandContext(ctx, "ansible-runner", "run", dir, "-p", "site.yml", "--ident", "job")
 	cmd.Env = append(cleanEnv(os.Environ()), "PATH="+suite.basePATH, "HOME="+suite.home, "LANG=C.UTF-8")
+	return cmd, dir
+}
+
+// runRunnerJob runs job j to its end and returns what it did; wantOK says
+// whether the job must succeed.
+func runRunnerJob(t *testing.T, j runnerJob, wantOK bool) runnerOutcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd, dir := runnerCommand(ctx, t, j)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("ansible-runner %s did not finish: %s", j.name, out)
@@ -156,7 +172,7 @@ func runRunnerJob(t *testing.T, j runnerJob) runnerOutcome {
 		}
 	}
 	sort.Strings(o.results)
-	if o.rc != "0" || o.status != "successful" || len(o.results) == 0 {
+	if wantOK && (o.rc != "0" || o.status != "successful" || len(o.results) == 0) {
 		t.Errorf("job %s: rc %s status %s, %d results\n%s\nstdout:\n%s", j.name, o.rc, o.status, len(o.results), out, readString(t, filepath.Join(art, "stdout")))
 	}
 	return o
@@ -214,23 +230,105 @@ func TestAnsibleRunner(t *testing.T) {
 	}
 	for _, pipelining := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pipelining=%t", pipelining), func(t *testing.T) {
-			want := runRunnerJob(t, runnerJob{name: fmt.Sprintf("stock-%t", pipelining), pipelining: pipelining})
+			want := runRunnerJob(t, runnerJob{name: fmt.Sprintf("stock-%t", pipelining), pipelining: pipelining}, true)
 			name := fmt.Sprintf("bridge-%t", pipelining)
-			got := runRunnerJob(t, runnerJob{name: name, pipelining: pipelining, bridge: true, socket: socket(name)})
+			got := runRunnerJob(t, runnerJob{name: name, pipelining: pipelining, bridge: true, socket: socket(name)}, true)
 			check(t, name, got, want, pipelining)
 		})
 	}
 	t.Run("concurrent", func(t *testing.T) {
-		want := runRunnerJob(t, runnerJob{name: "stock-c", pipelining: false})
+		want := runRunnerJob(t, runnerJob{name: "stock-c", pipelining: false}, true)
 		t.Run("jobs", func(t *testing.T) {
 			for i := range 2 {
 				name := fmt.Sprintf("bridge-c%d", i)
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					got := runRunnerJob(t, runnerJob{name: name, bridge: true, socket: socket(name)})
+					got := runRunnerJob(t, runnerJob{name: name, bridge: true, socket: socket(name)}, true)
 					check(t, name, got, want, false)
 				})
 			}
 		})
 	})
+}
+
+// TestAnsibleRunnerEdges: what AWX does to jobs besides running them. A
+// job with a wrong password, started while another job's connection to
+// the same target is alive in the same daemon, fails as stock's does (its
+// own ControlPath dir means a login of its own). A job cancelled while
+// its task runs (SIGTERM to ansible-runner, as AWX cancels) leaves on the
+// target what stock leaves.
+func TestAnsibleRunnerEdges(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	if _, err := exec.LookPath("ansible-runner"); err != nil {
+		t.Skip("ansible-runner not installed (Debian: python3-ansible-runner; scripts/setup.sh)")
+	}
+	socket := filepath.Join(suite.work, "rs", "edges", "bridge.sock")
+	t.Cleanup(func() {
+		cmd := exec.Command(suite.bin, "stop")
+		cmd.Env = append(cleanEnv(os.Environ()), "ANSIBLE_BRIDGE_SOCKET="+socket)
+		_ = cmd.Run()
+	})
+	t.Run("wrong password beside a live job", func(t *testing.T) {
+		const wrong = "not-the-password"
+		want := runRunnerJob(t, runnerJob{name: "stock-wrong", password: wrong}, false)
+		if want.status == "successful" {
+			t.Fatalf("stock job with a wrong password succeeded: %+v", want)
+		}
+		runRunnerJob(t, runnerJob{name: "bridge-live", bridge: true, socket: socket}, true)
+		got := runRunnerJob(t, runnerJob{name: "bridge-wrong", bridge: true, socket: socket, password: wrong}, false)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("wrong password after a good job: bridge %+v\nstock %+v", got, want)
+		}
+	})
+	for _, pipelining := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cancelled/pipelining=%t", pipelining), func(t *testing.T) {
+			sides := []bool{false, true} // stock, bridge
+			left := make([]bool, len(sides))
+			errs := make([]error, len(sides))
+			var wg sync.WaitGroup
+			for i, viaBridge := range sides {
+				// A duration no other process on the machine runs.
+				arg := fmt.Sprintf("%d.%d", 4000+10*i+btoi(pipelining), os.Getpid()%1000)
+				t.Cleanup(func() { killProcs("sleep", arg) })
+				j := runnerJob{
+					name:       fmt.Sprintf("cancel-%t-%t", viaBridge, pipelining),
+					pipelining: pipelining,
+					bridge:     viaBridge,
+					socket:     socket,
+					playbook:   "- hosts: key\n  gather_facts: false\n  tasks:\n    - command: sleep " + arg + "\n",
+				}
+				cmd, _ := runnerCommand(context.Background(), t, j)
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				cmd.WaitDelay = 30 * time.Second
+				t.Cleanup(func() {
+					if cmd.Process != nil {
+						_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+					}
+				})
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					left[i], errs[i] = killMidCommand(cmd, false, syscall.SIGTERM, arg)
+				}()
+			}
+			wg.Wait()
+			for i := range sides {
+				if errs[i] != nil {
+					t.Fatalf("bridge=%t: %v", sides[i], errs[i])
+				}
+			}
+			t.Logf("cancelled job left the task running: stock %v, bridge %v", left[0], left[1])
+			if left[1] != left[0] {
+				t.Errorf("cancelled job: task left running through the bridge %v, stock %v", left[1], left[0])
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -357,11 +357,11 @@ func TestFirstTask(t *testing.T) {
 		return mode{}
 	}
 	report := renderFirst(config{firstRuns: 3}, []firstResult{
-		{mode: byName("mitogen"), times: []time.Duration{600 * time.Millisecond, 500 * time.Millisecond, 700 * time.Millisecond}},
-		{mode: byName("bridge-pipelining"), times: []time.Duration{250 * time.Millisecond, 240 * time.Millisecond, 260 * time.Millisecond}},
+		{mode: byName("mitogen"), times: []time.Duration{600 * time.Millisecond, 500 * time.Millisecond, 700 * time.Millisecond}, jobs: []time.Duration{2 * time.Second, 2 * time.Second, 2 * time.Second}},
+		{mode: byName("bridge-pipelining"), times: []time.Duration{250 * time.Millisecond, 240 * time.Millisecond, 260 * time.Millisecond}, jobs: []time.Duration{time.Second, 1500 * time.Millisecond, 1200 * time.Millisecond}},
 		{mode: byName("stock-pipelining"), err: errors.New("recap ok=0\nmore")},
 	})
-	for _, want := range []string{"| mitogen | ok | 600 | 600, 500, 700 | — |", "| bridge-pipelining | ok | 250 | 250, 240, 260 | 0.42 |", "| stock-pipelining | **FAIL**: recap ok=0 |"} {
+	for _, want := range []string{"| mitogen | ok | 600 | 600, 500, 700 | — | 2000 | — |", "| bridge-pipelining | ok | 250 | 250, 240, 260 | 0.42 | 1200 | 0.60 |", "| stock-pipelining | **FAIL**: recap ok=0 |"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}

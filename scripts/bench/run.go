@@ -422,7 +422,7 @@ func verify(runErr error, out, pb string, n int) error {
 	switch pb {
 	case "loop":
 		wantOK = 1
-	case "first":
+	case "first", "job":
 		wantOK = firstTasks
 	}
 	if ok, unreach, fail, skip := num(1), num(3), num(4), num(5); ok != wantOK || unreach != 0 || fail != 0 || skip != 0 {
