@@ -12,8 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -47,10 +45,19 @@ const runnerPlaybook = `- hosts: all
 type runnerJob struct {
 	name       string
 	pipelining bool
-	bridge     bool   // shims first on PATH (env/envvars)
-	socket     string // the job's daemon socket (bridge)
-	playbook   string // runnerPlaybook if empty
-	password   string // the lab's if empty
+	bridge     bool // through the shims: first on PATH (env/envvars) unless via says otherwise
+	// via: "env" names the shims in ANSIBLE_SSH/SCP/SFTP_EXECUTABLE
+	// (env/envvars), "cfg" in the project's ansible.cfg.
+	via      string
+	socket   string // the job's daemon socket (bridge)
+	playbook string // runnerPlaybook if empty
+	password string // the lab's if empty
+	timeout  int    // job_timeout in seconds; 120 if 0
+	// container runs the job as in an execution environment (bwrap: a
+	// uid with no passwd entry, read-only /, a tmpfs /tmp, the data dir
+	// at /runner, HOME=/runner, no XDG_RUNTIME_DIR); socket is then a
+	// path inside the container.
+	container bool
 }
 
 // runnerOutcome is what a job's results are compared on.
@@ -66,6 +73,10 @@ type runnerOutcome struct {
 func runnerCommand(ctx context.Context, t *testing.T, j runnerJob) (*exec.Cmd, string) {
 	t.Helper()
 	dir := filepath.Join(suite.work, "runner", j.name)
+	root := dir // the data dir as the job sees it
+	if j.container {
+		root = "/runner"
+	}
 	for _, d := range []string{"env", "project", "inventory", "cp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			t.Fatal(err)
@@ -87,11 +98,21 @@ func runnerCommand(ctx context.Context, t *testing.T, j runnerJob) (*exec.Cmd, s
 	envvars := map[string]string{
 		"ANSIBLE_HOST_KEY_CHECKING":    "False",
 		"ANSIBLE_PIPELINING":           strconv.FormatBool(j.pipelining),
-		"ANSIBLE_SSH_CONTROL_PATH_DIR": filepath.Join(dir, "cp"),
+		"ANSIBLE_SSH_CONTROL_PATH_DIR": filepath.Join(root, "cp"),
 		"ANSIBLE_RETRY_FILES_ENABLED":  "False",
 	}
+	cfg := ""
 	if j.bridge {
-		path = suite.shims + ":" + path
+		switch j.via {
+		case "env":
+			for _, prog := range []string{"ssh", "scp", "sftp"} {
+				envvars["ANSIBLE_"+strings.ToUpper(prog)+"_EXECUTABLE"] = filepath.Join(suite.shims, prog)
+			}
+		case "cfg":
+			cfg = fmt.Sprintf("[ssh_connection]\nssh_executable = %[1]s/ssh\nscp_executable = %[1]s/scp\nsftp_executable = %[1]s/sftp\n", suite.shims)
+		default:
+			path = suite.shims + ":" + path
+		}
 		envvars["ANSIBLE_BRIDGE_SOCKET"] = j.socket
 		envvars["ANSIBLE_BRIDGE_REQUIRE"] = "1"
 	}
@@ -103,9 +124,12 @@ func runnerCommand(ctx context.Context, t *testing.T, j runnerJob) (*exec.Cmd, s
 		"env/envvars":      envvars,
 		"env/extravars":    map[string]string{"job": j.name},
 		"env/cmdline":      "--ask-pass --ask-become-pass",
-		"env/settings":     map[string]any{"job_timeout": 120, "suppress_ansible_output": true},
+		"env/settings":     map[string]any{"job_timeout": cmp.Or(j.timeout, 120), "suppress_ansible_output": true},
 		"project/site.yml": playbook,
 		"inventory/hosts":  inv,
+	}
+	if cfg != "" {
+		files["project/ansible.cfg"] = cfg
 	}
 	for name, v := range files {
 		b, ok := v.(string)
@@ -120,8 +144,19 @@ func runnerCommand(ctx context.Context, t *testing.T, j runnerJob) (*exec.Cmd, s
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.CommandContext(ctx, "ansible-runner", "run", dir, "-p", "site.yml", "--ident", "job")
-	cmd.Env = append(cleanEnv(os.Environ()), "PATH="+suite.basePATH, "HOME="+suite.home, "LANG=C.UTF-8")
+	runner := []string{"ansible-runner", "run", root, "-p", "site.yml", "--ident", "job"}
+	home := suite.home
+	if j.container {
+		// The suite's binaries and shims stay where they are (read-only);
+		// the rest of /tmp is the container's own.
+		runner = append([]string{"bwrap", "--unshare-user", "--uid", "1000123", "--gid", "1000123",
+			"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+			"--ro-bind", suite.work, suite.work, "--bind", dir, root,
+			"--unsetenv", "XDG_RUNTIME_DIR", "--chdir", root, "--"}, runner...)
+		home = root
+	}
+	cmd := exec.CommandContext(ctx, runner[0], runner[1:]...)
+	cmd.Env = append(cleanEnv(os.Environ()), "PATH="+suite.basePATH, "HOME="+home, "LANG=C.UTF-8")
 	return cmd, dir
 }
 
@@ -234,6 +269,17 @@ func TestAnsibleRunner(t *testing.T) {
 			name := fmt.Sprintf("bridge-%t", pipelining)
 			got := runRunnerJob(t, runnerJob{name: name, pipelining: pipelining, bridge: true, socket: socket(name)}, true)
 			check(t, name, got, want, pipelining)
+			if pipelining {
+				return
+			}
+			// The README's other setups, pipelining off (where transfers
+			// matter): the executables in the environment and in the
+			// project's ansible.cfg.
+			for _, via := range []string{"env", "cfg"} {
+				name := "bridge-" + via
+				got := runRunnerJob(t, runnerJob{name: name, bridge: true, via: via, socket: socket(name)}, true)
+				check(t, name, got, want, false)
+			}
 		})
 	}
 	t.Run("concurrent", func(t *testing.T) {
@@ -254,9 +300,10 @@ func TestAnsibleRunner(t *testing.T) {
 // TestAnsibleRunnerEdges: what AWX does to jobs besides running them. A
 // job with a wrong password, started while another job's connection to
 // the same target is alive in the same daemon, fails as stock's does (its
-// own ControlPath dir means a login of its own). A job cancelled while
-// its task runs (SIGTERM to ansible-runner, as AWX cancels) leaves on the
-// target what stock leaves.
+// own ControlPath dir means a login of its own). A job that reaches its
+// job_timeout while its task runs leaves on the target what stock leaves.
+// A job in an execution environment's conditions (bwrap) runs on the fast
+// path.
 func TestAnsibleRunnerEdges(t *testing.T) {
 	requireLab(t)
 	requireBridge(t)
@@ -282,48 +329,62 @@ func TestAnsibleRunnerEdges(t *testing.T) {
 		}
 	})
 	for _, pipelining := range []bool{false, true} {
-		t.Run(fmt.Sprintf("cancelled/pipelining=%t", pipelining), func(t *testing.T) {
+		t.Run(fmt.Sprintf("timed out/pipelining=%t", pipelining), func(t *testing.T) {
 			sides := []bool{false, true} // stock, bridge
 			left := make([]bool, len(sides))
-			errs := make([]error, len(sides))
-			var wg sync.WaitGroup
-			for i, viaBridge := range sides {
-				// A duration no other process on the machine runs.
-				arg := fmt.Sprintf("%d.%d", 4000+10*i+btoi(pipelining), os.Getpid()%1000)
-				t.Cleanup(func() { killProcs("sleep", arg) })
-				j := runnerJob{
-					name:       fmt.Sprintf("cancel-%t-%t", viaBridge, pipelining),
-					pipelining: pipelining,
-					bridge:     viaBridge,
-					socket:     socket,
-					playbook:   "- hosts: key\n  gather_facts: false\n  tasks:\n    - command: sleep " + arg + "\n",
+			status := make([]string, len(sides))
+			t.Run("jobs", func(t *testing.T) {
+				for i, viaBridge := range sides {
+					t.Run(fmt.Sprintf("bridge=%t", viaBridge), func(t *testing.T) {
+						t.Parallel()
+						// A duration no other process on the machine runs.
+						arg := fmt.Sprintf("%d.%d", 4000+10*i+btoi(pipelining), os.Getpid()%1000)
+						t.Cleanup(func() { killProcs("sleep", arg) })
+						o := runRunnerJob(t, runnerJob{
+							name:       fmt.Sprintf("timeout-%t-%t", viaBridge, pipelining),
+							pipelining: pipelining,
+							bridge:     viaBridge,
+							socket:     socket,
+							timeout:    15,
+							playbook:   "- hosts: key\n  gather_facts: false\n  tasks:\n    - command: sleep " + arg + "\n",
+						}, false)
+						status[i] = o.status
+						left[i] = stillRunning(5*time.Second, "sleep", arg)
+					})
 				}
-				cmd, _ := runnerCommand(context.Background(), t, j)
-				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-				cmd.WaitDelay = 30 * time.Second
-				t.Cleanup(func() {
-					if cmd.Process != nil {
-						_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-					}
-				})
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					left[i], errs[i] = killMidCommand(cmd, false, syscall.SIGTERM, arg)
-				}()
+			})
+			t.Logf("timed-out job: status stock %s, bridge %s; task left running: stock %v, bridge %v", status[0], status[1], left[0], left[1])
+			if status[0] != "timeout" || status[1] != status[0] {
+				t.Errorf("job status: bridge %q, stock %q, want timeout", status[1], status[0])
 			}
-			wg.Wait()
-			for i := range sides {
-				if errs[i] != nil {
-					t.Fatalf("bridge=%t: %v", sides[i], errs[i])
-				}
-			}
-			t.Logf("cancelled job left the task running: stock %v, bridge %v", left[0], left[1])
 			if left[1] != left[0] {
-				t.Errorf("cancelled job: task left running through the bridge %v, stock %v", left[1], left[0])
+				t.Errorf("timed-out job: task left running through the bridge %v, stock %v", left[1], left[0])
 			}
 		})
 	}
+	t.Run("execution environment", func(t *testing.T) {
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			t.Skip("bwrap not installed (Debian: bubblewrap; scripts/setup.sh)")
+		}
+		want := runRunnerJob(t, runnerJob{name: "stock-ee"}, true)
+		got := runRunnerJob(t, runnerJob{name: "bridge-ee", bridge: true, container: true, socket: "/runner/.ansible-bridge/bridge.sock"}, true)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("job in a container: bridge %+v\nstock %+v", got, want)
+		}
+		// The daemon the job started outlives it; its socket is in the
+		// data dir.
+		outside := filepath.Join(suite.work, "runner", "bridge-ee", ".ansible-bridge", "bridge.sock")
+		t.Cleanup(func() {
+			cmd := exec.Command(suite.bin, "stop")
+			cmd.Env = append(cleanEnv(os.Environ()), "ANSIBLE_BRIDGE_SOCKET="+outside)
+			_ = cmd.Run()
+		})
+		routes, slow := bridgeStatus(t, outside)
+		t.Logf("container job: routes %v", routes)
+		if len(slow) != 0 || routes["module"]+routes["become"] < 12 || routes["cached"] == 0 {
+			t.Errorf("container job: routes %v, slow paths %v: not on the fast path", routes, slow)
+		}
+	})
 }
 
 func btoi(b bool) int {
