@@ -2,12 +2,14 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -40,7 +42,8 @@ func TestClientKilled(t *testing.T) {
 		// ansible: pipelining and become; ansible-playbook's process
 		// group gets SIGKILL.
 		pipelining, become bool
-		want               bool // stock leaves the command running
+		ansibleBin         string // the newest ansible-core's; Debian's if ""
+		want               bool   // stock leaves the command running
 	}
 	cases := []kill{
 		{name: "ssh/master/KILL", master: true, sig: syscall.SIGKILL, want: true},
@@ -50,6 +53,16 @@ func TestClientKilled(t *testing.T) {
 		{name: "ansible/pipelining", ansible: true, pipelining: true, want: true},
 		{name: "ansible/tt", ansible: true, want: false},
 		{name: "ansible/tt/become", ansible: true, become: true, want: false},
+	}
+	// The same on the newest ansible-core, where the version matrix has it.
+	if v, bin := newestAnsible(); bin != "" {
+		for _, c := range cases {
+			if c.ansible {
+				c.name += "/" + v
+				c.ansibleBin = bin
+				cases = append(cases, c)
+			}
+		}
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -69,7 +82,7 @@ func TestClientKilled(t *testing.T) {
 				arg := args[j]
 				t.Cleanup(func() { killProcs("sleep", arg) })
 				if c.ansible {
-					cmds[j] = killablePlaybook(t, sd, d, dir, arg, c.pipelining, c.become)
+					cmds[j] = killablePlaybook(t, sd, d, dir, arg, c.ansibleBin, c.pipelining, c.become)
 					continue
 				}
 				var opts []string
@@ -141,9 +154,10 @@ func killMidCommand(cmd *exec.Cmd, group bool, sig syscall.Signal, arg string) (
 	return stillRunning(5*time.Second, "sleep", arg), nil
 }
 
-// killablePlaybook is ansible-playbook running `command: sleep ARG` on
-// host t in a process group of its own, through sd's ssh.
-func killablePlaybook(t *testing.T, sd side, d *privateDaemon, dir, arg string, pipelining, become bool) *exec.Cmd {
+// killablePlaybook is ansible-playbook (ansibleBin's, if set) running
+// `command: sleep ARG` on host t in a process group of its own, through
+// sd's ssh.
+func killablePlaybook(t *testing.T, sd side, d *privateDaemon, dir, arg, ansibleBin string, pipelining, become bool) *exec.Cmd {
 	t.Helper()
 	cp := filepath.Join(dir, "cp")
 	if err := os.Mkdir(cp, 0o700); err != nil {
@@ -156,10 +170,13 @@ func killablePlaybook(t *testing.T, sd side, d *privateDaemon, dir, arg string, 
 		t.Fatal(err)
 	}
 	path := suite.basePATH
-	if sd == bridge {
-		path = suite.shims + string(os.PathListSeparator) + suite.basePATH
+	if ansibleBin != "" {
+		path = ansibleBin + string(os.PathListSeparator) + path
 	}
-	cmd := exec.Command("ansible-playbook", "-i", writeInventory(t, dir, nil), pb)
+	if sd == bridge {
+		path = suite.shims + string(os.PathListSeparator) + path
+	}
+	cmd := exec.Command(filepath.Join(cmp.Or(ansibleBin, "/usr/bin"), "ansible-playbook"), "-i", writeInventory(t, dir, nil), pb)
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(os.Environ()),
 		"PATH="+path,
@@ -215,4 +232,21 @@ func killProcs(argv ...string) {
 	for _, pid := range findProcs(argv...) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+}
+
+// newestAnsible returns the newest ansible-core version
+// scripts/ansible-versions.sh can run here and its bin dir, or "" when it
+// has none besides Debian's.
+func newestAnsible() (version, bin string) {
+	out, err := exec.Command("../scripts/ansible-versions.sh", "list").Output()
+	vs := strings.Fields(string(out))
+	if err != nil || len(vs) == 0 || vs[len(vs)-1] == "2.14" {
+		return "", ""
+	}
+	v := vs[len(vs)-1]
+	b, err := exec.Command("../scripts/ansible-versions.sh", "bin", v).Output()
+	if err != nil {
+		return "", ""
+	}
+	return v, strings.TrimSpace(string(b))
 }
