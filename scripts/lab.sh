@@ -39,6 +39,11 @@
 #     shell commands use (mkdir, chmod, rm, sleep, cat, dd, uname, env,
 #     hostname, id, ls), sftp-server, the libraries they need, /dev/null,
 #     /etc/passwd and /etc/group, and a home directory. No python.
+#   - the target zoo: users abzbash, abzdash, abzbusybox, abztcsh and
+#     abzfish with those login shells (where installed), key login only;
+#     pyenv's Pythons ($AB_PYENV_VERSIONS) bind-mounted read-only on
+#     $AB_PYTHONS (/srv/ab-lab-pythons-$AB_PORT); a noexec tmpfs on
+#     /srv/ab-lab-noexec-$AB_PORT.
 #   - /etc/sudoers.d/ab-lab with the two rules and !requiretty.
 #   - $AB_LAB/id_ed25519: the lab key, authorized for both users;
 #     $AB_LAB/wrong_ed25519: a key authorized for no one (auth failures).
@@ -53,7 +58,8 @@
 # login for abpw, a refused login with the wrong key, and a key login for
 # abnopy that finds a shell but no python.
 #
-# `down` stops sshd and removes $AB_NOPY_ROOT; the users stay.
+# `down` stops sshd, removes $AB_NOPY_ROOT and unmounts the zoo's mounts;
+# the users stay.
 set -euo pipefail
 
 LAB=${AB_LAB:-/tmp/ab-lab}
@@ -63,6 +69,16 @@ PREFIX=${AB_USER_PREFIX:-ab}
 USER_NOPW=${PREFIX}test
 USER_PW=${PREFIX}pw
 USER_NOPY=${PREFIX}nopy
+# The target zoo (integration/zoo_test.go): a user per login shell, key
+# login only. BusyBox's sh is a symlink named sh (busybox picks its applet
+# from the name).
+ZOO_SHELLS=(bash:/bin/bash dash:/bin/dash busybox:/usr/local/libexec/ab-lab/sh tcsh:/usr/bin/tcsh fish:/usr/bin/fish)
+# pyenv's Pythons, where the machine has them, readable by the lab's users
+# through a read-only bind mount (/root is 0700).
+PYENV_VERSIONS=${AB_PYENV_VERSIONS:-/root/.pyenv/versions}
+PYTHONS=${AB_PYTHONS:-/srv/ab-lab-pythons-$PORT}
+# A tmpfs mounted noexec, for a remote tmp where nothing can be executed.
+NOEXEC=/srv/ab-lab-noexec-$PORT
 SUDOERS_MAIN=${AB_SUDOERS:-/etc/sudoers}
 NOPY_ROOT=${AB_NOPY_ROOT:-/srv/ab-lab-nopy-$PORT}
 # What abnopy's chroot holds besides /bin/sh: what Ansible's shell
@@ -132,15 +148,15 @@ keygen() { # path comment
 	fi
 }
 
-make_user() { # name
-	local u=$1
+make_user() { # name [login shell]
+	local u=$1 sh=${2:-/bin/sh}
 	if ! id -u "$u" >/dev/null 2>&1; then
 		# An empty skeleton: no .bashrc/.profile in the home directory.
 		install -d -m 0755 "$LAB/skel"
-		useradd --create-home --skel "$LAB/skel" --shell /bin/sh --user-group "$u"
+		useradd --create-home --skel "$LAB/skel" --shell "$sh" --user-group "$u"
 		log "created user $u"
 	fi
-	[[ $(getent passwd "$u" | cut -d: -f7) == /bin/sh ]] || usermod --shell /bin/sh "$u"
+	[[ $(getent passwd "$u" | cut -d: -f7) == "$sh" ]] || usermod --shell "$sh" "$u"
 	local home
 	home=$(getent passwd "$u" | cut -d: -f6)
 	install -d -m 0700 -o "$u" -g "$u" "$home/.ssh"
@@ -329,6 +345,7 @@ up() {
 	usermod -p '*' "$USER_NOPW"
 	usermod -p '*' "$USER_NOPY"
 	make_nopy_root
+	make_zoo
 	echo "$USER_PW:$PASSWORD" | chpasswd
 	write_sudoers
 
@@ -371,6 +388,43 @@ up() {
 	sshd_pid >/dev/null || die "sshd answers on $PORT but $LAB/sshd.pid is not ours"
 	log "sshd listening on 127.0.0.1:$PORT (pid $(sshd_pid))"
 	verify
+}
+
+# make_zoo makes a user for each login shell the machine has (the others
+# are left out, and the zoo test skips them) and mounts pyenv's Pythons.
+make_zoo() {
+	if [[ -x /bin/busybox ]]; then
+		install -d -m 0755 /usr/local/libexec/ab-lab
+		ln -sfn /bin/busybox /usr/local/libexec/ab-lab/sh
+	fi
+	local z name sh
+	for z in "${ZOO_SHELLS[@]}"; do
+		name=${z%%:*} sh=${z#*:}
+		[[ -x $sh ]] || continue
+		make_user "${PREFIX}z$name" "$sh"
+		usermod -p '*' "${PREFIX}z$name"
+	done
+	if [[ -d $PYENV_VERSIONS ]] && ! mountpoint -q "$PYTHONS"; then
+		install -d -m 0755 "$PYTHONS"
+		mount --bind "$PYENV_VERSIONS" "$PYTHONS"
+		mount -o remount,bind,ro "$PYTHONS"
+		log "mounted $PYENV_VERSIONS read-only on $PYTHONS"
+	fi
+	if ! mountpoint -q "$NOEXEC"; then
+		install -d -m 0755 "$NOEXEC"
+		mount -t tmpfs -o noexec,nosuid,nodev,mode=1777,size=64m ab-lab-noexec "$NOEXEC"
+		log "mounted a noexec tmpfs on $NOEXEC"
+	fi
+}
+
+# zoo_users lists the zoo's users as NAME=USER, for the tests.
+zoo_users() {
+	local z name out=()
+	for z in "${ZOO_SHELLS[@]}"; do
+		name=${z%%:*}
+		id -u "${PREFIX}z$name" >/dev/null 2>&1 && out+=("$name=${PREFIX}z$name")
+	done
+	echo "${out[*]}"
 }
 
 # lab_ssh runs the real ssh against the lab with no user config.
@@ -454,6 +508,12 @@ down() {
 		;;
 	*) log "AB_NOPY_ROOT=$NOPY_ROOT looks unsafe to remove; left in place" ;;
 	esac
+	local m
+	for m in "$PYTHONS" "$NOEXEC"; do
+		if mountpoint -q "$m"; then
+			umount "$m" && log "unmounted $m"
+		fi
+	done
 	unlock_lab
 }
 
@@ -462,7 +522,7 @@ down() {
 purge() {
 	down
 	local u
-	for u in "$USER_NOPW" "$USER_PW" "$USER_NOPY"; do
+	for u in "$USER_NOPW" "$USER_PW" "$USER_NOPY" $(zoo_users | sed -E 's/[^ =]+=//g'); do
 		if id -u "$u" >/dev/null 2>&1; then
 			pkill -KILL -u "$u" 2>/dev/null || true
 			userdel -r "$u" 2>/dev/null || userdel "$u"
@@ -487,6 +547,9 @@ export AB_USER='$USER_NOPW'
 export AB_PWUSER='$USER_PW'
 export AB_PASSWORD='$PASSWORD'
 export AB_NOPYUSER='$USER_NOPY'
+export AB_ZOO='$(zoo_users)'
+export AB_PYTHONS='$(mountpoint -q "$PYTHONS" && echo "$PYTHONS")'
+export AB_NOEXEC='$(mountpoint -q "$NOEXEC" && echo "$NOEXEC")'
 EOF
 }
 

@@ -35,6 +35,9 @@ PKGS=(
 	bubblewrap      # integration: an execution environment's conditions
 	rsync           # integration: real clients through the shims
 	git             # integration: real clients through the shims
+	tcsh            # integration: the target zoo's login shells
+	fish
+	busybox
 	ca-certificates # HTTPS to the Go module proxy
 )
 

@@ -1,0 +1,98 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTargetZoo runs zoo.yml on targets unlike the lab's easy case, stock
+// and through the bridge, on 2.14 and the newest ansible-core, pipelining
+// off and on, in one play: a host per login shell the lab made (bash,
+// dash, BusyBox sh, tcsh with ansible_shell_type=csh, fish with
+// ansible_shell_type=fish), a host per pyenv Python (2.7, 3.6–3.13: what
+// each ansible-core supports runs, the rest fails as stock fails), and a
+// remote tmp on a noexec mount. Every host's results equal stock's.
+func TestTargetZoo(t *testing.T) {
+	requireLab(t)
+	zoo := zooHosts(t)
+	if len(zoo) == 0 {
+		t.Skip("the lab has no zoo (scripts/lab.sh up makes it; needs tcsh, fish, busybox or pyenv)")
+	}
+	tc := corpusCase{name: "zoo", check: checkZoo, setup: func(*testing.T) map[string]map[string]any { return zoo }}
+	versions := []struct{ name, bin string }{{"2.14", ""}}
+	if v, bin := newestAnsible(); bin != "" {
+		versions = append(versions, struct{ name, bin string }{v, bin})
+	}
+	for _, v := range versions {
+		for _, m := range matrixModes {
+			t.Run(v.name+"/"+m.String(), func(t *testing.T) {
+				runCompared(t, tc, runSpec{Playbook: "zoo.yml", Mode: m, AnsibleBin: v.bin, Env: []string{fmt.Sprintf("ANSIBLE_FORKS=%d", len(zoo))}}, nil)
+			})
+		}
+	}
+}
+
+// zooHosts returns the zoo's inventory hosts: AB_ZOO (NAME=USER for each
+// login shell), AB_PYTHONS (pyenv's versions, readable by the lab's
+// users) and AB_NOEXEC (a noexec mount), from scripts/lab.sh env.
+func zooHosts(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	l := suite.lab
+	hosts := map[string]map[string]any{}
+	host := func(name, user string, vars map[string]any) {
+		h := map[string]any{
+			"ansible_host":                 "127.0.0.1",
+			"ansible_port":                 l.Port,
+			"ansible_user":                 user,
+			"ansible_ssh_private_key_file": l.Key,
+			"ansible_python_interpreter":   "/usr/bin/python3",
+		}
+		for k, v := range vars {
+			h[k] = v
+		}
+		hosts["zoo_"+name] = h
+	}
+	shellType := map[string]string{"tcsh": "csh", "fish": "fish"}
+	for _, z := range strings.Fields(os.Getenv("AB_ZOO")) {
+		name, user, ok := strings.Cut(z, "=")
+		if !ok {
+			t.Fatalf("AB_ZOO: %q is not NAME=USER", z)
+		}
+		vars := map[string]any{}
+		if st := shellType[name]; st != "" {
+			vars["ansible_shell_type"] = st
+		}
+		host("sh_"+name, user, vars)
+	}
+	if dir := os.Getenv("AB_PYTHONS"); dir != "" {
+		pys, _ := filepath.Glob(filepath.Join(dir, "*", "bin", "python[23]"))
+		pys2, _ := filepath.Glob(filepath.Join(dir, "2.*", "bin", "python"))
+		for _, py := range append(pys, pys2...) {
+			ver := filepath.Base(filepath.Dir(filepath.Dir(py)))
+			major, minor, _ := strings.Cut(ver, ".")
+			minor, _, _ = strings.Cut(minor, ".")
+			if _, dup := hosts["zoo_py_"+major+"_"+minor]; dup {
+				continue
+			}
+			host("py_"+major+"_"+minor, l.User, map[string]any{"ansible_python_interpreter": py})
+		}
+	}
+	if dir := os.Getenv("AB_NOEXEC"); dir != "" {
+		host("noexec_tmp", l.User, map[string]any{"ansible_remote_tmp": filepath.Join(dir, l.User)})
+	}
+	return hosts
+}
+
+// checkZoo checks what must hold in both runs: the lab's own Python and
+// the ordinary shells run every step.
+func checkZoo(t *testing.T, r *runResult) {
+	for _, h := range []string{"zoo_sh_bash", "zoo_sh_dash", "zoo_sh_busybox", "zoo_sh_tcsh", "zoo_py_3_11"} {
+		if _, ok := r.Doc.Stats[h]; !ok {
+			continue
+		}
+		wantStats(t, r, h, map[string]int{"failures": 0, "unreachable": 0, "ignored": 1})
+	}
+}
