@@ -14,7 +14,7 @@ import (
 // dirs on the target as Ansible asks.
 func TestSSHExecutableOnly(t *testing.T) {
 	requireLab(t)
-	for _, m := range []mode{{false, "sftp"}, {false, "scp"}, {false, "smart"}} {
+	for _, m := range []mode{{false, "sftp"}, {false, "scp"}} {
 		t.Run(m.String(), func(t *testing.T) {
 			requireBridge(t)
 			spec := runSpec{Playbook: "files.yml", Mode: m, Side: stock}
@@ -39,7 +39,7 @@ func TestSSHExecutableOnly(t *testing.T) {
 // daemon learns from the first upload that transfers come through it.
 func TestAnsibleCfgExecutables(t *testing.T) {
 	requireLab(t)
-	for _, m := range []mode{{false, "smart"}, {false, "scp"}, {true, "sftp"}} {
+	for _, m := range []mode{{false, "smart"}, {true, "sftp"}} {
 		t.Run(m.String(), func(t *testing.T) {
 			requireBridge(t)
 			spec := runSpec{Playbook: "files.yml", Mode: m, Side: stock}
