@@ -321,7 +321,7 @@ func TestAgentsStress(t *testing.T) {
 				case op < 8:
 					tg.retireAgent(py)
 				case op < 9:
-					becomeStart(t, tg, becomeKeyPrefix+"sudo\x00root\x00"+py, f)
+					becomeStart(t, tg, slotKey{become: "sudo root", python: py}, f)
 				default:
 					if r.IntN(20) == 0 {
 						tg.retireAgents()
@@ -343,7 +343,7 @@ func TestAgentsStress(t *testing.T) {
 
 // becomeStart plays serveBecome's part for key: use the running
 // interpreter, or start one (as startBecomeAgent would) and record it.
-func becomeStart(t *testing.T, tg *target, key string, f *fakeAgents) {
+func becomeStart(t *testing.T, tg *target, key slotKey, f *fakeAgents) {
 	if c, _ := tg.runningAgent(context.Background(), key); c != nil {
 		return
 	}
@@ -354,7 +354,7 @@ func becomeStart(t *testing.T, tg *target, key string, f *fakeAgents) {
 		}
 		return
 	}
-	c, err := f.start(context.Background(), strings.TrimPrefix(key, becomeKeyPrefix), nil)
+	c, err := f.start(context.Background(), key.String(), nil)
 	if !res.done(tg, c, []byte("pw"), err) && c != nil {
 		tg.dropAgent(c)
 	}

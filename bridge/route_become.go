@@ -22,9 +22,6 @@ var becomeRoute = route{
 	serve: func(r *request) (int, bool) { return r.serveBecome() },
 }
 
-// becomeKeyPrefix marks become interpreters among a target's agent slots.
-const becomeKeyPrefix = "become\x00"
-
 // serveBecome runs a become wrapper whose inner command is an AnsiballZ
 // module in an interpreter running as the become user. The first such
 // step starts that interpreter through the very wrapper Ansible sent (its
@@ -50,7 +47,7 @@ func (r *request) serveBecome() (code int, served bool) {
 		}
 	}
 	python := strings.Join(c.python, " ")
-	key := becomeKeyPrefix + w.Identity() + "\x00" + python
+	key := slotKey{become: w.Identity(), python: python}
 	tty := r.tty()
 	ag, secret := t.runningAgent(ctx, key)
 	var stdin io.Reader
