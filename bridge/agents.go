@@ -7,7 +7,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"sync"
 	"time"
@@ -446,14 +445,14 @@ type sessionRunner struct {
 	env [][2]string
 }
 
-func (r *sessionRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func(context.Context) error, error) {
+func (r *sessionRunner) Start(ctx context.Context, command string) (interp.Conn, error) {
 	// The hello awaited next says whether the command started: no round
 	// trip for the exec reply before the payload goes.
 	c, e, err := r.t.startExec(ctx, r.p, r.env, nil, command)
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("start interpreter session: %w", err)
+		return interp.Conn{}, fmt.Errorf("start interpreter session: %w", err)
 	}
-	return e.Stdin(), e.Stdout(), e.Stderr(), sessionWait(e, c.release), nil
+	return interp.Conn{Stdin: e.Stdin(), Stdout: e.Stdout(), Stderr: e.Stderr(), Wait: sessionWait(e, c.release)}, nil
 }
 
 // sessionWait returns an interp.Conn Wait for sess, whose end it awaits

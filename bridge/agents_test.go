@@ -378,11 +378,12 @@ func TestSessionWaitEndsStuckCommand(t *testing.T) {
 		}
 	})
 	r := &sessionRunner{t: tg}
-	stdin, _, _, wait, err := r.Start(context.Background(), "cat "+fifo+" >/dev/null")
+	conn, err := r.Start(context.Background(), "cat "+fifo+" >/dev/null")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdin.Close() // as Client.Close does: this command does not care
+	wait := conn.Wait
+	conn.Stdin.Close() // as Client.Close does: this command does not care
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := wait(ctx); !errors.Is(err, context.Canceled) {
