@@ -125,12 +125,19 @@ func (a *agents) limit() int {
 	return a.max
 }
 
+// victim is an idle interpreter taken out of its slot to make room for
+// a new one.
+type victim struct {
+	key    slotKey
+	client *interp.Client
+}
+
 // reserveLocked counts a new interpreter against the limit and returns a
 // starting slot for it, recorded under key when record is set. At the
 // limit it takes the place of the least recently used idle interpreter:
 // the caller closes victim before booting, so the limit holds at every
 // moment. It fails when all of them are busy or starting.
-func (a *agents) reserveLocked(key slotKey, record bool) (slot *agentSlot, victim *interp.Client, victimKey slotKey, err error) {
+func (a *agents) reserveLocked(key slotKey, record bool) (slot *agentSlot, v *victim, err error) {
 	limit := a.limit()
 	if a.live >= limit {
 		// Interpreters that died on their own free their place.
@@ -144,17 +151,18 @@ func (a *agents) reserveLocked(key slotKey, record bool) (slot *agentSlot, victi
 	}
 	if a.live >= limit {
 		var lru *agentSlot
+		var lruKey slotKey
 		for k, s := range a.slots {
 			if s.state == slotReady && s.client.Stats().InFlight == 0 && (lru == nil || s.lastUsed.Before(lru.lastUsed)) {
-				lru, victimKey = s, k
+				lru, lruKey = s, k
 			}
 		}
 		if lru == nil {
-			return nil, nil, slotKey{}, errInterpreterLimit
+			return nil, nil, errInterpreterLimit
 		}
-		delete(a.slots, victimKey)
+		delete(a.slots, lruKey)
 		lru.state = slotClosed
-		victim = lru.client // its place in live passes to the new one
+		v = &victim{key: lruKey, client: lru.client} // its place in live passes to the new one
 	} else {
 		a.live++
 	}
@@ -165,7 +173,7 @@ func (a *agents) reserveLocked(key slotKey, record bool) (slot *agentSlot, victi
 		}
 		a.slots[key] = slot
 	}
-	return slot, victim, victimKey, nil
+	return slot, v, nil
 }
 
 // finish records how slot's start ended (c, or err) and wakes those
@@ -288,14 +296,14 @@ func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string,
 				a.live--
 			}
 		}
-		slot, victim, victimKey, err := a.reserveLocked(key, true)
+		slot, victim, err := a.reserveLocked(key, true)
 		a.mu.Unlock()
 		if err != nil {
 			return nil, err
 		}
 		if victim != nil {
-			t.log.WithField("python", victimKey.String()).WithField("limit", a.limit()).Info("interpreter limit reached; retiring the least recently used idle one")
-			_ = victim.Close()
+			t.log.WithField("python", victim.key.String()).WithField("limit", a.limit()).Info("interpreter limit reached; retiring the least recently used idle one")
+			_ = victim.client.Close()
 		}
 		c, err := t.startAgent(ctx, &sessionRunner{t: t, p: p, env: env}, python)
 		// A shim that went away says nothing about the target's python.
@@ -366,14 +374,14 @@ func (t *target) reserveAgent(key slotKey) (*agentReservation, error) {
 			t.agents.live-- // dead already: nothing to close
 		}
 	}
-	slot, victim, victimKey, err := t.agents.reserveLocked(key, record)
+	slot, victim, err := t.agents.reserveLocked(key, record)
 	t.agents.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
 	if victim != nil {
-		t.log.WithField("python", victimKey.String()).WithField("limit", t.agents.limit()).Info("interpreter limit reached; retiring the least recently used idle one")
-		_ = victim.Close()
+		t.log.WithField("python", victim.key.String()).WithField("limit", t.agents.limit()).Info("interpreter limit reached; retiring the least recently used idle one")
+		_ = victim.client.Close()
 	}
 	return &agentReservation{key: key, slot: slot}, nil
 }

@@ -16,24 +16,26 @@ import (
 	"github.com/pkg/sftp"
 )
 
-// connectSFTP resolves inv, and returns the target and the SFTP client of
-// one of its connections; release must be called when done.
-func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.SSHInvocation, route string) (*target, *sftp.Client, string, func(), error) {
+// connectSFTP resolves inv, and returns a batch run on the SFTP client
+// of one of its target's connections, in the remote login directory;
+// release must be called when done.
+func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.SSHInvocation, route string) (b *batchRun, release func(), err error) {
 	settings, err := resolve(iv, inv)
 	if err != nil {
-		return nil, nil, "", nil, err
+		return nil, nil, err
 	}
 	t, fallback := s.share(iv, settings)
 	if fallback != "" {
-		return nil, nil, "", nil, &fallbackError{fallback}
+		return nil, nil, &fallbackError{fallback}
 	}
 	t.countRoute(iv, route)
 	iv.log = iv.log.WithField("route", route)
 	c, sc, err := t.useSFTP(ctx, iv)
 	if err != nil {
-		return t, nil, "", nil, err
+		return nil, nil, err
 	}
-	return t, sc, c.home, c.release, nil
+	b = &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, rcwd: c.home, home: c.home, fast: iv.getenv(FastPathEnv) != "0"}
+	return b, c.release, nil
 }
 
 func transferFailure(iv *invocation, err error) int {
@@ -54,7 +56,7 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 		iv.fallback("sftp arguments the bridge does not serve")
 		return -1
 	}
-	t, sc, home, release, err := s.connectSFTP(ctx, iv, &inv.SSH, routeSFTP)
+	b, release, err := s.connectSFTP(ctx, iv, &inv.SSH, routeSFTP)
 	if err != nil {
 		return transferFailure(iv, err)
 	}
@@ -90,14 +92,13 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 				iv.handBack(raw, reason)
 				return -1
 			}
-			t.countSlow(iv, "sftp: a batch over "+strconv.Itoa(maxReplay>>10)+" KiB served by the bridge: "+reason)
+			b.t.countSlow(iv, "sftp: a batch over "+strconv.Itoa(maxReplay>>10)+" KiB served by the bridge: "+reason)
 		}
 	} else {
 		// Nothing reads stdin now; let the shim finish sending it.
 		go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
 	}
-	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive, fast: iv.getenv(FastPathEnv) != "0"}
-	b.rcwd, b.home = home, home
+	b.preserve, b.recursive = inv.Preserve, inv.Recursive
 	if inv.InitialPath != "" {
 		b.rcwd = b.remote(inv.InitialPath)
 	}
@@ -442,7 +443,7 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	if remote.Port != "" {
 		conn.Options = append([]fakessh.Option{{Key: "port", Value: remote.Port}}, conn.Options...)
 	}
-	t, sc, home, release, err := s.connectSFTP(ctx, iv, &conn, routeSCP)
+	b, release, err := s.connectSFTP(ctx, iv, &conn, routeSCP)
 	if err != nil {
 		return transferFailure(iv, err)
 	}
@@ -458,8 +459,7 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 		return 255
 	}
 	go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
-	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive, fast: iv.getenv(FastPathEnv) != "0", scp: true}
-	b.rcwd, b.home = home, home
+	b.preserve, b.recursive, b.scp = inv.Preserve, inv.Recursive, true
 	status := 0
 	for _, src := range inv.Sources {
 		if upload {
