@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/become"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/interp"
 	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 )
@@ -53,7 +54,7 @@ func (r *request) serveBecome() (code int, served bool) {
 	var stdin io.Reader
 	if ag != nil {
 		if err := iv.accept(""); err != nil {
-			return 255, true
+			return fakessh.ExitSSHError, true
 		}
 		stdin = iv.stdin
 		switch {
@@ -173,10 +174,10 @@ func (r *request) execIn(ag *interp.Client, command string, stdin io.Reader, tty
 		if errors.Is(err, interp.ErrAgentGone) {
 			iv.log.WithError(err).Warn("command in the interpreter failed")
 			r.lostConnection(tty)
-			return 255
+			return fakessh.ExitSSHError
 		}
 		iv.errorf("ansible-bridge: persistent interpreter failed: %v", err)
-		return 255
+		return fakessh.ExitSSHError
 	}
 	if tty {
 		r.sharedClosed()

@@ -76,7 +76,7 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 		}
 	}
 	if err := iv.accept(""); err != nil {
-		return 255
+		return fakessh.ExitSSHError
 	}
 	if inv.BatchFile == "-" {
 		raw, err := io.ReadAll(io.LimitReader(iv.stdin, maxReplay+1))
@@ -456,7 +456,7 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 		}
 	}
 	if err := iv.accept(""); err != nil {
-		return 255
+		return fakessh.ExitSSHError
 	}
 	go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
 	b.preserve, b.recursive, b.scp = inv.Preserve, inv.Recursive, true

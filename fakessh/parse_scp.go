@@ -32,7 +32,7 @@ func ParseSCP(argv []string) (*SCPInvocation, error) {
 }
 
 func scpFatal(msg string) *UsageError {
-	return &UsageError{Msg: "scp: " + msg + "\r\n", Status: 255}
+	return &UsageError{Msg: "scp: " + msg + "\r\n", Status: ExitSSHError}
 }
 
 func scpUsageError(prefix string) *UsageError {
@@ -252,7 +252,7 @@ func checkSFTPXOption(arg string, p *optParser) *UsageError {
 	case strings.HasPrefix(arg, "nrequests="):
 		v = arg[len("nrequests="):]
 	default:
-		return &UsageError{Msg: "Invalid -X option", Status: 255}
+		return &UsageError{Msg: "Invalid -X option", Status: ExitSSHError}
 	}
 	if _, e := sshconf.Strtonum(v, 1, 256*1024); e != "" {
 		p.unsupported("-X " + arg)
