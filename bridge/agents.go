@@ -134,9 +134,9 @@ type victim struct {
 
 // reserveLocked counts a new interpreter against the limit and returns a
 // starting slot for it, recorded under key when record is set. At the
-// limit it takes the place of the least recently used idle interpreter:
-// the caller closes victim before booting, so the limit holds at every
-// moment. It fails when all of them are busy or starting.
+// limit it takes the place of the least recently used idle interpreter,
+// v, which the caller closes (closeVictim) before booting, so the limit
+// holds at every moment. It fails when all of them are busy or starting.
 func (a *agents) reserveLocked(key slotKey, record bool) (slot *agentSlot, v *victim, err error) {
 	limit := a.limit()
 	if a.live >= limit {
@@ -174,6 +174,15 @@ func (a *agents) reserveLocked(key slotKey, record bool) (slot *agentSlot, v *vi
 		a.slots[key] = slot
 	}
 	return slot, v, nil
+}
+
+// closeVictim closes the interpreter reserveLocked retired, if any.
+func (t *target) closeVictim(v *victim) {
+	if v == nil {
+		return
+	}
+	t.log.WithField("python", v.key.String()).WithField("limit", t.agents.limit()).Info("interpreter limit reached; retiring the least recently used idle one")
+	_ = v.client.Close()
 }
 
 // finish records how slot's start ended (c, or err) and wakes those
@@ -301,10 +310,7 @@ func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string,
 		if err != nil {
 			return nil, err
 		}
-		if victim != nil {
-			t.log.WithField("python", victim.key.String()).WithField("limit", a.limit()).Info("interpreter limit reached; retiring the least recently used idle one")
-			_ = victim.client.Close()
-		}
+		t.closeVictim(victim)
 		c, err := t.startAgent(ctx, &sessionRunner{t: t, p: p, env: env}, python)
 		// A shim that went away says nothing about the target's python.
 		sticky := err != nil && ctx.Err() == nil
@@ -379,10 +385,7 @@ func (t *target) reserveAgent(key slotKey) (*agentReservation, error) {
 	if err != nil {
 		return nil, err
 	}
-	if victim != nil {
-		t.log.WithField("python", victim.key.String()).WithField("limit", t.agents.limit()).Info("interpreter limit reached; retiring the least recently used idle one")
-		_ = victim.client.Close()
-	}
+	t.closeVictim(victim)
 	return &agentReservation{key: key, slot: slot}, nil
 }
 
