@@ -20,13 +20,9 @@ import (
 // of one of its target's connections, in the remote login directory;
 // release must be called when done.
 func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.SSHInvocation, route string) (b *batchRun, release func(), err error) {
-	settings, err := resolve(iv, inv)
+	_, t, err := s.resolveTarget(iv, inv)
 	if err != nil {
 		return nil, nil, err
-	}
-	t, fallback := s.share(iv, settings)
-	if fallback != "" {
-		return nil, nil, &fallbackError{fallback}
 	}
 	t.countRoute(iv, route)
 	iv.log = iv.log.WithField("route", route)
@@ -36,15 +32,6 @@ func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.S
 	}
 	b = &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, rcwd: c.home, home: c.home, fast: iv.getenv(FastPathEnv) != "0"}
 	return b, c.release, nil
-}
-
-func transferFailure(iv *invocation, err error) int {
-	var fb *fallbackError
-	if errors.As(err, &fb) {
-		iv.fallback(fb.reason)
-		return -1
-	}
-	return connFailure(iv, err)
 }
 
 // serveSFTP runs an sftp batch (-b) over the target's SFTP channel when
@@ -58,7 +45,7 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 	}
 	b, release, err := s.connectSFTP(ctx, iv, &inv.SSH, routeSFTP)
 	if err != nil {
-		return transferFailure(iv, err)
+		return notServed(iv, err)
 	}
 	defer release()
 	var cmds []fakessh.BatchCommand
@@ -445,7 +432,7 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	}
 	b, release, err := s.connectSFTP(ctx, iv, &conn, routeSCP)
 	if err != nil {
-		return transferFailure(iv, err)
+		return notServed(iv, err)
 	}
 	defer release()
 	for _, src := range inv.Sources {
