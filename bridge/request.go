@@ -10,7 +10,7 @@ import (
 )
 
 // request is one ssh invocation, parsed once: what every route reads.
-// A route's functions take it and nothing else.
+// A route's match and serve take it and nothing else.
 type request struct {
 	s   *Server
 	ctx context.Context

@@ -28,8 +28,8 @@ var becomeRoute = route{
 // step starts that interpreter through the very wrapper Ansible sent (its
 // tool, options, prompt and success marker), with the module swapped for
 // the interpreter's first stage, and relays the password exchange; later
-// steps run with no become tool at all. done is false when the step is
-// not for this route (the caller passes it through).
+// steps run with no become tool at all. served is false when the step
+// is not for this route (the caller passes it through).
 func (r *request) serveBecome() (code int, served bool) {
 	ctx, iv, t := r.ctx, r.iv, r.t
 	w, err := become.Parse(r.command)

@@ -146,6 +146,9 @@ func notServedInFull(inv *fakessh.SFTPInvocation, cmds []fakessh.BatchCommand) s
 // errReported marks an error whose message was already printed.
 var errReported = errors.New("reported")
 
+// batchRun is an sftp batch or an scp copy being run over sc: the local
+// and remote working directories, the remote home (for ~), and the
+// options that shape its transfers.
 type batchRun struct {
 	iv                  *invocation
 	t                   *target
