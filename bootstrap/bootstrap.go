@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
@@ -95,9 +94,9 @@ func Payload() []byte {
 // tests (see LocalRunner).
 type Runner interface {
 	// Start runs command and returns its stdin, stdout and stderr, and a
-	// wait function that returns when the command has ended, or ends it
-	// when its ctx ends first (see interp.Conn).
-	Start(ctx context.Context, command string) (stdin io.WriteCloser, stdout io.Reader, stderr io.Reader, wait func(context.Context) error, err error)
+	// Wait that returns when the command has ended, or ends it when its
+	// ctx ends first (see interp.Conn).
+	Start(ctx context.Context, command string) (interp.Conn, error)
 }
 
 // Start runs the agent with python through r, sends it the payload and
@@ -111,11 +110,11 @@ func Start(ctx context.Context, r Runner, python string, log logrus.FieldLogger)
 		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
 		defer cancel()
 	}
-	stdin, stdout, stderr, wait, err := r.Start(ctx, Command(python))
+	conn, err := r.Start(ctx, Command(python))
 	if err != nil {
 		return nil, fmt.Errorf("%w: start %s: %w", ErrFailed, python, err)
 	}
-	c, err := Attach(ctx, interp.Conn{Stdin: stdin, Stdout: stdout, Stderr: stderr, Wait: wait}, log)
+	c, err := Attach(ctx, conn, log)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", python, err)
 	}

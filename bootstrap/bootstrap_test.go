@@ -137,26 +137,26 @@ func TestCommandIsShellSafe(t *testing.T) {
 // short reads everywhere.
 type smallPipeRunner struct{ chunk int }
 
-func (s smallPipeRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func(context.Context) error, error) {
+func (s smallPipeRunner) Start(ctx context.Context, command string) (interp.Conn, error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return interp.Conn{}, err
 	}
 	if _, err := unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("F_SETPIPE_SZ: %w", err)
+		return interp.Conn{}, fmt.Errorf("F_SETPIPE_SZ: %w", err)
 	}
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Stdin = pr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return interp.Conn{}, err
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return interp.Conn{}, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, nil, nil, nil, err
+		return interp.Conn{}, err
 	}
 	pr.Close()
 	wait := func(ctx context.Context) error {
@@ -164,7 +164,7 @@ func (s smallPipeRunner) Start(ctx context.Context, command string) (io.WriteClo
 		defer stop()
 		return cmd.Wait()
 	}
-	return chunkWriter{pw, s.chunk}, stdout, stderr, wait, nil
+	return interp.Conn{Stdin: chunkWriter{pw, s.chunk}, Stdout: stdout, Stderr: stderr, Wait: wait}, nil
 }
 
 type chunkWriter struct {
@@ -220,7 +220,7 @@ func TestStartSmallPipe(t *testing.T) {
 // (and bytes that look like a frame) before running the command.
 type noisyRunner struct{ LocalRunner }
 
-func (n noisyRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func(context.Context) error, error) {
+func (n noisyRunner) Start(ctx context.Context, command string) (interp.Conn, error) {
 	return n.LocalRunner.Start(ctx, `echo "Welcome to the target"; printf '\000\000\000\005\003\000\000\000\000'; echo; `+command)
 }
 

@@ -2,8 +2,9 @@ package bootstrap
 
 import (
 	"context"
-	"io"
 	"os/exec"
+
+	"github.com/ansible-bridge/ansible-bridge/interp"
 )
 
 // LocalRunner runs commands on this machine with /bin/sh -c, like sshd
@@ -18,29 +19,29 @@ type LocalRunner struct {
 var _ Runner = LocalRunner{}
 
 // Start implements Runner.
-func (l LocalRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func(context.Context) error, error) {
+func (l LocalRunner) Start(ctx context.Context, command string) (interp.Conn, error) {
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Env = l.Env
 	cmd.Dir = l.Dir
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return interp.Conn{}, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return interp.Conn{}, err
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return interp.Conn{}, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, nil, nil, nil, err
+		return interp.Conn{}, err
 	}
 	wait := func(ctx context.Context) error {
 		stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
 		defer stop()
 		return cmd.Wait()
 	}
-	return stdin, stdout, stderr, wait, nil
+	return interp.Conn{Stdin: stdin, Stdout: stdout, Stderr: stderr, Wait: wait}, nil
 }

@@ -7,9 +7,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -36,8 +34,23 @@ const (
 	slotClosed                    // retired; whoever holds it closes its client
 )
 
-// agentSlot is one persistent interpreter of a target, per python
-// command line (or become identity and python). All fields are guarded
+// slotKey names an agent slot: the python command line, and for a
+// become interpreter the become wrapper's identity.
+type slotKey struct {
+	become string // become.Wrapper.Identity (never empty); "" for the login user
+	python string
+}
+
+// String is the key as status shows it: the become identity, if any,
+// then the python command line.
+func (k slotKey) String() string {
+	if k.become == "" {
+		return k.python
+	}
+	return k.become + " " + k.python
+}
+
+// agentSlot is one persistent interpreter of a target, per slotKey. All fields are guarded
 // by agents.mu; nothing holds that lock while an interpreter boots or
 // closes, so status never waits on either.
 type agentSlot struct {
@@ -94,7 +107,7 @@ func (h *passwordHash) matches(pw []byte) bool {
 // agents are a target's interpreters.
 type agents struct {
 	mu    sync.Mutex
-	slots map[string]*agentSlot
+	slots map[slotKey]*agentSlot
 	// live counts interpreters booting, running or being closed, recorded
 	// or not: what max bounds. A retired interpreter counts until its
 	// Close has returned.
@@ -112,12 +125,19 @@ func (a *agents) limit() int {
 	return a.max
 }
 
+// victim is an idle interpreter taken out of its slot to make room for
+// a new one.
+type victim struct {
+	key    slotKey
+	client *interp.Client
+}
+
 // reserveLocked counts a new interpreter against the limit and returns a
 // starting slot for it, recorded under key when record is set. At the
-// limit it takes the place of the least recently used idle interpreter:
-// the caller closes victim before booting, so the limit holds at every
-// moment. It fails when all of them are busy or starting.
-func (a *agents) reserveLocked(key string, record bool) (slot *agentSlot, victim *interp.Client, victimKey string, err error) {
+// limit it takes the place of the least recently used idle interpreter,
+// v, which the caller closes (closeVictim) before booting, so the limit
+// holds at every moment. It fails when all of them are busy or starting.
+func (a *agents) reserveLocked(key slotKey, record bool) (slot *agentSlot, v *victim, err error) {
 	limit := a.limit()
 	if a.live >= limit {
 		// Interpreters that died on their own free their place.
@@ -131,28 +151,38 @@ func (a *agents) reserveLocked(key string, record bool) (slot *agentSlot, victim
 	}
 	if a.live >= limit {
 		var lru *agentSlot
+		var lruKey slotKey
 		for k, s := range a.slots {
 			if s.state == slotReady && s.client.Stats().InFlight == 0 && (lru == nil || s.lastUsed.Before(lru.lastUsed)) {
-				lru, victimKey = s, k
+				lru, lruKey = s, k
 			}
 		}
 		if lru == nil {
-			return nil, nil, "", errInterpreterLimit
+			return nil, nil, errInterpreterLimit
 		}
-		delete(a.slots, victimKey)
+		delete(a.slots, lruKey)
 		lru.state = slotClosed
-		victim = lru.client // its place in live passes to the new one
+		v = &victim{key: lruKey, client: lru.client} // its place in live passes to the new one
 	} else {
 		a.live++
 	}
 	slot = &agentSlot{state: slotStarting, ready: make(chan struct{}), lastUsed: time.Now()}
 	if record {
 		if a.slots == nil {
-			a.slots = map[string]*agentSlot{}
+			a.slots = map[slotKey]*agentSlot{}
 		}
 		a.slots[key] = slot
 	}
-	return slot, victim, victimKey, nil
+	return slot, v, nil
+}
+
+// closeVictim closes the interpreter reserveLocked retired, if any.
+func (t *target) closeVictim(v *victim) {
+	if v == nil {
+		return
+	}
+	t.log.WithField("python", v.key.String()).WithField("limit", t.agents.limit()).Info("interpreter limit reached; retiring the least recently used idle one")
+	_ = v.client.Close()
 }
 
 // finish records how slot's start ended (c, or err) and wakes those
@@ -160,7 +190,7 @@ func (a *agents) reserveLocked(key string, record bool) (slot *agentSlot, victim
 // false when c was not recorded (the slot was retired meanwhile, or was
 // never recorded): c is then the caller's, to use for its step and
 // release with dropAgent.
-func (a *agents) finish(key string, slot *agentSlot, c *interp.Client, password []byte, err error, sticky bool) bool {
+func (a *agents) finish(key slotKey, slot *agentSlot, c *interp.Client, password []byte, err error, sticky bool) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	defer close(slot.ready)
@@ -223,13 +253,13 @@ func (t *target) interpreterStatus() []InterpreterStatus {
 	t.agents.mu.Lock()
 	defer t.agents.mu.Unlock()
 	var out []InterpreterStatus
-	for python, s := range t.agents.slots {
+	for key, s := range t.agents.slots {
 		if !s.alive() {
 			continue
 		}
 		info, stats := s.client.Info(), s.client.Stats()
 		out = append(out, InterpreterStatus{
-			Python: strings.ReplaceAll(strings.TrimPrefix(python, becomeKeyPrefix), "\x00", " "), User: info.User, PID: info.PID,
+			Python: key.String(), User: info.User, PID: info.PID,
 			AgeSecs:  time.Since(s.started).Seconds(),
 			Requests: stats.Requests, InFlight: stats.InFlight,
 		})
@@ -246,9 +276,10 @@ func (t *target) interpreterStatus() []InterpreterStatus {
 // would.
 func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string, env [][2]string) (*interp.Client, error) {
 	a := &t.agents
+	key := slotKey{python: python}
 	for {
 		a.mu.Lock()
-		if s := a.slots[python]; s != nil {
+		if s := a.slots[key]; s != nil {
 			s.lastUsed = time.Now()
 			switch {
 			case s.state == slotStarting:
@@ -269,27 +300,24 @@ func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string,
 				return s.client, nil
 			default:
 				t.log.WithError(s.client.Err()).Info("interpreter gone; starting a new one")
-				delete(a.slots, python)
+				delete(a.slots, key)
 				s.state = slotClosed
 				a.live--
 			}
 		}
-		slot, victim, victimKey, err := a.reserveLocked(python, true)
+		slot, victim, err := a.reserveLocked(key, true)
 		a.mu.Unlock()
 		if err != nil {
 			return nil, err
 		}
-		if victim != nil {
-			t.log.WithField("python", victimKey).WithField("limit", a.limit()).Info("interpreter limit reached; retiring the least recently used idle one")
-			_ = victim.Close()
-		}
+		t.closeVictim(victim)
 		c, err := t.startAgent(ctx, &sessionRunner{t: t, p: p, env: env}, python)
 		// A shim that went away says nothing about the target's python.
 		sticky := err != nil && ctx.Err() == nil
 		if sticky {
 			t.log.WithError(err).WithField("python", python).Info("no persistent interpreter; this target stays on passthrough for it")
 		}
-		if !a.finish(python, slot, c, nil, err, sticky) {
+		if !a.finish(key, slot, c, nil, err, sticky) {
 			if err != nil {
 				return nil, err
 			}
@@ -304,7 +332,7 @@ func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string,
 // runningAgent returns the running interpreter for key, or nil, and the
 // password it was started with (nil if none). It waits (bounded by ctx)
 // for one being started.
-func (t *target) runningAgent(ctx context.Context, key string) (*interp.Client, *passwordHash) {
+func (t *target) runningAgent(ctx context.Context, key slotKey) (*interp.Client, *passwordHash) {
 	for {
 		t.agents.mu.Lock()
 		s := t.agents.slots[key]
@@ -334,14 +362,14 @@ func (t *target) runningAgent(ctx context.Context, key string) (*interp.Client, 
 // agentReservation is a place for an interpreter that the caller starts
 // itself (a become interpreter, through Ansible's wrapper).
 type agentReservation struct {
-	key  string
+	key  slotKey
 	slot *agentSlot
 }
 
 // reserveAgent makes room for an interpreter under key (see
 // reserveLocked). If one is already running or starting there, the
 // caller's is for its own step only: counted, but not recorded.
-func (t *target) reserveAgent(key string) (*agentReservation, error) {
+func (t *target) reserveAgent(key slotKey) (*agentReservation, error) {
 	t.agents.mu.Lock()
 	old := t.agents.slots[key]
 	record := old == nil || !(old.state == slotStarting || old.alive())
@@ -352,15 +380,12 @@ func (t *target) reserveAgent(key string) (*agentReservation, error) {
 			t.agents.live-- // dead already: nothing to close
 		}
 	}
-	slot, victim, victimKey, err := t.agents.reserveLocked(key, record)
+	slot, victim, err := t.agents.reserveLocked(key, record)
 	t.agents.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	if victim != nil {
-		t.log.WithField("python", victimKey).WithField("limit", t.agents.limit()).Info("interpreter limit reached; retiring the least recently used idle one")
-		_ = victim.Close()
-	}
+	t.closeVictim(victim)
 	return &agentReservation{key: key, slot: slot}, nil
 }
 
@@ -383,7 +408,7 @@ func (t *target) anyAgent() *interp.Client {
 	t.agents.mu.Lock()
 	defer t.agents.mu.Unlock()
 	for key, s := range t.agents.slots {
-		if !strings.HasPrefix(key, becomeKeyPrefix) && s.alive() {
+		if key.become == "" && s.alive() {
 			return s.client
 		}
 	}
@@ -393,10 +418,11 @@ func (t *target) anyAgent() *interp.Client {
 // retireAgent closes the interpreter for python; the next use starts a
 // new one.
 func (t *target) retireAgent(python string) {
+	key := slotKey{python: python}
 	t.agents.mu.Lock()
 	var closing []*agentSlot
-	if s := t.agents.slots[python]; s != nil {
-		delete(t.agents.slots, python)
+	if s := t.agents.slots[key]; s != nil {
+		delete(t.agents.slots, key)
 		closing = takeLocked(s)
 	}
 	t.agents.mu.Unlock()
@@ -430,14 +456,14 @@ type sessionRunner struct {
 	env [][2]string
 }
 
-func (r *sessionRunner) Start(ctx context.Context, command string) (io.WriteCloser, io.Reader, io.Reader, func(context.Context) error, error) {
+func (r *sessionRunner) Start(ctx context.Context, command string) (interp.Conn, error) {
 	// The hello awaited next says whether the command started: no round
 	// trip for the exec reply before the payload goes.
 	c, e, err := r.t.startExec(ctx, r.p, r.env, nil, command)
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("start interpreter session: %w", err)
+		return interp.Conn{}, fmt.Errorf("start interpreter session: %w", err)
 	}
-	return e.Stdin(), e.Stdout(), e.Stderr(), sessionWait(e, c.release), nil
+	return interp.Conn{Stdin: e.Stdin(), Stdout: e.Stdout(), Stderr: e.Stderr(), Wait: sessionWait(e, c.release)}, nil
 }
 
 // sessionWait returns an interp.Conn Wait for sess, whose end it awaits

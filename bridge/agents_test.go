@@ -321,7 +321,7 @@ func TestAgentsStress(t *testing.T) {
 				case op < 8:
 					tg.retireAgent(py)
 				case op < 9:
-					becomeStart(t, tg, becomeKeyPrefix+"sudo\x00root\x00"+py, f)
+					becomeStart(t, tg, slotKey{become: "sudo root", python: py}, f)
 				default:
 					if r.IntN(20) == 0 {
 						tg.retireAgents()
@@ -343,7 +343,7 @@ func TestAgentsStress(t *testing.T) {
 
 // becomeStart plays serveBecome's part for key: use the running
 // interpreter, or start one (as startBecomeAgent would) and record it.
-func becomeStart(t *testing.T, tg *target, key string, f *fakeAgents) {
+func becomeStart(t *testing.T, tg *target, key slotKey, f *fakeAgents) {
 	if c, _ := tg.runningAgent(context.Background(), key); c != nil {
 		return
 	}
@@ -354,7 +354,7 @@ func becomeStart(t *testing.T, tg *target, key string, f *fakeAgents) {
 		}
 		return
 	}
-	c, err := f.start(context.Background(), strings.TrimPrefix(key, becomeKeyPrefix), nil)
+	c, err := f.start(context.Background(), key.String(), nil)
 	if !res.done(tg, c, []byte("pw"), err) && c != nil {
 		tg.dropAgent(c)
 	}
@@ -378,11 +378,12 @@ func TestSessionWaitEndsStuckCommand(t *testing.T) {
 		}
 	})
 	r := &sessionRunner{t: tg}
-	stdin, _, _, wait, err := r.Start(context.Background(), "cat "+fifo+" >/dev/null")
+	conn, err := r.Start(context.Background(), "cat "+fifo+" >/dev/null")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdin.Close() // as Client.Close does: this command does not care
+	wait := conn.Wait
+	conn.Stdin.Close() // as Client.Close does: this command does not care
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := wait(ctx); !errors.Is(err, context.Canceled) {

@@ -11,6 +11,7 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/bootstrap"
 	"github.com/ansible-bridge/ansible-bridge/bridge/become"
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/interp"
 )
 
@@ -51,7 +52,7 @@ func (r *request) startBecomeAgent(w *become.Wrapper, python string, tty bool, s
 	sessIn, sessOut, sessErr := sess.Stdin(), sess.Stdout(), sess.Stderr()
 	if shimIn == nil {
 		if err := iv.accept(""); err != nil {
-			return fail(255, err)
+			return fail(fakessh.ExitSSHError, err)
 		}
 		shimIn = iv.stdin
 	}
@@ -104,7 +105,7 @@ func (r *request) startBecomeAgent(w *become.Wrapper, python string, tty bool, s
 		br := bufio.NewReader(out)
 		if err := skipThrough(br, []byte(bootstrap.RawMarker+"\n")); err != nil {
 			iv.errorf("ansible-bridge: become interpreter did not start: %v", err)
-			return fail(255, err)
+			return fail(fakessh.ExitSSHError, err)
 		}
 		out = br
 	}
@@ -115,7 +116,7 @@ func (r *request) startBecomeAgent(w *become.Wrapper, python string, tty bool, s
 	}, t.log.WithField("become", w.Identity()))
 	if err != nil {
 		iv.errorf("ansible-bridge: become interpreter did not start: %v", err)
-		return fail(255, err)
+		return fail(fakessh.ExitSSHError, err)
 	}
 	t.log.WithField("become", w.Identity()).WithField("pid", ag.Info().PID).Info("become interpreter started")
 	return becomeStarted{ag: ag, stdin: shimIn, password: gate.lastLine()}, nil

@@ -116,10 +116,10 @@ func TestStopLetsInFlightFinish(t *testing.T) {
 }
 
 // agentKeys lists the target's interpreter slots.
-func (t *target) agentKeys() []string {
+func (t *target) agentKeys() []slotKey {
 	t.agents.mu.Lock()
 	defer t.agents.mu.Unlock()
-	var keys []string
+	var keys []slotKey
 	for k := range t.agents.slots {
 		keys = append(keys, k)
 	}

@@ -12,6 +12,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/interp"
 	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 )
@@ -172,7 +173,7 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, re
 	if err != nil && errors.Is(err, context.Canceled) && r.ctx.Err() == nil {
 		// taskContext ended it: nobody is left to tell.
 		iv.log.Info("task killed: the shim went away")
-		return 255
+		return fakessh.ExitSSHError
 	}
 	if err != nil {
 		iv.log.WithError(err).Warn("module run in the interpreter failed")
@@ -180,10 +181,10 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, re
 			// The connection (or the interpreter) died under the step:
 			// say what ssh says when its master's connection dies.
 			r.lostConnection(req.PTY != nil)
-			return 255
+			return fakessh.ExitSSHError
 		}
 		iv.errorf("ansible-bridge: persistent interpreter failed: %v", err)
-		return 255
+		return fakessh.ExitSSHError
 	}
 	_, _ = iv.stdout().Write(res.Stdout)
 	_, _ = iv.stderr().Write(res.Stderr)

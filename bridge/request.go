@@ -10,7 +10,7 @@ import (
 )
 
 // request is one ssh invocation, parsed once: what every route reads.
-// A route's functions take it and nothing else.
+// A route's match and serve take it and nothing else.
 type request struct {
 	s   *Server
 	ctx context.Context
@@ -50,23 +50,13 @@ func (s *Server) newRequest(ctx context.Context, iv *invocation) (*request, int)
 		iv.fallback("unsupported: " + strings.Join(inv.Unsupported, " "))
 		return nil, -1
 	}
-	settings, err := resolve(iv, inv)
-	var fb *fallbackError
-	if errors.As(err, &fb) {
-		iv.fallback(fb.reason)
-		return nil, -1
-	}
+	settings, t, err := s.resolveTarget(iv, inv)
 	if err != nil {
-		return nil, connFailure(iv, err)
+		return nil, notServed(iv, err)
 	}
-	r := &request{s: s, ctx: ctx, iv: iv, inv: inv, settings: settings}
+	r := &request{s: s, ctx: ctx, iv: iv, inv: inv, settings: settings, t: t}
 	if inv.Control != "" {
 		return r, 0
-	}
-	var fallback string
-	if r.t, fallback = s.share(iv, settings); fallback != "" {
-		iv.fallback(fallback)
-		return nil, -1
 	}
 	r.command = strings.Join(inv.Command, " ")
 	if !inv.Subsystem && inv.TTY < 2 {
@@ -88,6 +78,37 @@ const FastPathEnv = "ANSIBLE_BRIDGE_FASTPATH"
 type fallbackError struct{ reason string }
 
 func (e *fallbackError) Error() string { return "fallback: " + e.reason }
+
+// resolveTarget resolves inv's settings and the target they multiplex
+// onto (see share); a control request (-O), which never dials and must
+// not make a target up, gets none. Configuration or sharing the bridge
+// cannot reproduce gives a *fallbackError.
+func (s *Server) resolveTarget(iv *invocation, inv *fakessh.SSHInvocation) (*sshclient.Settings, *target, error) {
+	settings, err := resolve(iv, inv)
+	if err != nil {
+		return nil, nil, err
+	}
+	if inv.Control != "" {
+		return settings, nil, nil
+	}
+	t, fallback := s.share(iv, settings)
+	if fallback != "" {
+		return nil, nil, &fallbackError{fallback}
+	}
+	return settings, t, nil
+}
+
+// notServed answers an invocation that could not be set up with err: a
+// *fallbackError hands it to the real binary (-1), anything else is a
+// connection failure (see connFailure).
+func notServed(iv *invocation, err error) int {
+	var fb *fallbackError
+	if errors.As(err, &fb) {
+		iv.fallback(fb.reason)
+		return -1
+	}
+	return connFailure(iv, err)
+}
 
 // resolve computes the effective settings of inv. Configuration the
 // bridge cannot honour gives a *fallbackError.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/become"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/interp"
 	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 )
@@ -22,16 +23,13 @@ var becomeRoute = route{
 	serve: func(r *request) (int, bool) { return r.serveBecome() },
 }
 
-// becomeKeyPrefix marks become interpreters among a target's agent slots.
-const becomeKeyPrefix = "become\x00"
-
 // serveBecome runs a become wrapper whose inner command is an AnsiballZ
 // module in an interpreter running as the become user. The first such
 // step starts that interpreter through the very wrapper Ansible sent (its
 // tool, options, prompt and success marker), with the module swapped for
 // the interpreter's first stage, and relays the password exchange; later
-// steps run with no become tool at all. done is false when the step is
-// not for this route (the caller passes it through).
+// steps run with no become tool at all. served is false when the step
+// is not for this route (the caller passes it through).
 func (r *request) serveBecome() (code int, served bool) {
 	ctx, iv, t := r.ctx, r.iv, r.t
 	w, err := become.Parse(r.command)
@@ -50,13 +48,13 @@ func (r *request) serveBecome() (code int, served bool) {
 		}
 	}
 	python := strings.Join(c.python, " ")
-	key := becomeKeyPrefix + w.Identity() + "\x00" + python
+	key := slotKey{become: w.Identity(), python: python}
 	tty := r.tty()
 	ag, secret := t.runningAgent(ctx, key)
 	var stdin io.Reader
 	if ag != nil {
 		if err := iv.accept(""); err != nil {
-			return 255, true
+			return fakessh.ExitSSHError, true
 		}
 		stdin = iv.stdin
 		switch {
@@ -176,10 +174,10 @@ func (r *request) execIn(ag *interp.Client, command string, stdin io.Reader, tty
 		if errors.Is(err, interp.ErrAgentGone) {
 			iv.log.WithError(err).Warn("command in the interpreter failed")
 			r.lostConnection(tty)
-			return 255
+			return fakessh.ExitSSHError
 		}
 		iv.errorf("ansible-bridge: persistent interpreter failed: %v", err)
-		return 255
+		return fakessh.ExitSSHError
 	}
 	if tty {
 		r.sharedClosed()

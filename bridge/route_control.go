@@ -1,6 +1,10 @@
 package bridge
 
-import "os"
+import (
+	"os"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
+)
 
 // routeControl is `ssh -O check|stop|exit`, answered as a ControlMaster
 // would. It looks the target up but never makes one: r.t is nil.
@@ -20,7 +24,7 @@ func (r *request) serveControl() int {
 	path := r.settings.ControlPath
 	if path == "" {
 		iv.errorf("No ControlPath specified for \"-O\" command")
-		return 255
+		return fakessh.ExitSSHError
 	}
 	if realMaster(path) {
 		iv.fallback(reasonRealMaster)
@@ -35,7 +39,7 @@ func (r *request) serveControl() int {
 	iv.log.WithField("control", inv.Control).WithField("running", running).Info("control request")
 	if !running {
 		iv.errorf("Control socket connect(%s): No such file or directory", path)
-		return 255
+		return fakessh.ExitSSHError
 	}
 	switch inv.Control {
 	case "check":

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	shellquote "github.com/kballard/go-shellquote"
 )
 
@@ -45,7 +46,7 @@ func (r *request) serveDD() int {
 	// file (copy content=) must not stay behind, so no upload's does.
 	iv.entry.HideStdin()
 	if err := iv.accept(""); err != nil {
-		return 255
+		return fakessh.ExitSSHError
 	}
 	start := time.Now()
 	var n int64

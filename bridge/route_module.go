@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 
 	"github.com/ansible-bridge/ansible-bridge/interp"
@@ -56,7 +57,7 @@ func (r *request) serveModule() (int, bool) {
 		}
 		c.release()
 		if err := iv.accept(""); err != nil {
-			return 255, true
+			return fakessh.ExitSSHError, true
 		}
 		var data []byte
 		if data, parsed = t.readPiped(iv, iv.stdin); parsed == nil {

@@ -72,9 +72,9 @@ func TestPasswordHashOverwritten(t *testing.T) {
 	if !h.matches([]byte("s3cret-pw")) || h.matches([]byte("other")) {
 		t.Fatal("hash does not tell the password")
 	}
-	r := &agentReservation{key: "k", slot: &agentSlot{ready: make(chan struct{})}}
+	r := &agentReservation{key: slotKey{python: "k"}, slot: &agentSlot{ready: make(chan struct{})}}
 	var tg target
-	tg.agents.slots = map[string]*agentSlot{}
+	tg.agents.slots = map[slotKey]*agentSlot{}
 	r.done(&tg, nil, pw, nil)
 	if !bytes.Equal(pw, make([]byte, len(pw))) {
 		t.Errorf("password not overwritten: %q", pw)

@@ -15,6 +15,7 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/bootstrap"
 	"github.com/ansible-bridge/ansible-bridge/bridge/journal"
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 	"github.com/sirupsen/logrus"
 )
@@ -325,5 +326,5 @@ func connFailure(iv *invocation, err error) int {
 		iv.errorf("ssh: %v", err)
 	}
 	iv.log.WithError(err).Info("connection failed")
-	return 255
+	return fakessh.ExitSSHError
 }

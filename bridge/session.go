@@ -88,7 +88,7 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 		switch {
 		case errors.Is(err, sshclient.ErrSubsystemRefused):
 			iv.errorf("subsystem request failed on channel 0")
-			return nil, 255
+			return nil, fakessh.ExitSSHError
 		case err != nil:
 			return nil, connFailure(iv, err)
 		}
@@ -121,7 +121,7 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 			iv.errorf("exec request failed on channel 0")
 			sess.Close()
 			c.release()
-			return nil, 255
+			return nil, fakessh.ExitSSHError
 		}
 	}
 	if err != nil {
@@ -179,7 +179,7 @@ func (r *request) exec(command string, opts execOpts) int {
 	}
 	if !iv.accepted {
 		if err := iv.accept(mode); err != nil {
-			return 255
+			return fakessh.ExitSSHError
 		}
 	}
 	go func() {
@@ -222,7 +222,7 @@ wait:
 	t.bytesOut.Add(iv.bytesOut.Load())
 	code = exitStatus(werr)
 	iv.log.WithError(werr).WithField("status", code).Debug("session ended")
-	if code == 255 && werr != nil && c.timedOut.Load() && c.master == iv.id {
+	if code == fakessh.ExitSSHError && werr != nil && c.timedOut.Load() && c.master == iv.id {
 		// The master says why it gave up; a multiplexing client only
 		// sees its master go.
 		if !iv.quiet {
@@ -230,7 +230,7 @@ wait:
 		}
 		return code
 	}
-	if code == 255 && werr != nil && !isExit(werr) {
+	if code == fakessh.ExitSSHError && werr != nil && !isExit(werr) {
 		iv.errorf("Connection to %s closed by remote host.", r.settings.HostName)
 	} else if tty {
 		r.sharedClosed()
@@ -258,7 +258,7 @@ func exitStatus(err error) int {
 	if errors.As(err, &xe) && xe.Signal == "" && xe.Status >= 0 {
 		return xe.Status
 	}
-	return 255
+	return fakessh.ExitSSHError
 }
 
 // sendEnv picks the shim's variables that match SendEnv patterns.

@@ -16,33 +16,22 @@ import (
 	"github.com/pkg/sftp"
 )
 
-// connectSFTP resolves inv, and returns the target and the SFTP client of
-// one of its connections; release must be called when done.
-func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.SSHInvocation, route string) (*target, *sftp.Client, string, func(), error) {
-	settings, err := resolve(iv, inv)
+// connectSFTP resolves inv, and returns a batch run on the SFTP client
+// of one of its target's connections, in the remote login directory;
+// release must be called when done.
+func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.SSHInvocation, route string) (b *batchRun, release func(), err error) {
+	_, t, err := s.resolveTarget(iv, inv)
 	if err != nil {
-		return nil, nil, "", nil, err
-	}
-	t, fallback := s.share(iv, settings)
-	if fallback != "" {
-		return nil, nil, "", nil, &fallbackError{fallback}
+		return nil, nil, err
 	}
 	t.countRoute(iv, route)
 	iv.log = iv.log.WithField("route", route)
 	c, sc, err := t.useSFTP(ctx, iv)
 	if err != nil {
-		return t, nil, "", nil, err
+		return nil, nil, err
 	}
-	return t, sc, c.home, c.release, nil
-}
-
-func transferFailure(iv *invocation, err error) int {
-	var fb *fallbackError
-	if errors.As(err, &fb) {
-		iv.fallback(fb.reason)
-		return -1
-	}
-	return connFailure(iv, err)
+	b = &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, rcwd: c.home, home: c.home, fast: iv.getenv(FastPathEnv) != "0"}
+	return b, c.release, nil
 }
 
 // serveSFTP runs an sftp batch (-b) over the target's SFTP channel when
@@ -54,9 +43,9 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 		iv.fallback("sftp arguments the bridge does not serve")
 		return -1
 	}
-	t, sc, home, release, err := s.connectSFTP(ctx, iv, &inv.SSH, routeSFTP)
+	b, release, err := s.connectSFTP(ctx, iv, &inv.SSH, routeSFTP)
 	if err != nil {
-		return transferFailure(iv, err)
+		return notServed(iv, err)
 	}
 	defer release()
 	var cmds []fakessh.BatchCommand
@@ -74,7 +63,7 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 		}
 	}
 	if err := iv.accept(""); err != nil {
-		return 255
+		return fakessh.ExitSSHError
 	}
 	if inv.BatchFile == "-" {
 		raw, err := io.ReadAll(io.LimitReader(iv.stdin, maxReplay+1))
@@ -90,14 +79,13 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 				iv.handBack(raw, reason)
 				return -1
 			}
-			t.countSlow(iv, "sftp: a batch over "+strconv.Itoa(maxReplay>>10)+" KiB served by the bridge: "+reason)
+			b.t.countSlow(iv, "sftp: a batch over "+strconv.Itoa(maxReplay>>10)+" KiB served by the bridge: "+reason)
 		}
 	} else {
 		// Nothing reads stdin now; let the shim finish sending it.
 		go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
 	}
-	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive, fast: iv.getenv(FastPathEnv) != "0"}
-	b.rcwd, b.home = home, home
+	b.preserve, b.recursive = inv.Preserve, inv.Recursive
 	if inv.InitialPath != "" {
 		b.rcwd = b.remote(inv.InitialPath)
 	}
@@ -158,6 +146,9 @@ func notServedInFull(inv *fakessh.SFTPInvocation, cmds []fakessh.BatchCommand) s
 // errReported marks an error whose message was already printed.
 var errReported = errors.New("reported")
 
+// batchRun is an sftp batch or an scp copy being run over sc: the local
+// and remote working directories, the remote home (for ~), and the
+// options that shape its transfers.
 type batchRun struct {
 	iv                  *invocation
 	t                   *target
@@ -442,9 +433,9 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	if remote.Port != "" {
 		conn.Options = append([]fakessh.Option{{Key: "port", Value: remote.Port}}, conn.Options...)
 	}
-	t, sc, home, release, err := s.connectSFTP(ctx, iv, &conn, routeSCP)
+	b, release, err := s.connectSFTP(ctx, iv, &conn, routeSCP)
 	if err != nil {
-		return transferFailure(iv, err)
+		return notServed(iv, err)
 	}
 	defer release()
 	for _, src := range inv.Sources {
@@ -455,11 +446,10 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 		}
 	}
 	if err := iv.accept(""); err != nil {
-		return 255
+		return fakessh.ExitSSHError
 	}
 	go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
-	b := &batchRun{iv: iv, t: t, sc: sc, lcwd: iv.hello.Cwd, preserve: inv.Preserve, recursive: inv.Recursive, fast: iv.getenv(FastPathEnv) != "0", scp: true}
-	b.rcwd, b.home = home, home
+	b.preserve, b.recursive, b.scp = inv.Preserve, inv.Recursive, true
 	status := 0
 	for _, src := range inv.Sources {
 		if upload {

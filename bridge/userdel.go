@@ -93,7 +93,7 @@ func (t *target) retireUser(ctx context.Context, iv *invocation, ag *interp.Clie
 	var victims []*agentSlot
 	t.agents.mu.Lock()
 	for key, s := range t.agents.slots {
-		if !strings.HasPrefix(key, becomeKeyPrefix) || !s.alive() {
+		if key.become == "" || !s.alive() {
 			continue
 		}
 		if c := s.client; c != ag && c.Info().User == user && c.Stats().InFlight == 0 {

@@ -30,7 +30,7 @@ func execReal(prog string, argv []string, verbose int, reason string, disable bo
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %s, and no real %s found: %v\r\n", prog, reason, prog, err)
-		return 255
+		return ExitSSHError
 	}
 	env := os.Environ()
 	if disable {
@@ -38,7 +38,7 @@ func execReal(prog string, argv []string, verbose int, reason string, disable bo
 	}
 	err = syscall.Exec(real, append([]string{prog}, argv...), env)
 	fmt.Fprintf(os.Stderr, "ansible-bridge: exec %s: %v\r\n", real, err)
-	return 255
+	return ExitSSHError
 }
 
 // siblingSSH is the ssh shim beside the running scp or sftp shim, or ""
@@ -70,7 +70,7 @@ func bridgeFallback(prog string, argv []string, verbose int, reason string) int 
 	}
 	logFallback(prog, argv, reason, "(not run: "+RequireEnv+"=1)", nil)
 	fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %s=1 and the bridge cannot serve: %s\r\n", prog, RequireEnv, reason)
-	return 255
+	return ExitSSHError
 }
 
 // LookPathIn finds prog as a shell would with the given PATH, or "".

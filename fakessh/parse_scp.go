@@ -32,7 +32,7 @@ func ParseSCP(argv []string) (*SCPInvocation, error) {
 }
 
 func scpFatal(msg string) *UsageError {
-	return &UsageError{Msg: "scp: " + msg + "\r\n", Status: 255}
+	return &UsageError{Msg: "scp: " + msg + "\r\n", Status: ExitSSHError}
 }
 
 func scpUsageError(prefix string) *UsageError {
@@ -42,29 +42,15 @@ func scpUsageError(prefix string) *UsageError {
 func parseSCP(inv *SCPInvocation, p *optParser, argv []string) error {
 	sshport := -1
 	g := getopt{args: argv, opts: scpOptstring}
-	for {
-		c, optarg, ok, err := g.nextOption("scp: ", scpUsageError)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	err := p.transferOptions(&g, "scp: ", scpUsageError, func(c byte, optarg string) error {
 		switch c {
 		case '1':
 			return scpFatal("SSH protocol v.1 is no longer supported")
 		case '2', 'R', 'T':
 			// -R only matters for remote-to-remote copies, -T for
 			// the legacy protocol's filename checks.
-		case 'A', '4', '6', 'C', 'v', 'q':
+		case 'v', 'q':
 			_ = p.sshOption(c, "")
-		case 'o':
-			_ = p.configLine(optarg)
-		case 'c', 'i', 'F', 'J':
-			if err := p.sshOption(c, optarg); err != nil {
-				// ssh reports it; scp then fails.
-				p.unsupported("-" + string([]byte{c}) + " " + optarg)
-			}
 		case 'B':
 			_ = p.configLine("Batchmode=yes")
 		case 'O':
@@ -77,10 +63,6 @@ func parseSCP(inv *SCPInvocation, p *optParser, argv []string) error {
 				return scpFatal(`bad port "` + optarg + `"` + "\n")
 			}
 			sshport = port
-		case 'l':
-			if _, e := sshconf.Strtonum(optarg, 1, 100*1024*1024); e != "" {
-				return scpUsageError("")
-			}
 		case 'p':
 			inv.Preserve = true
 		case 'r':
@@ -94,6 +76,10 @@ func parseSCP(inv *SCPInvocation, p *optParser, argv []string) error {
 			// -D sftp_server_path, and -d/-f/-t, scp's server mode.
 			inv.Unsupported = append(inv.Unsupported, "-"+string([]byte{c}))
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	// scp adds this after the user's options, so theirs win.
 	_ = p.configLine("ForwardAgent=no")
@@ -241,6 +227,43 @@ func okname(s string) bool {
 	return true
 }
 
+// transferOptions is the option loop of scp and sftp: it reads g's
+// options, whose getopt errors are the tool's usage error (with its
+// message after prefix). The options both tools pass on to ssh alike,
+// and -l, it handles itself; option gets every other one, and its error
+// ends the loop. The operands start at g.ind once it returns.
+func (p *optParser) transferOptions(g *getopt, prefix string, usage func(string) *UsageError, option func(c byte, arg string) error) error {
+	for {
+		c, arg, ok, err := g.nextOption(prefix, usage)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		switch c {
+		case 'A', '4', '6', 'C':
+			_ = p.sshOption(c, "")
+		case 'o':
+			_ = p.configLine(arg)
+		case 'c', 'i', 'F', 'J':
+			if err := p.sshOption(c, arg); err != nil {
+				// ssh reports it; the tool then fails.
+				p.unsupported("-" + string([]byte{c}) + " " + arg)
+			}
+		case 'l':
+			// A bandwidth limit: checked, then of no use here.
+			if _, e := sshconf.Strtonum(arg, 1, 100*1024*1024); e != "" {
+				return usage("")
+			}
+		default:
+			if err := option(c, arg); err != nil {
+				return err
+			}
+		}
+	}
+}
+
 // checkSFTPXOption checks scp's and sftp's -X buffer=N / nrequests=N.
 // Anything other than those two keys is an error; a doubtful value is left
 // to the real binary.
@@ -252,7 +275,7 @@ func checkSFTPXOption(arg string, p *optParser) *UsageError {
 	case strings.HasPrefix(arg, "nrequests="):
 		v = arg[len("nrequests="):]
 	default:
-		return &UsageError{Msg: "Invalid -X option", Status: 255}
+		return &UsageError{Msg: "Invalid -X option", Status: ExitSSHError}
 	}
 	if _, e := sshconf.Strtonum(v, 1, 256*1024); e != "" {
 		p.unsupported("-X " + arg)

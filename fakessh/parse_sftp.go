@@ -46,23 +46,8 @@ func parseSFTP(inv *SFTPInvocation, p *optParser, argv []string) error {
 	batch, noisy, direct := false, false, false
 	server := ""
 	g := getopt{args: argv, opts: sftpOptstring}
-	for {
-		c, optarg, ok, err := g.nextOption("", sftpUsageError)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	err := p.transferOptions(&g, "", sftpUsageError, func(c byte, optarg string) error {
 		switch c {
-		case 'A', '4', '6', 'C':
-			_ = p.sshOption(c, "")
-		case 'o':
-			_ = p.configLine(optarg)
-		case 'c', 'i', 'F', 'J':
-			if err := p.sshOption(c, optarg); err != nil {
-				p.unsupported("-" + string([]byte{c}) + " " + optarg)
-			}
 		case 'q':
 			inv.Quiet = true
 			_ = p.sshOption(c, "")
@@ -105,10 +90,6 @@ func parseSFTP(inv *SFTPInvocation, p *optParser, argv []string) error {
 		case 'D':
 			direct = true
 			inv.Unsupported = append(inv.Unsupported, "-D")
-		case 'l':
-			if _, e := sshconf.Strtonum(optarg, 1, 100*1024*1024); e != "" {
-				return sftpUsageError("")
-			}
 		case 'r':
 			inv.Recursive = true
 		case 'R':
@@ -126,6 +107,10 @@ func parseSFTP(inv *SFTPInvocation, p *optParser, argv []string) error {
 		default: // -h
 			return sftpUsageError("")
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if noisy {
 		inv.Quiet = false

@@ -207,7 +207,7 @@ func (p *optParser) sshOption(c byte, arg string) error {
 		p.force("requesttty", p.tty)
 	case 'e':
 		if !validEscapeChar(arg) {
-			return &UsageError{Msg: "Bad escape character '" + arg + "'.\n", Status: 255}
+			return &UsageError{Msg: "Bad escape character '" + arg + "'.\n", Status: ExitSSHError}
 		}
 		p.force("escapechar", arg)
 	case 'O':
@@ -236,7 +236,7 @@ func (p *optParser) sshOption(c byte, arg string) error {
 		}
 		spec, why, ok := parseJump(arg)
 		if !ok {
-			return &UsageError{Msg: why + "Invalid -J argument\r\n", Status: 255}
+			return &UsageError{Msg: why + "Invalid -J argument\r\n", Status: ExitSSHError}
 		}
 		// -J always sets ProxyCommand to "none", even for "-J none".
 		p.jumpSet, p.proxyCmdSet = true, true
@@ -245,7 +245,7 @@ func (p *optParser) sshOption(c byte, arg string) error {
 		if !p.portSet {
 			port := a2port(arg)
 			if port <= 0 {
-				return &UsageError{Msg: "Bad port '" + arg + "'\n", Status: 255}
+				return &UsageError{Msg: "Bad port '" + arg + "'\n", Status: ExitSSHError}
 			}
 			p.setPort(port)
 		}
@@ -276,12 +276,12 @@ func (p *optParser) sshOption(c byte, arg string) error {
 }
 
 func sshUsageError(prefix string) *UsageError {
-	return &UsageError{Msg: prefix + sshUsage, Status: 255}
+	return &UsageError{Msg: prefix + sshUsage, Status: ExitSSHError}
 }
 
 // fatalError is ssh's fatal(): one log line and exit status 255.
 func fatalError(msg string) *UsageError {
-	return &UsageError{Msg: msg + "\r\n", Status: 255}
+	return &UsageError{Msg: msg + "\r\n", Status: ExitSSHError}
 }
 
 type tool int
@@ -439,7 +439,7 @@ func (p *optParser) configLine(line string) error {
 const wsChars = sshconf.Space
 
 func cfgError(msg string) *UsageError {
-	return &UsageError{Msg: "command-line line 0: " + msg + "\r\n", Status: 255}
+	return &UsageError{Msg: "command-line line 0: " + msg + "\r\n", Status: ExitSSHError}
 }
 
 func (p *optParser) configLineSSH(line string) error {
@@ -537,7 +537,7 @@ func (p *optParser) configLineSSH(line string) error {
 				shown = "(null)"
 			}
 			return &UsageError{Msg: "command-line line 0: missing argument.\r\n" +
-				"command-line line 0: unsupported option \"" + shown + "\".\r\n", Status: 255}
+				"command-line line 0: unsupported option \"" + shown + "\".\r\n", Status: ExitSSHError}
 		}
 		v, ok := sshconf.Multistate(arg, kw.States)
 		if !ok {

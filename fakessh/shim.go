@@ -48,7 +48,7 @@ func Main(prog string, argv []string) int {
 		// A setting that cannot work anywhere: said at once, strict or
 		// not, rather than every call falling back unseen.
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %v\r\n", prog, err)
-		return 255
+		return ExitSSHError
 	}
 	hello := helloFor(prog, argv)
 	payload, err := json.Marshal(hello)
@@ -71,7 +71,7 @@ func Main(prog string, argv []string) int {
 		if fb.input != nil {
 			if err := replayStdin(fb.input); err != nil {
 				fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %v\r\n", prog, err)
-				return 255
+				return ExitSSHError
 			}
 		}
 		if ssh := siblingSSH(); fb.viaBridge && ssh != "" {
@@ -81,7 +81,7 @@ func Main(prog string, argv []string) int {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %v\r\n", prog, err)
-		return 255
+		return ExitSSHError
 	}
 	return code
 }
@@ -345,7 +345,7 @@ func forwardSignals(sigs <-chan os.Signal, send func(wire.Type, []byte) error, r
 		}
 		_ = send(wire.Signal, []byte(unixSignalName(s)))
 		restore()
-		os.Exit(255)
+		os.Exit(ExitSSHError)
 	}
 }
 

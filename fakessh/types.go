@@ -1,5 +1,11 @@
 package fakessh
 
+// ExitSSHError (255) is the exit status of ssh when ssh itself fails (a
+// command line it rejects, a fatal error, a connection that fails), as
+// opposed to the remote command's status, which it passes on. scp and
+// sftp use it for their fatal errors too.
+const ExitSSHError = 255
+
 // Option is one ssh_config style setting given on the command line
 // (-o Key=Value, -o Key Value, or a flag such as -p, -l, -i, -J, -C that
 // OpenSSH maps onto a config keyword). Key is canonical lower case

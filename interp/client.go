@@ -398,7 +398,7 @@ func (c *Client) fail(cause error) {
 	err := c.err
 	c.mu.Unlock()
 	for _, cl := range pend {
-		cl.resp <- &response{Code: "gone", Error: err.Error()}
+		cl.resp <- &response{gone: err}
 	}
 	c.qmu.Lock()
 	c.qclosed = true
@@ -525,8 +525,8 @@ func (c *Client) send(cl *call, req any, blob ...[]byte) error {
 func (c *Client) await(ctx context.Context, cl *call) (*response, error) {
 	select {
 	case r := <-cl.resp:
-		if r.Code == "gone" {
-			return nil, c.deadErr()
+		if r.gone != nil {
+			return nil, r.gone
 		}
 		return r, nil
 	case <-ctx.Done():

@@ -226,6 +226,7 @@ func (c *Client) RunModule(ctx context.Context, req ModuleRequest) (*Result, err
 	return res, nil
 }
 
+// errNoZip: the agent holds no zip for the request's hash (code "nozip").
 var errNoZip = errors.New("zip unknown to the agent")
 
 // forgetTemplate overwrites w's template, which holds the task's
@@ -289,11 +290,10 @@ func (c *Client) runModule(ctx context.Context, w *Wrapper, req ModuleRequest) (
 	if err != nil {
 		return nil, err
 	}
+	if err := r.codeErr(); err != nil {
+		return nil, err
+	}
 	switch {
-	case r.Code == "restart":
-		return nil, ErrRestart
-	case r.Code == "nozip":
-		return nil, errNoZip
 	case r.Error != "":
 		return nil, remoteErr("module", "", r)
 	case r.Exit == nil:

@@ -94,16 +94,32 @@ func encodeReq(req any, blob ...[]byte) ([]byte, error) {
 	return p, nil
 }
 
-// response is a decoded response frame.
+// response is a decoded response frame, or the client's error for a
+// request that gets no frame.
 type response struct {
 	Error  string          `json:"error"`
 	Errno  string          `json:"errno"`
-	Code   string          `json:"code"`
+	Code   string          `json:"code"` // see codeErrs
 	Exit   *int            `json:"exit"`
 	Signal int             `json:"signal"`
 	Stat   *statJSON       `json:"stat"`
 	Raw    json.RawMessage `json:"-"`
 	blob   []byte
+	// gone, if set, is why the agent is gone (it wraps ErrAgentGone):
+	// the request was pending when the client died.
+	gone error
+}
+
+// codeErrs maps the codes the agent sets in a response (agent.py) to the
+// errors they stand for.
+var codeErrs = map[string]error{
+	"restart": ErrRestart,
+	"nozip":   errNoZip,
+}
+
+// codeErr returns the error r's code stands for, or nil.
+func (r *response) codeErr() error {
+	return codeErrs[r.Code]
 }
 
 type statJSON struct {

@@ -10,7 +10,8 @@ import (
 // ConnError is a connection failure. Msg is exactly what OpenSSH 9.2 prints
 // on stderr for it at the connection's LogLevel, lines joined with "\r\n"
 // and without the final line ending; it is empty when LogLevel suppresses
-// everything (ssh -q). The caller prints Stderr() and exits 255.
+// everything (ssh -q). The caller prints Stderr() and exits with
+// fakessh.ExitSSHError.
 type ConnError struct {
 	Msg string
 	Err error
@@ -38,9 +39,6 @@ func (e *ConnError) Stderr() string {
 	}
 	return e.Msg + "\r\n"
 }
-
-// ExitStatus is ssh's exit status for a connection failure.
-const ExitStatus = 255
 
 // Message levels, in OpenSSH's order (log.h).
 const (

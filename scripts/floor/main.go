@@ -35,14 +35,16 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/ansible-bridge/ansible-bridge/bridge/become"
-	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/become"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 )
 
 // env is what the answers depend on besides argv and stdin.
@@ -163,14 +165,14 @@ func (e env) ssh(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	p, err := parseArgs(args, sshWithArg)
 	if err != nil {
 		fmt.Fprintf(stderr, "ssh: %v\r\n", err)
-		return 255
+		return fakessh.ExitSSHError
 	}
 	if !checkOptions(p, stderr) {
-		return 255
+		return fakessh.ExitSSHError
 	}
 	if len(p.operand) == 0 {
 		fmt.Fprint(stderr, "usage: ssh [-46AaCfGgKkMNnqsTtVvXxYy] destination [command [argument ...]]\n")
-		return 255
+		return fakessh.ExitSSHError
 	}
 	dest := p.operand[0]
 	user, host, ok := strings.Cut(dest, "@")
@@ -196,7 +198,7 @@ func (e env) ssh(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprint(stderr, "Exit request sent.\r\n")
 		default:
 			fmt.Fprintf(stderr, "floor: no canned answer for ssh -O %s\n", ctl[len(ctl)-1])
-			return 255
+			return fakessh.ExitSSHError
 		}
 		return 0
 	}
@@ -463,10 +465,10 @@ func (e env) sftp(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	p, err := parseArgs(args, sftpWithArg)
 	if err != nil {
 		fmt.Fprintf(stderr, "sftp: %v\n", err)
-		return 255
+		return fakessh.ExitSSHError
 	}
 	if !checkOptions(p, stderr) {
-		return 255
+		return fakessh.ExitSSHError
 	}
 	batch := p.opts['b']
 	if len(batch) == 0 || len(p.operand) != 1 {
@@ -511,10 +513,10 @@ func (e env) scp(args []string, stderr io.Writer) int {
 	p, err := parseArgs(args, scpWithArg)
 	if err != nil {
 		fmt.Fprintf(stderr, "scp: %v\n", err)
-		return 255
+		return fakessh.ExitSSHError
 	}
 	if !checkOptions(p, stderr) {
-		return 255
+		return fakessh.ExitSSHError
 	}
 	if len(p.operand) != 2 || strings.Contains(p.operand[0], ":") || !strings.Contains(p.operand[1], ":") {
 		fmt.Fprintf(stderr, "floor: scp only answers an upload SRC HOST:DST, not %q\n", p.operand)
