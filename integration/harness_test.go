@@ -19,6 +19,8 @@ func TestNormalizeString(t *testing.T) {
 		{"original basename", "tmp84q7ur4x", "tmpX"},
 		{"async jid", "/home/abtest/.ansible_async/j663361370292.24265", "/home/abtest/.ansible_async/jX"},
 		{"date", "2026-11-21 11:45:10.117377", "DATE"},
+		{"payload dir", `File "/tmp/ansible_ping_payload_8tqf_6kc/ansible_ping_payload.zip/x.py"`, `File "/tmp/ansible_ping_payload_X/ansible_ping_payload.zip/x.py"`},
+		{"zip in a traceback", "    zip_data='UEsDBBQAAAAIAGNSe12j+/0='\n", "    zip_data='X'\n"},
 		{"plain text untouched", "tmp is a word; temporary; j12.3", "tmp is a word; temporary; j12.3"},
 	}
 	for _, tt := range tests {

@@ -101,6 +101,12 @@ var stringRewrites = []struct {
 	{regexp.MustCompile(`^\.[a-z0-9_]{8}$`), ".X"},
 	// Module temp files on the target (copy, template, lineinfile, ...).
 	{regexp.MustCompile(`\.Ansible[A-Za-z0-9_]*\.[A-Za-z0-9_]{8}\b`), ".AnsibleX"},
+	// A module's payload dir on the target (tempfile.mkdtemp), as
+	// tracebacks show it.
+	{regexp.MustCompile(`\bansible_([a-z0-9_]+)_payload_[a-z0-9_]{8}/`), "ansible_${1}_payload_X/"},
+	// The AnsiballZ zip as a traceback quotes its source line: built at
+	// run time, it differs between any two runs.
+	{regexp.MustCompile(`zip_data='[A-Za-z0-9+/=]*'`), "zip_data='X'"},
 	// Async job ids and their status files.
 	{regexp.MustCompile(`\bj[0-9]{6,}\.[0-9]+\b`), "jX"},
 	// Dates as printed by command/shell start and end.

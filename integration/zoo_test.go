@@ -36,8 +36,8 @@ func TestTargetZoo(t *testing.T) {
 }
 
 // zooHosts returns the zoo's inventory hosts: AB_ZOO (NAME=USER for each
-// login shell), AB_PYTHONS (pyenv's versions, readable by the lab's
-// users) and AB_NOEXEC (a noexec mount), from scripts/lab.sh env.
+// login shell), AB_PYTHONS (a wrapper per pyenv version, which the lab's
+// users can run) and AB_NOEXEC (a noexec mount), from scripts/lab.sh env.
 func zooHosts(t *testing.T) map[string]map[string]any {
 	t.Helper()
 	l := suite.lab
@@ -53,6 +53,9 @@ func zooHosts(t *testing.T) map[string]map[string]any {
 		for k, v := range vars {
 			h[k] = v
 		}
+		// A ControlPath per host: hosts with one user share no master,
+		// whose races would make stock's messages differ run to run.
+		h["ansible_control_path"] = "%(directory)s/zoo-" + name
 		hosts["zoo_"+name] = h
 	}
 	shellType := map[string]string{"tcsh": "csh", "fish": "fish"}
@@ -68,16 +71,10 @@ func zooHosts(t *testing.T) map[string]map[string]any {
 		host("sh_"+name, user, vars)
 	}
 	if dir := os.Getenv("AB_PYTHONS"); dir != "" {
-		pys, _ := filepath.Glob(filepath.Join(dir, "*", "bin", "python[23]"))
-		pys2, _ := filepath.Glob(filepath.Join(dir, "2.*", "bin", "python"))
-		for _, py := range append(pys, pys2...) {
-			ver := filepath.Base(filepath.Dir(filepath.Dir(py)))
-			major, minor, _ := strings.Cut(ver, ".")
-			minor, _, _ = strings.Cut(minor, ".")
-			if _, dup := hosts["zoo_py_"+major+"_"+minor]; dup {
-				continue
-			}
-			host("py_"+major+"_"+minor, l.User, map[string]any{"ansible_python_interpreter": py})
+		pys, _ := filepath.Glob(filepath.Join(dir, "python[23].*"))
+		for _, py := range pys {
+			ver := strings.ReplaceAll(strings.TrimPrefix(filepath.Base(py), "python"), ".", "_")
+			host("py_"+ver, l.User, map[string]any{"ansible_python_interpreter": py})
 		}
 	}
 	if dir := os.Getenv("AB_NOEXEC"); dir != "" {

@@ -42,7 +42,8 @@
 #   - the target zoo: users abzbash, abzdash, abzbusybox, abztcsh and
 #     abzfish with those login shells (where installed), key login only;
 #     pyenv's Pythons ($AB_PYENV_VERSIONS) bind-mounted read-only on
-#     $AB_PYTHONS (/srv/ab-lab-pythons-$AB_PORT); a noexec tmpfs on
+#     /srv/ab-lab-pythons-$AB_PORT, with a wrapper per version in
+#     /srv/ab-lab-pythons-$AB_PORT-bin ($AB_PYTHONS); a noexec tmpfs on
 #     /srv/ab-lab-noexec-$AB_PORT.
 #   - /etc/sudoers.d/ab-lab with the two rules and !requiretty.
 #   - $AB_LAB/id_ed25519: the lab key, authorized for both users;
@@ -237,7 +238,7 @@ Port $PORT
 ListenAddress 127.0.0.1
 HostKey $LAB/ssh_host_ed25519_key
 PidFile $LAB/sshd.pid
-AllowUsers $USER_NOPW $USER_PW $USER_NOPY
+AllowUsers $USER_NOPW $USER_PW $USER_NOPY ${PREFIX}z*
 PermitRootLogin no
 PubkeyAuthentication yes
 AuthorizedKeysFile .ssh/authorized_keys
@@ -410,6 +411,20 @@ make_zoo() {
 		mount -o remount,bind,ro "$PYTHONS"
 		log "mounted $PYENV_VERSIONS read-only on $PYTHONS"
 	fi
+	# pyenv's Pythons find libpython by their build path, under /root: a
+	# wrapper per version names the mounted copy instead.
+	if mountpoint -q "$PYTHONS"; then
+		local v py
+		install -d -m 0755 "$PYTHONS-bin"
+		for v in "$PYTHONS"/*/; do
+			v=${v%/}
+			py=$(find "$v/bin" -maxdepth 1 -regex '.*/python[23]\.[0-9]+' | sort | head -n 1)
+			[[ -n $py ]] || continue
+			printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s "$@"\n' "$v" "$py" >"$PYTHONS-bin/${py##*/}.new"
+			chmod 0755 "$PYTHONS-bin/${py##*/}.new"
+			mv "$PYTHONS-bin/${py##*/}.new" "$PYTHONS-bin/${py##*/}"
+		done
+	fi
 	if ! mountpoint -q "$NOEXEC"; then
 		install -d -m 0755 "$NOEXEC"
 		mount -t tmpfs -o noexec,nosuid,nodev,mode=1777,size=64m ab-lab-noexec "$NOEXEC"
@@ -514,6 +529,7 @@ down() {
 			umount "$m" && log "unmounted $m"
 		fi
 	done
+	rm -rf -- "$PYTHONS-bin"
 	unlock_lab
 }
 
@@ -548,7 +564,7 @@ export AB_PWUSER='$USER_PW'
 export AB_PASSWORD='$PASSWORD'
 export AB_NOPYUSER='$USER_NOPY'
 export AB_ZOO='$(zoo_users)'
-export AB_PYTHONS='$(mountpoint -q "$PYTHONS" && echo "$PYTHONS")'
+export AB_PYTHONS='$(mountpoint -q "$PYTHONS" && echo "$PYTHONS-bin")'
 export AB_NOEXEC='$(mountpoint -q "$NOEXEC" && echo "$NOEXEC")'
 EOF
 }
