@@ -40,7 +40,9 @@
 // Every playbook in corpus/ runs twice per setting, once stock (the real
 // /usr/bin/ssh) and once through the bridge (PATH starts with the shims),
 // in all six combinations of ANSIBLE_PIPELINING (true, false) and
-// ANSIBLE_SSH_TRANSFER_METHOD (sftp, scp, piped). Each run gets a fresh
+// ANSIBLE_SSH_TRANSFER_METHOD (sftp, scp, piped); those whose subject is
+// not transfers (async, discovery, monkeypatch*, environment) in the two
+// with sftp only, for CI's time. Each run gets a fresh
 // inventory, a fresh ControlPath directory (stock masters are sent
 // `ssh -O exit` afterwards, so none leaks into the next run) and empty output
 // directories on the target (/home/abtest/out, /home/abpw/out) and on the
@@ -149,6 +151,13 @@
 //     /usr/bin/python3: not found", discovery warns and falls back to
 //     /usr/bin/python. Those hosts use a known_hosts file with the lab's
 //     host key (see setupNoPython). Skips when the lab predates abnopy.
+//   - zoo.yml (TestTargetZoo): the same few steps on every target the lab's
+//     zoo has, in one play: login shells bash, dash, BusyBox sh, tcsh
+//     (ansible_shell_type=csh) and fish, pyenv's Pythons 2.7 and 3.6–3.13
+//     (through a wrapper per version: /root is not readable by the lab's
+//     users), a remote tmp on a noexec mount; on 2.14 and the newest
+//     ansible-core, both main modes. Unsupported combinations fail, and
+//     must fail as stock's do.
 //
 // Without setfacl on the target (scripts/setup.sh does not install acl),
 // stock Ansible fails `become_user: nobody` when pipelining is off. The

@@ -55,7 +55,7 @@ type runnerJob struct {
 	timeout  int    // job_timeout in seconds; 120 if 0
 	// container runs the job as in an execution environment (bwrap: a
 	// uid with no passwd entry, read-only /, a tmpfs /tmp, the data dir
-	// at /runner, HOME=/runner, no XDG_RUNTIME_DIR); socket is then a
+	// at /tmp/runner, HOME there, no XDG_RUNTIME_DIR); socket is then a
 	// path inside the container.
 	container bool
 }
@@ -75,7 +75,7 @@ func runnerCommand(ctx context.Context, t *testing.T, j runnerJob) (*exec.Cmd, s
 	dir := filepath.Join(suite.work, "runner", j.name)
 	root := dir // the data dir as the job sees it
 	if j.container {
-		root = "/runner"
+		root = "/tmp/runner" // / is read-only: no /runner mount point to make
 	}
 	for _, d := range []string{"env", "project", "inventory", "cp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
@@ -367,7 +367,7 @@ func TestAnsibleRunnerEdges(t *testing.T) {
 			t.Skip("bwrap not installed (Debian: bubblewrap; scripts/setup.sh)")
 		}
 		want := runRunnerJob(t, runnerJob{name: "stock-ee"}, true)
-		got := runRunnerJob(t, runnerJob{name: "bridge-ee", bridge: true, container: true, socket: "/runner/.ansible-bridge/bridge.sock"}, true)
+		got := runRunnerJob(t, runnerJob{name: "bridge-ee", bridge: true, container: true, socket: "/tmp/runner/.ansible-bridge/bridge.sock"}, true)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("job in a container: bridge %+v\nstock %+v", got, want)
 		}
