@@ -117,7 +117,10 @@ func TestClientKilled(t *testing.T) {
 					t.Fatalf("%s: %v", sd, errs[j])
 				}
 			}
-			if left[0] != c.want {
+			// The table was measured on 2.14; other versions are compared
+			// with their own stock runs only (2.22 leaves a -tt command
+			// running).
+			if c.ansibleBin == "" && left[0] != c.want {
 				t.Errorf("stock left the command running: %v, as measured before: %v (README's table is out of date?)", left[0], c.want)
 			}
 			if left[1] != left[0] {
