@@ -394,14 +394,36 @@ def pty_env(pty, tty, env):
 # as an argument.
 PAYLOAD_NAME_RE = re.compile(br"^ansible_module='([A-Za-z0-9_]+)',$|"
                              br"prefix='ansible_(?:' \+ ')?([A-Za-z0-9_]+)(?:' \+ ')?_payload_'", re.M)
-# The module parameters' literal: ANSIBALLZ_PARAMS = '...' inside
-# _ansiballz_main up to ansible-core 2.18, the params='...', argument of
-# its call from 2.19 (package interp/ansiballz knows the formats).
-PARAMS_RE = re.compile(br"^(    ANSIBALLZ_PARAMS = |params=)('(?:[^'\\\n]|\\.)*')(,?)$", re.M)
+# What varies from task to task in a template: the module parameters'
+# literal (ANSIBALLZ_PARAMS = '...' inside _ansiballz_main up to
+# ansible-core 2.18, the params='...', argument of its call from 2.19) and,
+# from 2.19, the task's start time (date_time=datetime.datetime(...), also
+# an argument of the call). Go's package interp/ansiballz finds them, in
+# every format; a module request gives their offsets in the template
+# ('params' and 'time', [start, end]), which travel with the task as its
+# spans: [params, time], either None.
 PARAMS_MARKER = '@@ANSIBLE_BRIDGE_PARAMS@@'
-# 2.19+: the task's start time, also an argument of the call.
-DATETIME_RE = re.compile(br"^date_time=(datetime\.datetime\(([0-9, ]+), tzinfo=datetime\.timezone\.utc\)),$", re.M)
 DATETIME_MARKER = '@@ANSIBLE_BRIDGE_DATETIME@@'
+DATETIME_HEAD = b'datetime.datetime('
+DATETIME_TAIL = b', tzinfo=datetime.timezone.utc)'
+
+
+def task_spans(msg):
+    """The spans of a task message (or module request)."""
+    return [msg.get('params'), msg.get('time')]
+
+
+def task_time(expr):
+    """The datetime expr (DATETIME_HEAD int, ... DATETIME_TAIL) gives, or
+    None."""
+    if not (expr.startswith(DATETIME_HEAD) and expr.endswith(DATETIME_TAIL)):
+        return None
+    import datetime
+    try:
+        return datetime.datetime(*[int(x) for x in expr[len(DATETIME_HEAD):-len(DATETIME_TAIL)].split(b',')],
+                                 tzinfo=datetime.timezone.utc)
+    except (ValueError, TypeError):
+        return None
 
 
 # The wrapper's payload work, line by line: it writes the zip it holds to a
@@ -476,30 +498,37 @@ class WrapperCompiler(object):
         self.cache = {}
         self.ok = hasattr(type(self.__init__.__code__), 'replace')
 
-    def _split(self, tpl):
-        """tpl with its per-task literals replaced by markers (the cache
-        key), and the values of those literals by marker."""
-        m = PARAMS_RE.search(tpl)
-        if m is None or not self.ok:
+    def _split(self, tpl, spans):
+        """tpl with its per-task literals (at spans) replaced by markers
+        (the cache key), and the values of those literals by marker."""
+        params_at, time_at = spans or (None, None)
+        if params_at is None or not self.ok:
             return None, None
-        import ast
-        try:
-            params = ast.literal_eval(m.group(2).decode('utf-8'))
-        except (ValueError, SyntaxError):
-            return None, None  # not a literal this can swap: the full source is compiled
-        if type(params) is not str:
-            return None, None
-        values = {PARAMS_MARKER: params}
-        key = tpl[:m.start(2)] + repr(PARAMS_MARKER).encode('ascii') + tpl[m.end(2):]
-        d = DATETIME_RE.search(key)
-        if d is not None:
-            import datetime
-            try:
-                values[DATETIME_MARKER] = datetime.datetime(
-                    *[int(x) for x in d.group(2).split(b',')], tzinfo=datetime.timezone.utc)
-            except (ValueError, TypeError):
+        at = [(params_at, PARAMS_MARKER)]
+        if time_at is not None:
+            at.append((time_at, DATETIME_MARKER))
+        # From the last: splicing one leaves the offsets before it.
+        at.sort(key=lambda a: a[0][0], reverse=True)
+        key, values, end = tpl, {}, len(tpl)
+        for (start, stop), marker in at:
+            if not 0 <= start < stop <= end:
                 return None, None
-            key = key[:d.start(1)] + repr(DATETIME_MARKER).encode('ascii') + key[d.end(1):]
+            text = tpl[start:stop]
+            if marker == PARAMS_MARKER:
+                import ast
+                try:
+                    value = ast.literal_eval(text.decode('utf-8'))
+                except (ValueError, SyntaxError):
+                    return None, None  # not a literal this can swap: the full source is compiled
+                if type(value) is not str:
+                    return None, None
+            else:
+                value = task_time(text)
+                if value is None:
+                    return None, None
+            values[marker] = value
+            key = key[:start] + repr(marker).encode('ascii') + key[stop:]
+            end = start
         return key, values
 
     def _compile_key(self, key):
@@ -510,9 +539,9 @@ class WrapperCompiler(object):
         except SyntaxError:
             return None
 
-    def learn(self, tpl):
+    def learn(self, tpl, spans):
         """In the zygote: compile tpl's shape for later tasks."""
-        key, _ = self._split(tpl)
+        key, _ = self._split(tpl, spans)
         if key is None or key in self.cache:
             return
         if len(self.cache) >= self.MAX:
@@ -521,9 +550,9 @@ class WrapperCompiler(object):
         if code is not None:
             self.cache[key] = code
 
-    def compile(self, tpl, fname):
+    def compile(self, tpl, fname, spans):
         """The code of tpl with its zip literal holding the zip."""
-        key, values = self._split(tpl)
+        key, values = self._split(tpl, spans)
         if key is not None:
             code = self.cache.get(key)
             if code is None:
@@ -950,11 +979,11 @@ def main_namespace(script, zippath):
     return d, '<stdin>'
 
 
-def compile_task(wc, tpl, fname):
+def compile_task(wc, tpl, fname, spans):
     """The task's code, or the exit status python gives a script that does
     not compile (it reports the error without a traceback)."""
     try:
-        return wc.compile(tpl, fname)
+        return wc.compile(tpl, fname, spans)
     except BaseException:
         et, ev, _tb = sys.exc_info()
     # Without the agent's frames: from python 3.11, excepthook prints the
@@ -1115,7 +1144,7 @@ def run_task(msg, tpl, wc, stdio_like, zippath):
         reset_task_process(msg)
         task_std_streams(stdio_like)
         d, fname = main_namespace(msg.get('script'), zippath)
-        code = compile_task(wc, tpl, fname)
+        code = compile_task(wc, tpl, fname, task_spans(msg))
         del tpl
         rc = code if isinstance(code, int) else _exec_main(code, d)
         rc = finish_interpreter(rc)
@@ -1300,7 +1329,7 @@ class ZygoteServer(object):
             self.handed = None
         self.task_started(msg['used'], msg['id'])
         # The next tasks' forks inherit the compiled shape.
-        self.wc.learn(tpl)
+        self.wc.learn(tpl, task_spans(msg))
         if self.held is None:
             self.held = self.fork_spare()
 
@@ -1314,7 +1343,7 @@ class ZygoteServer(object):
         for fd in fds:
             os.close(fd)
         if pid is not None:
-            self.wc.learn(tpl)
+            self.wc.learn(tpl, task_spans(msg))
             self.task_started(pid, msg['id'])
             self.tell_agent({'id': msg['id'], 'pid': pid})
         self.held = self.fork_spare()
@@ -2089,7 +2118,8 @@ class Agent(object):
         p = Proc(rid, 'module')
         p.zygote = z
         msg = {'id': rid, 'env': req.get('env') or {}, 'cwd': self.cwd,
-               'script': req.get('script') or None}
+               'script': req.get('script') or None,
+               'params': req.get('params'), 'time': req.get('time')}
         resolv = _mtime(RESOLV)
         if resolv != z.resolv:
             # The zygote and its waiting fork reload the resolver
@@ -2142,7 +2172,7 @@ class Agent(object):
         for fd in tfds:
             os.close(fd)
         p.pid = pid
-        used = {'used': pid, 'id': p.id}
+        used = {'used': pid, 'id': p.id, 'params': msg['params'], 'time': msg['time']}
         if msg.get('res_init'):
             used['res_init'] = True
         z.outq.append([encode_msg(used, tpl), None, None, 0])

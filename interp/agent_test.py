@@ -53,9 +53,23 @@ def read(path):
         return f.read()
 
 
+# Where a template's per-task parts are, as Go's package ansiballz finds
+# them (TestParseEveryVersion checks the offsets it gives match these).
+PARAMS_RE = re.compile(br"^(    ANSIBALLZ_PARAMS = |params=)('(?:[^'\\\n]|\\.)*')(,?)$", re.M)
+DATETIME_RE = re.compile(br"^date_time=(datetime\.datetime\([0-9, ]+, tzinfo=datetime\.timezone\.utc\)),$", re.M)
+
+
+def spans(tpl):
+    """The spans of tpl's parameters and date_time, as a module request
+    gives them."""
+    m = PARAMS_RE.search(tpl)
+    d = DATETIME_RE.search(tpl)
+    return [[m.start(2), m.end(2)] if m else None, [d.start(1), d.end(1)] if d else None]
+
+
 def template(src):
     """The wrapper with its zip replaced by the marker, as Go's
-    interp.ParseWrapper sends it, and the zip's base64."""
+    ansiballz.Wrapper.Template makes it, and the zip's base64."""
     m = ZIP_RE.search(src)
     if m is None:
         raise AssertionError('no zip literal')
@@ -112,12 +126,12 @@ class WrapperCompilerTest(unittest.TestCase):
                 wc = agent.WrapperCompiler(b64)
                 if not wc.ok:
                     self.skipTest('python < 3.8 has no code.replace: the full source is compiled')
-                wc.learn(tpl)
+                wc.learn(tpl, spans(tpl))
                 later = another_task(tpl)
                 self.assertNotEqual(later, tpl)
-                wc.learn(later)
+                wc.learn(later, spans(later))
                 self.assertEqual(len(wc.cache), 1, 'a per-task part is in the cache key')
-                consts = str_consts(wc.compile(later, '<stdin>'))
+                consts = str_consts(wc.compile(later, '<stdin>', spans(later)))
                 self.assertIn(b64.decode('ascii'), consts)
                 self.assertTrue(any('"_ansible_check_mode": true' in c for c in consts))
                 self.assertFalse(any(agent.PARAMS_MARKER in c or agent.DATETIME_MARKER in c for c in consts))
@@ -129,7 +143,7 @@ class WrapperCompilerTest(unittest.TestCase):
             with self.subTest(name):
                 skip_unless_runs(self, version)
                 tpl, b64 = template(src)
-                code = agent.WrapperCompiler(b64).compile(tpl, '<stdin>')
+                code = agent.WrapperCompiler(b64).compile(tpl, '<stdin>', spans(tpl))
                 out = run_in_child(code)
                 result = json.loads(out.decode('utf-8').strip().splitlines()[-1])
                 self.assertEqual(result.get('ping'), 'pong', out)
@@ -169,8 +183,9 @@ class WrapperCompilerTest(unittest.TestCase):
                 wc = agent.WrapperCompiler(b64, zp)
                 if not wc.ok:
                     self.skipTest('python < 3.8 has no code.replace: the full source is compiled')
-                wc.learn(tpl)
-                code = wc.compile(another_task(tpl), '<stdin>')
+                wc.learn(tpl, spans(tpl))
+                later = another_task(tpl)
+                code = wc.compile(later, '<stdin>', spans(later))
 
                 def no_mkdtemp():
                     def refuse(*a, **kw):
@@ -222,13 +237,26 @@ class PingParamsTest(unittest.TestCase):
                 self.assertIsNotNone(m)
                 self.assertEqual(m.group(1) or m.group(2), b'ping')
 
-    def test_params_regex_every_format(self):
-        """The parameters' literal is found in every format."""
+    def test_spans_every_format(self):
+        """The parameters' literal (and 2.19+'s date_time) where the
+        request says are swapped; spans that do not hold them give no
+        cache key: the full source is compiled."""
         for path in WRAPPERS:
             with self.subTest(os.path.basename(path)):
-                m = agent.PARAMS_RE.search(read(path))
-                self.assertIsNotNone(m)
-                self.assertIn(b'ANSIBLE_MODULE_ARGS', m.group(2))
+                tpl, b64 = template(read(path))
+                wc = agent.WrapperCompiler(b64)
+                if not wc.ok:
+                    self.skipTest('python < 3.8 has no code.replace: the full source is compiled')
+                params, time_ = spans(tpl)
+                key, values = wc._split(tpl, [params, time_])
+                self.assertIn(b'ANSIBLE_MODULE_ARGS', tpl[params[0]:params[1]])
+                self.assertIn('ANSIBLE_MODULE_ARGS', values[agent.PARAMS_MARKER])
+                self.assertEqual(agent.DATETIME_MARKER in values, time_ is not None)
+                self.assertEqual(key.count(repr(agent.PARAMS_MARKER).encode('ascii')), 1)
+                n = len(tpl)
+                for bad in ([None, None], None, [[params[0] + 1, params[1]], time_], [[0, n + 1], None],
+                            [params, [params[0], params[0] + 5]], [params, [0, 10]]):
+                    self.assertEqual(wc._split(tpl, bad), (None, None), bad)
 
 
 class ProtocolConstantsTest(unittest.TestCase):
@@ -897,6 +925,9 @@ class AgentProcessTest(unittest.TestCase):
             with self.subTest(task=i):
                 ctpl = zlib.compress(tpl)
                 req = {'op': 'module', 'hash': digest, 'zip': len(zip_) if i == 0 else 0, 'tpl': len(ctpl)}
+                req['params'], time_ = spans(tpl)
+                if time_ is not None:
+                    req['time'] = time_
                 if i == 0:
                     req['fqn'] = 'ansible.modules.ping'  # as Go's client sends it with the whole template
                 resp, _, out, err = a.call(req, (zip_ if i == 0 else b'') + ctpl)

@@ -150,28 +150,40 @@ func (s *wrapperScanner) result() (module string, args json.RawMessage, noLog, o
 	if err != nil {
 		return "", nil, false, false
 	}
+	args, noLog, ok = moduleArgs(lit)
+	if !ok {
+		return "", nil, false, false
+	}
+	return s.fqn, args, noLog, true
+}
+
+// moduleArgs picks the ANSIBLE_MODULE_ARGS object out of a wrapper's
+// parameters (the JSON Ansible serialized), pretty-printed with two-space
+// indents; for a module run with no_log, args is nil and noLog set. ok is
+// false when they cannot be read.
+func moduleArgs(params []byte) (args json.RawMessage, noLog, ok bool) {
 	var top struct {
 		Args json.RawMessage `json:"ANSIBLE_MODULE_ARGS"`
 	}
-	err = json.Unmarshal(lit, &top)
+	err := json.Unmarshal(params, &top)
 	defer clear(top.Args)
 	if err != nil || len(top.Args) == 0 {
-		return "", nil, false, false
+		return nil, false, false
 	}
 	var flags struct {
 		NoLog any `json:"_ansible_no_log"`
 	}
 	if err := json.Unmarshal(top.Args, &flags); err != nil {
-		return "", nil, false, false
+		return nil, false, false
 	}
 	if isTrue(flags.NoLog) {
-		return s.fqn, nil, true, true
+		return nil, true, true
 	}
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, top.Args, "", "  "); err != nil {
-		return "", nil, false, false
+		return nil, false, false
 	}
-	return s.fqn, json.RawMessage(buf.Bytes()), false, true
+	return json.RawMessage(buf.Bytes()), false, true
 }
 
 // isTrue reads a boolean as Ansible's module_utils boolean() does.

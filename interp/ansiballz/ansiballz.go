@@ -44,18 +44,21 @@ func (f Format) String() string {
 type Kind int
 
 const (
-	Other   Kind = iota
-	Marker       // _ANSIBALLZ_WRAPPER = True
-	ZipData      // the base64 zip literal
-	FQN          // the module's fully qualified name
-	Params       // the module parameters' literal (a Python str repr)
-	Profile      // 2.19+: the serialization profile
+	Other    Kind = iota
+	Marker        // _ANSIBALLZ_WRAPPER = True
+	ZipData       // the base64 zip literal
+	FQN           // the module's fully qualified name
+	Params        // the module parameters' literal (a Python str repr)
+	Profile       // 2.19+: the serialization profile
+	DateTime      // 2.19+: the task's start time, a datetime.datetime(…) call
 )
 
 // Line classifies one line of a wrapper (without its newline) and returns
 // what it holds: for ZipData the base64 text, for FQN and Profile the
 // name, for Params the Python string literal (quotes included) as Ansible
-// wrote it. It is the one place that knows the lines of every format.
+// wrote it, and what follows it on the line, for DateTime the
+// datetime.datetime(…) expression. It is the one place that knows the
+// lines of every format.
 func Line(line []byte) (Kind, []byte, Format) {
 	t := bytes.TrimLeft(line, " ")
 	indented := len(t) < len(line)
@@ -86,6 +89,10 @@ func Line(line []byte) (Kind, []byte, Format) {
 		if v, ok := quoted(t[len("profile="):], `'`, true); ok {
 			return Profile, v, Call
 		}
+	case !indented && bytes.HasPrefix(t, []byte(dateTimeArg)):
+		if v := t[len("date_time=") : len(t)-1]; bytes.HasSuffix(t, []byte("),")) && dateTimeCall(v) {
+			return DateTime, v, Call
+		}
 	case indented && bytes.Contains(t, []byte("_module_fqn='")):
 		// runpy.run_module(..., init_globals=dict(_module_fqn='X', ...
 		rest := t[bytes.Index(t, []byte("_module_fqn='"))+len("_module_fqn='"):]
@@ -94,6 +101,25 @@ func Line(line []byte) (Kind, []byte, Format) {
 		}
 	}
 	return Other, nil, 0
+}
+
+// dateTimeArg starts 2.19+'s date_time argument line.
+const dateTimeArg = "date_time=datetime.datetime("
+
+// dateTimeCall reports whether v is datetime.datetime(N, …,
+// tzinfo=datetime.timezone.utc) with integer arguments only, as Ansible
+// writes the task's start time.
+func dateTimeCall(v []byte) bool {
+	const head, tail = "datetime.datetime(", ", tzinfo=datetime.timezone.utc)"
+	if !bytes.HasPrefix(v, []byte(head)) || !bytes.HasSuffix(v, []byte(tail)) || len(v) <= len(head)+len(tail) {
+		return false
+	}
+	for _, c := range v[len(head) : len(v)-len(tail)] {
+		if !(c >= '0' && c <= '9' || c == ',' || c == ' ') {
+			return false
+		}
+	}
+	return true
 }
 
 // quoted returns the text between q and q at the start of s, which must be
@@ -138,34 +164,90 @@ func dotted(name []byte) bool {
 	return true
 }
 
-// Wrapper is an AnsiballZ wrapper taken apart. Offsets index the source
-// given to Parse.
+// Wrapper is an AnsiballZ wrapper taken apart: the one value the bridge
+// passes from the route that read it to the journal, its own checks, the
+// interpreter client and the agent. Offsets index Src. A Wrapper is not
+// safe for concurrent use.
 type Wrapper struct {
+	// Src is the wrapper as Ansible generated it. It is not copied: the
+	// Wrapper shares it with the caller of Parse.
+	Src    []byte
 	Format Format
 	// ZipStart, ZipEnd: the base64 text of the module zip, between its
-	// quotes. Everything else varies from task to task only in Params
-	// (and, from 2.19, date_time).
+	// quotes. Everything else varies from task to task only in the
+	// parameters (and, from 2.19, date_time).
 	ZipStart, ZipEnd int
+	// ParamsStart, ParamsEnd: the parameters' Python string literal,
+	// quotes included.
+	ParamsStart, ParamsEnd int
+	// DateTimeStart, DateTimeEnd: 2.19+'s date_time argument, the
+	// datetime.datetime(…) expression; both 0 when there is none.
+	DateTimeStart, DateTimeEnd int
 	// ModuleFQN is the module the wrapper runs, e.g. ansible.modules.ping.
 	ModuleFQN string
-	// ParamsLiteral is the parameters' Python string literal as written.
-	ParamsLiteral []byte
 	// Profile is 2.19+'s serialization profile ("legacy", ...), else "".
 	Profile string
+
+	params    []byte // decoded, once Params was called
+	paramsErr error
+	decoded   bool
 }
 
 // Zip returns the base64 text of the module zip.
-func (w *Wrapper) Zip(src []byte) []byte { return src[w.ZipStart:w.ZipEnd] }
+func (w *Wrapper) Zip() []byte { return w.Src[w.ZipStart:w.ZipEnd] }
 
-// Params decodes the module parameters: the JSON Ansible serialized.
-func (w *Wrapper) Params() ([]byte, error) { return PyString(w.ParamsLiteral) }
+// ParamsLiteral returns the parameters' Python string literal as written.
+func (w *Wrapper) ParamsLiteral() []byte { return w.Src[w.ParamsStart:w.ParamsEnd] }
+
+// Params returns the module parameters: the JSON Ansible serialized,
+// decoded from their literal the first time and kept (Forget overwrites
+// it). The caller must not modify it.
+func (w *Wrapper) Params() ([]byte, error) {
+	if !w.decoded {
+		w.params, w.paramsErr = PyString(w.ParamsLiteral())
+		w.decoded = true
+	}
+	return w.params, w.paramsErr
+}
+
+// Forget overwrites the task's parameters, in Src and decoded, once the
+// task has run: they may be a no_log task's. The rest of Src, the
+// module's zip, may be shared.
+func (w *Wrapper) Forget() {
+	clear(w.Src[w.ParamsStart:w.ParamsEnd])
+	clear(w.params)
+	w.params, w.paramsErr, w.decoded = nil, errLiteral, true
+}
+
+// Template returns a copy of Src with the zip's base64 text replaced by
+// marker, and the offsets in it of the parameters' literal and of the
+// date_time expression (both 0 when there is none): the shape an
+// interpreter compiles once per zip and fills in per task.
+func (w *Wrapper) Template(marker string) (tpl []byte, params, dateTime [2]int) {
+	tpl = make([]byte, 0, len(w.Src)-(w.ZipEnd-w.ZipStart)+len(marker))
+	tpl = append(tpl, w.Src[:w.ZipStart]...)
+	tpl = append(tpl, marker...)
+	tpl = append(tpl, w.Src[w.ZipEnd:]...)
+	shift := len(marker) - (w.ZipEnd - w.ZipStart)
+	at := func(off int) int {
+		if off >= w.ZipEnd {
+			return off + shift
+		}
+		return off
+	}
+	params = [2]int{at(w.ParamsStart), at(w.ParamsEnd)}
+	if w.DateTimeEnd > 0 {
+		dateTime = [2]int{at(w.DateTimeStart), at(w.DateTimeEnd)}
+	}
+	return tpl, params, dateTime
+}
 
 // Parse takes apart a wrapper of any format from ansible-core 2.14 to
 // 2.22. An error wraps ErrNotWrapper and says what is missing, which
 // callers report (e.g. in `ansible-bridge status`) when they fall back.
 func Parse(src []byte) (*Wrapper, error) {
-	w := &Wrapper{}
-	marked := false
+	w := &Wrapper{Src: src}
+	marked, params := false, false
 	var zipFormat, callFormat Format
 	for off, n := 0, 0; off < len(src); n++ {
 		end := bytes.IndexByte(src[off:], '\n')
@@ -174,6 +256,9 @@ func Parse(src []byte) (*Wrapper, error) {
 		}
 		line := src[off : off+end]
 		kind, v, f := Line(line)
+		// v is a slice of line, which ends where src does: their
+		// capacities differ by v's offset in line.
+		vOff := off + cap(line) - cap(v)
 		switch kind {
 		case Marker:
 			marked = true
@@ -182,18 +267,26 @@ func Parse(src []byte) (*Wrapper, error) {
 				return nil, fmt.Errorf("%w: two zip literals", ErrNotWrapper)
 			}
 			zipFormat = f
-			w.ZipStart = off + (len(line) - len(bytes.TrimLeft(line, " "))) + bytes.Index(bytes.TrimLeft(line, " "), v)
-			w.ZipEnd = w.ZipStart + len(v)
+			w.ZipStart, w.ZipEnd = vOff, vOff+len(v)
 		case FQN:
 			if w.ModuleFQN == "" {
 				w.ModuleFQN = string(v)
 			}
 		case Params:
-			if w.ParamsLiteral == nil {
-				w.ParamsLiteral = v
+			if !params {
+				n, err := literalLen(v)
+				if err != nil {
+					n = len(v) // as written: Params reports the error
+				}
+				params = true
+				w.ParamsStart, w.ParamsEnd = vOff, vOff+n
 			}
 		case Profile:
 			w.Profile = string(v)
+		case DateTime:
+			if w.DateTimeEnd == 0 {
+				w.DateTimeStart, w.DateTimeEnd = vOff, vOff+len(v)
+			}
 		}
 		if f == Call {
 			callFormat = Call
@@ -210,7 +303,7 @@ func Parse(src []byte) (*Wrapper, error) {
 		return nil, fmt.Errorf("%w: no zip literal (unrecognised wrapper: a newer ansible-core?)", ErrNotWrapper)
 	case w.ModuleFQN == "":
 		return nil, fmt.Errorf("%w: no module name", ErrNotWrapper)
-	case w.ParamsLiteral == nil:
+	case !params:
 		return nil, fmt.Errorf("%w: no module parameters", ErrNotWrapper)
 	case (zipFormat == Call) != (callFormat == Call && w.Profile != ""):
 		return nil, fmt.Errorf("%w: mixed wrapper formats", ErrNotWrapper)
@@ -231,16 +324,30 @@ var errLiteral = errors.New("not a Python string literal")
 // of src, followed by nothing but blanks or a comment, and returns its
 // UTF-8 encoding.
 func PyString(src []byte) ([]byte, error) {
+	out, _, err := pyString(src)
+	return out, err
+}
+
+// literalLen returns the length of the Python str literal at the start of
+// src, quotes included, which PyString decodes.
+func literalLen(src []byte) (int, error) {
+	out, n, err := pyString(src)
+	clear(out)
+	return n, err
+}
+
+// pyString is PyString, and the literal's length.
+func pyString(src []byte) ([]byte, int, error) {
 	src = bytes.TrimRight(src, " \t\r")
 	if len(src) < 2 || (src[0] != '\'' && src[0] != '"') {
-		return nil, errLiteral
+		return nil, 0, errLiteral
 	}
 	q := src[0]
 	out := make([]byte, 0, len(src))
 	i := 1
 	for {
 		if i >= len(src) {
-			return nil, errLiteral
+			return nil, 0, errLiteral
 		}
 		c := src[i]
 		if c == q {
@@ -253,7 +360,7 @@ func PyString(src []byte) ([]byte, error) {
 			continue
 		}
 		if i+1 >= len(src) {
-			return nil, errLiteral
+			return nil, 0, errLiteral
 		}
 		e := src[i+1]
 		i += 2
@@ -277,11 +384,11 @@ func PyString(src []byte) ([]byte, error) {
 		case 'x', 'u', 'U':
 			n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
 			if i+n > len(src) {
-				return nil, errLiteral
+				return nil, 0, errLiteral
 			}
 			v, err := strconv.ParseUint(string(src[i:i+n]), 16, 32)
 			if err != nil || v > utf8.MaxRune {
-				return nil, errLiteral
+				return nil, 0, errLiteral
 			}
 			out = utf8.AppendRune(out, rune(v))
 			i += n
@@ -299,7 +406,7 @@ func PyString(src []byte) ([]byte, error) {
 	}
 	rest := bytes.TrimLeft(src[i:], " \t")
 	if len(rest) > 0 && rest[0] != '#' {
-		return nil, errLiteral
+		return nil, 0, errLiteral
 	}
-	return out, nil
+	return out, i, nil
 }

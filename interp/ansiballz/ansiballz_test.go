@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -43,7 +44,7 @@ func TestParseEveryVersion(t *testing.T) {
 			if (w.Profile != "") != (w.Format == Call) {
 				t.Errorf("profile %q for format %v", w.Profile, w.Format)
 			}
-			zip, err := base64.StdEncoding.DecodeString(string(w.Zip(src)))
+			zip, err := base64.StdEncoding.DecodeString(string(w.Zip()))
 			if err != nil || !bytes.HasPrefix(zip, []byte("PK\x03\x04")) {
 				t.Errorf("zip: %v, starts %q", err, zip[:min(4, len(zip))])
 			}
@@ -60,7 +61,62 @@ func TestParseEveryVersion(t *testing.T) {
 			if module == "command" && !strings.Contains(p.Args["_raw_params"].(string), "echo 'it'") {
 				t.Errorf("command's _raw_params: %q", p.Args["_raw_params"])
 			}
+			checkTemplate(t, w)
 		})
+	}
+}
+
+// The parameters' literal and date_time's expression as agent.py found
+// them with regular expressions before it was given their offsets (and
+// as agent_test.py still does): the offsets must be the same.
+var (
+	agentParamsRE   = regexp.MustCompile(`(?m)^(    ANSIBALLZ_PARAMS = |params=)('(?:[^'\\\n]|\\.)*')(,?)$`)
+	agentDateTimeRE = regexp.MustCompile(`(?m)^date_time=(datetime\.datetime\([0-9, ]+, tzinfo=datetime\.timezone\.utc\)),$`)
+)
+
+// checkTemplate: the template's offsets point where agent.py's regular
+// expressions found the parameters' literal and (2.19+) the date_time
+// expression.
+func checkTemplate(t *testing.T, w *Wrapper) {
+	t.Helper()
+	const marker = "@@ZIP@@"
+	tpl, params, dateTime := w.Template(marker)
+	if want := len(w.Src) - (w.ZipEnd - w.ZipStart) + len(marker); len(tpl) != want || !bytes.Contains(tpl, []byte(marker)) {
+		t.Fatalf("template of %d bytes, want %d with the marker", len(tpl), want)
+	}
+	if lit := tpl[params[0]:params[1]]; !bytes.Equal(lit, w.ParamsLiteral()) {
+		t.Errorf("params at %v: %.40q", params, lit)
+	}
+	m := agentParamsRE.FindSubmatchIndex(tpl)
+	if m == nil || [2]int{m[4], m[5]} != params {
+		t.Errorf("params at %v, the agent's regexp found %v", params, m)
+	}
+	var want [2]int
+	if d := agentDateTimeRE.FindSubmatchIndex(tpl); d != nil {
+		want = [2]int{d[2], d[3]}
+	}
+	if dateTime != want || (want[1] != 0) != (w.Format == Call) {
+		t.Errorf("date_time at %v, the agent's regexp found %v (format %v)", dateTime, want, w.Format)
+	}
+}
+
+// TestForget: the parameters are overwritten in the source and decoded.
+func TestForget(t *testing.T) {
+	src := bytes.Clone(wrappers(t)["ping-2.22"])
+	w, err := Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := w.Params()
+	if err != nil || !bytes.Contains(params, []byte("ANSIBLE_MODULE_ARGS")) {
+		t.Fatalf("params %.40q, %v", params, err)
+	}
+	w.Forget()
+	if bytes.Contains(src, []byte("ANSIBLE_MODULE_ARGS")) || bytes.Contains(params, []byte("ANSIBLE_MODULE_ARGS")) {
+		t.Error("parameters left after Forget")
+	}
+	if p, err := w.Params(); p != nil || err == nil {
+		t.Errorf("Params after Forget = %q, %v", p, err)
 	}
 }
 
@@ -136,8 +192,12 @@ func FuzzParse(f *testing.F) {
 		if w.ZipStart < 0 || w.ZipEnd > len(src) || w.ZipStart > w.ZipEnd {
 			t.Fatalf("zip at %d:%d of %d", w.ZipStart, w.ZipEnd, len(src))
 		}
-		if bytes.ContainsAny(w.Zip(src), "'\"\\\n") {
-			t.Fatalf("zip text %q", w.Zip(src))
+		if bytes.ContainsAny(w.Zip(), "'\"\\\n") {
+			t.Fatalf("zip text %q", w.Zip())
 		}
+		if w.ParamsStart < 0 || w.ParamsEnd > len(src) || w.ParamsStart >= w.ParamsEnd || w.DateTimeStart > w.DateTimeEnd || w.DateTimeEnd > len(src) {
+			t.Fatalf("params at %d:%d, date_time at %d:%d of %d", w.ParamsStart, w.ParamsEnd, w.DateTimeStart, w.DateTimeEnd, len(src))
+		}
+		w.Template("@@")
 	})
 }
