@@ -199,7 +199,7 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, re
 // readPiped reads what a pipelined step sends a python on its stdin, and
 // it taken apart as recognised does (nil: not a wrapper the bridge runs,
 // or stdin failed), and tells the journal what it was. The caller
-// overwrites a wrapper's parameters once it has run (Wrapper.Forget; no
+// overwrites a wrapper's parameters once it has run (Wrapper.Wipe; no
 // copy of the stream is kept).
 func (t *target) readPiped(iv *invocation, stdin io.Reader) ([]byte, *ansiballz.Wrapper) {
 	data, err := readAllOnce(io.LimitReader(stdin, maxPipedModule))

@@ -122,8 +122,9 @@ func (r *request) serveBecome() (code int, served bool) {
 			// user all the same, in its interpreter.
 			return r.execIn(ag, w.Inner, io.MultiReader(bytes.NewReader(data), stdin), tty), true
 		}
-		defer wrapper.Forget()
+		defer wrapper.Wipe()
 	} else {
+		defer wrapper.Forget()
 		iv.entry.SetModule(wrapper)
 		if st, _ := t.house.lookup(c.script); st != nil {
 			st.setRanAs(becomeUser(w))

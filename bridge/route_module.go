@@ -45,6 +45,7 @@ func (r *request) serveModule() (int, bool) {
 			}
 			return 0, false
 		}
+		defer wrapper.Forget()
 		iv.entry.SetModule(wrapper)
 	} else {
 		// Log in (and prompt for a password) while the shim can still
@@ -62,7 +63,7 @@ func (r *request) serveModule() (int, bool) {
 		if data, wrapper = t.readPiped(iv, iv.stdin); wrapper == nil {
 			return r.passthrough(data), true
 		}
-		defer wrapper.Forget()
+		defer wrapper.Wipe()
 	}
 	python := strings.Join(c.python, " ")
 	ag, err := t.agent(ctx, iv, python, r.sendEnv())

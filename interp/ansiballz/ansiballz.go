@@ -210,13 +210,19 @@ func (w *Wrapper) Params() ([]byte, error) {
 	return w.params, w.paramsErr
 }
 
-// Forget overwrites the task's parameters, in Src and decoded, once the
-// task has run: they may be a no_log task's. The rest of Src, the
-// module's zip, may be shared.
+// Forget overwrites the decoded parameters once the task has run: they
+// may be a no_log task's.
 func (w *Wrapper) Forget() {
-	clear(w.Src[w.ParamsStart:w.ParamsEnd])
 	clear(w.params)
 	w.params, w.paramsErr, w.decoded = nil, errLiteral, true
+}
+
+// Wipe is Forget, and overwrites the parameters' literal in Src too, for
+// a source nothing else keeps (a piped wrapper). The rest of Src, the
+// module's zip, may be shared.
+func (w *Wrapper) Wipe() {
+	w.Forget()
+	clear(w.Src[w.ParamsStart:w.ParamsEnd])
 }
 
 // Template returns a copy of Src with the zip's base64 text replaced by
@@ -274,8 +280,8 @@ func Parse(src []byte) (*Wrapper, error) {
 			}
 		case Params:
 			if !params {
-				n, err := literalLen(v)
-				if err != nil {
+				n := literalLen(v)
+				if n < 0 {
 					n = len(v) // as written: Params reports the error
 				}
 				params = true
@@ -320,34 +326,37 @@ func Is(src []byte) bool {
 
 var errLiteral = errors.New("not a Python string literal")
 
+// literalLen returns the length of the quoted literal at the start of
+// src, quotes included (escapes are skipped, not decoded), or -1.
+func literalLen(src []byte) int {
+	if len(src) < 2 || src[0] != '\'' && src[0] != '"' {
+		return -1
+	}
+	for i := 1; i < len(src); i++ {
+		switch src[i] {
+		case '\\':
+			i++
+		case src[0]:
+			return i + 1
+		}
+	}
+	return -1
+}
+
 // PyString decodes a Python 3 str literal (as repr writes it) at the start
 // of src, followed by nothing but blanks or a comment, and returns its
 // UTF-8 encoding.
 func PyString(src []byte) ([]byte, error) {
-	out, _, err := pyString(src)
-	return out, err
-}
-
-// literalLen returns the length of the Python str literal at the start of
-// src, quotes included, which PyString decodes.
-func literalLen(src []byte) (int, error) {
-	out, n, err := pyString(src)
-	clear(out)
-	return n, err
-}
-
-// pyString is PyString, and the literal's length.
-func pyString(src []byte) ([]byte, int, error) {
 	src = bytes.TrimRight(src, " \t\r")
 	if len(src) < 2 || (src[0] != '\'' && src[0] != '"') {
-		return nil, 0, errLiteral
+		return nil, errLiteral
 	}
 	q := src[0]
 	out := make([]byte, 0, len(src))
 	i := 1
 	for {
 		if i >= len(src) {
-			return nil, 0, errLiteral
+			return nil, errLiteral
 		}
 		c := src[i]
 		if c == q {
@@ -360,7 +369,7 @@ func pyString(src []byte) ([]byte, int, error) {
 			continue
 		}
 		if i+1 >= len(src) {
-			return nil, 0, errLiteral
+			return nil, errLiteral
 		}
 		e := src[i+1]
 		i += 2
@@ -384,11 +393,11 @@ func pyString(src []byte) ([]byte, int, error) {
 		case 'x', 'u', 'U':
 			n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
 			if i+n > len(src) {
-				return nil, 0, errLiteral
+				return nil, errLiteral
 			}
 			v, err := strconv.ParseUint(string(src[i:i+n]), 16, 32)
 			if err != nil || v > utf8.MaxRune {
-				return nil, 0, errLiteral
+				return nil, errLiteral
 			}
 			out = utf8.AppendRune(out, rune(v))
 			i += n
@@ -406,7 +415,7 @@ func pyString(src []byte) ([]byte, int, error) {
 	}
 	rest := bytes.TrimLeft(src[i:], " \t")
 	if len(rest) > 0 && rest[0] != '#' {
-		return nil, 0, errLiteral
+		return nil, errLiteral
 	}
-	return out, i, nil
+	return out, nil
 }

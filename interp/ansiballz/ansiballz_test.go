@@ -100,7 +100,8 @@ func checkTemplate(t *testing.T, w *Wrapper) {
 	}
 }
 
-// TestForget: the parameters are overwritten in the source and decoded.
+// TestForget: Forget overwrites the decoded parameters, Wipe them in the
+// source too.
 func TestForget(t *testing.T) {
 	src := bytes.Clone(wrappers(t)["ping-2.22"])
 	w, err := Parse(src)
@@ -112,11 +113,15 @@ func TestForget(t *testing.T) {
 		t.Fatalf("params %.40q, %v", params, err)
 	}
 	w.Forget()
-	if bytes.Contains(src, []byte("ANSIBLE_MODULE_ARGS")) || bytes.Contains(params, []byte("ANSIBLE_MODULE_ARGS")) {
-		t.Error("parameters left after Forget")
+	if bytes.Contains(params, []byte("ANSIBLE_MODULE_ARGS")) || !bytes.Contains(src, []byte("ANSIBLE_MODULE_ARGS")) {
+		t.Error("Forget: decoded parameters left, or the source's gone")
 	}
 	if p, err := w.Params(); p != nil || err == nil {
 		t.Errorf("Params after Forget = %q, %v", p, err)
+	}
+	w.Wipe()
+	if bytes.Contains(src, []byte("ANSIBLE_MODULE_ARGS")) {
+		t.Error("parameters left in the source after Wipe")
 	}
 }
 
@@ -166,6 +171,23 @@ func TestPyString(t *testing.T) {
 		got, err := PyString([]byte(tc.in))
 		if (err == nil) != tc.ok || string(got) != tc.want {
 			t.Errorf("PyString(%s) = %q, %v; want %q, ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestLiteralLen(t *testing.T) {
+	for in, want := range map[string]int{
+		`'abc'`:             5,
+		`"abc"  # comment`:  5,
+		`'it\'s' + x`:       7,
+		`'a\\'b'`:           5,
+		`'{"a": "\"q\""}',`: 16,
+		`'abc`:              -1,
+		`abc`:               -1,
+		`'`:                 -1,
+	} {
+		if got := literalLen([]byte(in)); got != want {
+			t.Errorf("literalLen(%s) = %d, want %d", in, got, want)
 		}
 	}
 }
