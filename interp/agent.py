@@ -389,11 +389,6 @@ def pty_env(pty, tty, env):
 # An AnsiballZ wrapper is compiled once per shape; a task swaps in its
 # parameters, its zip and its file name.
 
-# The module's name in the wrapper's payload file names: 2.14 writes it in
-# mkdtemp's prefix, 2.16-2.18 as a literal of its own there, 2.19+ pass it
-# as an argument.
-PAYLOAD_NAME_RE = re.compile(br"^ansible_module='([A-Za-z0-9_]+)',$|"
-                             br"prefix='ansible_(?:' \+ ')?([A-Za-z0-9_]+)(?:' \+ ')?_payload_'", re.M)
 # What varies from task to task in a template: the module parameters'
 # literal (ANSIBALLZ_PARAMS = '...' inside _ansiballz_main up to
 # ansible-core 2.18, the params='...', argument of its call from 2.19) and,
@@ -2022,7 +2017,7 @@ class Agent(object):
             return
         tpl, off = self.template(entry, req, blob, off)
         if entry.home.path is None:
-            self.store_zip(entry.home, tpl)
+            self.store_zip(entry.home, req.get('name') or 'module')
         if entry.fqn is None:
             # Go's package ansiballz found it, in every format.
             entry.fqn = req.get('fqn') or ''
@@ -2064,13 +2059,12 @@ class Agent(object):
                 self.zips[digest] = entry
         return entry, off
 
-    def store_zip(self, entry, tpl):
+    def store_zip(self, entry, name):
         """Write entry's zip where its tasks run it from, named as the
         wrapper names its copy (TMP/ansible_NAME_payload_XXXXXXXX/
-        ansible_NAME_payload.zip, TMP the temp root the agent chose), so
+        ansible_NAME_payload.zip, TMP the temp root the agent chose, NAME
+        the module's name there, which Go's package ansiballz found), so
         that a traceback through the module reads as stock's."""
-        m = PAYLOAD_NAME_RE.search(tpl)
-        name = (m.group(1) or m.group(2)).decode('ascii') if m else 'module'
         d = tempfile.mkdtemp(prefix='ansible_%s_payload_' % name, dir=os.path.dirname(self.tmp))
         self.payload_dirs.append(d)
         path = os.path.join(d, 'ansible_%s_payload.zip' % name)

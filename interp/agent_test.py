@@ -230,13 +230,6 @@ def run_in_child(code, prep=None):
 
 class PingParamsTest(unittest.TestCase):
 
-    def test_payload_name_every_format(self):
-        for name, _version, src in ping_wrappers():
-            with self.subTest(wrapper=name):
-                m = agent.PAYLOAD_NAME_RE.search(src)
-                self.assertIsNotNone(m)
-                self.assertEqual(m.group(1) or m.group(2), b'ping')
-
     def test_spans_every_format(self):
         """The parameters' literal (and 2.19+'s date_time) where the
         request says are swapped; spans that do not hold them give no
@@ -929,7 +922,8 @@ class AgentProcessTest(unittest.TestCase):
                 if time_ is not None:
                     req['time'] = time_
                 if i == 0:
-                    req['fqn'] = 'ansible.modules.ping'  # as Go's client sends it with the whole template
+                    # As Go's client sends them with the whole template.
+                    req['fqn'], req['name'] = 'ansible.modules.ping', 'ping'
                 resp, _, out, err = a.call(req, (zip_ if i == 0 else b'') + ctpl)
                 self.assertEqual(resp, {'exit': 0}, err)
                 self.assertEqual(json.loads(out.decode().strip().splitlines()[-1]).get('ping'), 'pong', out)

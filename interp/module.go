@@ -37,6 +37,7 @@ type moduleRun struct {
 	tpl              []byte
 	params, dateTime [2]int
 	fqn              string
+	payload          string // ansiballz.Wrapper.PayloadName
 }
 
 // prepare decodes w's zip and makes its template.
@@ -45,7 +46,7 @@ func prepare(w *ansiballz.Wrapper) (*moduleRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &moduleRun{zip: zip, hash: hash, fqn: w.ModuleFQN}
+	m := &moduleRun{zip: zip, hash: hash, fqn: w.ModuleFQN, payload: w.PayloadName}
 	m.tpl, m.params, m.dateTime = w.Template(zipMarker)
 	return m, nil
 }
@@ -186,6 +187,7 @@ type moduleReq struct {
 	Zip    int               `json:"zip"`
 	Tpl    int               `json:"tpl"`
 	FQN    string            `json:"fqn,omitempty"`   // with the whole template: the module its zygote prepares
+	Name   string            `json:"name,omitempty"`  // with the zip: the module's name in its payload's file names
 	Params [2]int            `json:"params"`          // the parameters' literal in the template
 	Time   *[2]int           `json:"time,omitempty"`  // 2.19+: the date_time expression in the template
 	Delta  *[2]int           `json:"delta,omitempty"` // common prefix and suffix with the base template
@@ -259,7 +261,7 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 	var zip, ctpl []byte
 	if st == nil {
 		zip = w.zip
-		mr.FQN = w.fqn
+		mr.FQN, mr.Name = w.fqn, w.payload
 		ctpl, err = compress(w.tpl)
 		st = &zipState{base: w.tpl}
 	} else {

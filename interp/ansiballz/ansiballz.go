@@ -122,6 +122,51 @@ func dateTimeCall(v []byte) bool {
 	return true
 }
 
+// payloadName returns the plain module name a line gives the payload's
+// file names: `ansible_module='NAME',` (2.19+), or mkdtemp's
+// `prefix='ansible_NAME_payload_'` (2.14) or `prefix='ansible_' + 'NAME'
+// + '_payload_'` (2.16-2.18) in it; else "".
+func payloadName(line []byte) string {
+	if v, ok := bytes.CutPrefix(line, []byte("ansible_module='")); ok {
+		if name, ok := bytes.CutSuffix(v, []byte("',")); ok && plainName(name) {
+			return string(name)
+		}
+	}
+	const prefix, plus, tail = "prefix='ansible_", "' + '", "_payload_'"
+	for rest := line; ; {
+		i := bytes.Index(rest, []byte(prefix))
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i+len(prefix):]
+		v := bytes.TrimPrefix(rest, []byte(plus))
+		n := 0
+		for n < len(v) && nameByte(v[n]) {
+			n++
+		}
+		switch after := v[n:]; {
+		case n > 0 && bytes.HasPrefix(after, []byte(plus+tail)):
+			return string(v[:n])
+		case bytes.HasPrefix(after, []byte("'")) && n > len(tail)-1 && string(v[n-len(tail)+1:n]) == tail[:len(tail)-1]:
+			return string(v[:n-len(tail)+1])
+		}
+	}
+}
+
+// plainName reports whether name is [A-Za-z0-9_]+.
+func plainName(name []byte) bool {
+	for _, c := range name {
+		if !nameByte(c) {
+			return false
+		}
+	}
+	return len(name) > 0
+}
+
+func nameByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
 // quoted returns the text between q and q at the start of s, which must be
 // all that is on the line (a trailing comma allowed when comma). The text
 // may not contain a quote or backslash: zips are base64, names plain.
@@ -187,6 +232,12 @@ type Wrapper struct {
 	ModuleFQN string
 	// Profile is 2.19+'s serialization profile ("legacy", ...), else "".
 	Profile string
+	// PayloadName is the module's name in the file names of the
+	// wrapper's payload (ansible_NAME_payload.zip) where the wrapper
+	// writes it as a plain name (2.14 in mkdtemp's prefix, 2.16-2.18 as a
+	// literal of its own there, 2.19+ as the ansible_module argument),
+	// else "" (a collection's module, ansible.legacy.command).
+	PayloadName string
 
 	params    []byte // decoded, once Params was called
 	paramsErr error
@@ -296,6 +347,9 @@ func Parse(src []byte) (*Wrapper, error) {
 		}
 		if f == Call {
 			callFormat = Call
+		}
+		if w.PayloadName == "" && kind != ZipData {
+			w.PayloadName = payloadName(line)
 		}
 		if !marked && n >= 16 {
 			return nil, fmt.Errorf("%w: no _ANSIBALLZ_WRAPPER marker", ErrNotWrapper)

@@ -72,6 +72,7 @@ func TestParseEveryVersion(t *testing.T) {
 var (
 	agentParamsRE   = regexp.MustCompile(`(?m)^(    ANSIBALLZ_PARAMS = |params=)('(?:[^'\\\n]|\\.)*')(,?)$`)
 	agentDateTimeRE = regexp.MustCompile(`(?m)^date_time=(datetime\.datetime\([0-9, ]+, tzinfo=datetime\.timezone\.utc\)),$`)
+	agentPayloadRE  = regexp.MustCompile(`(?m)^ansible_module='([A-Za-z0-9_]+)',$|prefix='ansible_(?:' \+ ')?([A-Za-z0-9_]+)(?:' \+ ')?_payload_'`)
 )
 
 // checkTemplate: the template's offsets point where agent.py's regular
@@ -97,6 +98,36 @@ func checkTemplate(t *testing.T, w *Wrapper) {
 	}
 	if dateTime != want || (want[1] != 0) != (w.Format == Call) {
 		t.Errorf("date_time at %v, the agent's regexp found %v (format %v)", dateTime, want, w.Format)
+	}
+	name := ""
+	if m := agentPayloadRE.FindSubmatch(tpl); m != nil {
+		name = string(m[1]) + string(m[2])
+	}
+	if w.PayloadName != name {
+		t.Errorf("payload name %q, the agent's regexp found %q", w.PayloadName, name)
+	}
+}
+
+func TestPayloadName(t *testing.T) {
+	for line, want := range map[string]string{
+		"ansible_module='ping',":                                               "ping",
+		"ansible_module='ansible.legacy.command',":                             "",
+		"ansible_module='ping', ":                                              "",
+		"        temp_path = tempfile.mkdtemp(prefix='ansible_ping_payload_')": "ping",
+		"prefix='ansible_' + 'ping' + '_payload_')":                            "ping",
+		"prefix='ansible_' + 'a_payload_b_payload_')":                          "a_payload_b",
+		"prefix='ansible_a_payload_' + '_payload_'":                            "a_payload_",
+		"prefix='ansible__payload_'":                                           "",
+		"prefix='ansible_' + ansible_module + '_payload_'":                     "",
+		"prefix='ansible_ansible.legacy.command_payload_'":                     "",
+		"prefix='ansible_x' x prefix='ansible_y_payload_'":                     "y",
+	} {
+		if got := payloadName([]byte(line)); got != want {
+			t.Errorf("payloadName(%s) = %q, want %q", line, got, want)
+		}
+		if m := agentPayloadRE.FindStringSubmatch(line); (m == nil) != (want == "") || m != nil && m[1]+m[2] != want {
+			t.Errorf("the agent's regexp on %s: %q", line, m)
+		}
 	}
 }
 
