@@ -33,8 +33,8 @@ func DecodeAnsiballZ(src []byte) (module string, args json.RawMessage, ok bool) 
 	var s wrapperScanner
 	s.write(src)
 	s.close()
-	module, args, _, ok = s.result()
-	return module, args, ok
+	f := s.result()
+	return f.module, f.args, f.ok
 }
 
 // wrapperScanner finds an AnsiballZ wrapper's module and arguments in a
@@ -138,23 +138,32 @@ func (s *wrapperScanner) dropLine() {
 	s.line = nil
 }
 
-// result decodes what was found. For a module run with no_log, args
-// is nil and noLog set. The scanner's buffers are overwritten: it is done.
-func (s *wrapperScanner) result() (module string, args json.RawMessage, noLog, ok bool) {
+// found is what a wrapperScanner found: the module and its arguments;
+// for a module run with no_log, args is nil and noLog set. ok is false
+// when they cannot be read.
+type found struct {
+	module    string
+	args      json.RawMessage
+	noLog, ok bool
+}
+
+// result decodes what was found. The scanner's buffers are overwritten:
+// it is done.
+func (s *wrapperScanner) result() found {
 	defer s.wipe()
 	if !s.marked || s.fqn == "" || s.params == nil {
-		return "", nil, false, false
+		return found{}
 	}
 	lit, err := ansiballz.PyString(s.params)
 	defer clear(lit)
 	if err != nil {
-		return "", nil, false, false
+		return found{}
 	}
-	args, noLog, ok = moduleArgs(lit)
+	args, noLog, ok := moduleArgs(lit)
 	if !ok {
-		return "", nil, false, false
+		return found{}
 	}
-	return s.fqn, args, noLog, true
+	return found{module: s.fqn, args: args, noLog: noLog, ok: true}
 }
 
 // moduleArgs picks the ANSIBLE_MODULE_ARGS object out of a wrapper's

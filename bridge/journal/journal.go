@@ -435,8 +435,8 @@ func (e *Entry) SetStdin(b []byte) {
 		var s wrapperScanner
 		s.write(b)
 		s.close()
-		if m, a, noLog, ok := s.result(); ok || s.marked {
-			e.setModule(m, a, noLog || !ok)
+		if f := s.result(); f.ok || s.marked {
+			e.setModule(f.module, f.args, f.noLog || !f.ok)
 		}
 	}
 	e.scan = nil
@@ -486,8 +486,8 @@ func (e *Entry) scanned(end bool) {
 		return
 	}
 	// A wrapper whose arguments cannot be read may be a no_log one.
-	if m, a, noLog, ok := e.scan.result(); (ok || e.scan.marked) && e.module == "" {
-		e.setModule(m, a, noLog || !ok)
+	if f := e.scan.result(); (f.ok || e.scan.marked) && e.module == "" {
+		e.setModule(f.module, f.args, f.noLog || !f.ok)
 	}
 	e.scan = nil
 }
@@ -543,16 +543,16 @@ func (e *Entry) SetModuleSource(src []byte) bool {
 	var s wrapperScanner
 	s.write(src)
 	s.close()
-	m, a, noLog, ok := s.result()
+	f := s.result()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.awaiting = false
 	e.scan = nil
 	e.touch()
-	if !ok && !s.marked {
+	if !f.ok && !s.marked {
 		return false
 	}
-	e.setModule(m, a, noLog || !ok)
+	e.setModule(f.module, f.args, f.noLog || !f.ok)
 	return true
 }
 
@@ -628,8 +628,8 @@ func (e *Entry) Finish(exit int) {
 		var s wrapperScanner
 		s.write(e.stdin.data)
 		s.close()
-		if m, a, noLog, ok := s.result(); (ok || s.marked) && e.module == "" {
-			e.setModule(m, a, noLog || !ok)
+		if f := s.result(); (f.ok || s.marked) && e.module == "" {
+			e.setModule(f.module, f.args, f.noLog || !f.ok)
 		}
 		e.awaiting = false
 	}
