@@ -26,7 +26,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import selectors
 import shutil
 import signal
@@ -396,7 +395,8 @@ def pty_env(pty, tty, env):
 # an argument of the call). Go's package interp/ansiballz finds them, in
 # every format; a module request gives their offsets in the template
 # ('params' and 'time', [start, end]), which travel with the task as its
-# spans: [params, time], either None.
+# spans, with its payload lines' (see PAYLOAD_LINES): [params, time,
+# payload], each may be None.
 PARAMS_MARKER = '@@ANSIBLE_BRIDGE_PARAMS@@'
 DATETIME_MARKER = '@@ANSIBLE_BRIDGE_DATETIME@@'
 DATETIME_HEAD = b'datetime.datetime('
@@ -405,7 +405,7 @@ DATETIME_TAIL = b', tzinfo=datetime.timezone.utc)'
 
 def task_spans(msg):
     """The spans of a task message (or module request)."""
-    return [msg.get('params'), msg.get('time')]
+    return [msg.get('params'), msg.get('time'), msg.get('payload')]
 
 
 def task_time(expr):
@@ -425,34 +425,16 @@ def task_time(expr):
 # fresh temp dir, appends a sitecustomize.py to it, runs the module from it
 # and removes the dir, about a millisecond per task. A zygote already has
 # that zip on disk (its forks import from it), so a cached shape runs the
-# module from there instead: each of these lines, found exactly once, gives
-# way to a line that does without the file work. Lines keep their numbers,
-# so a traceback through the wrapper reads as stock's. Each pattern's
-# group 1 is the line's indentation; {zip} in a replacement is the
-# zygote's zip path.
-PAYLOAD_LINES = (
-    (br"^( +)z = zipfile\.ZipFile\(modlib_path, mode='a'\)$", b'pass'),
-    (br"^( +)z\.writestr\(zinfo, sitecustomize\)$", b'pass'),
-    (br"^( +)z\.close\(\)$", b'pass'),
-    (br"^( +)temp_path = (?:os\.path\.realpath\()?tempfile\.mkdtemp\(prefix=[^\n]*\)$", b'temp_path = None'),
-    (br"^( +)zipped_mod = os\.path\.join\(temp_path, [^\n]*\)$", b'zipped_mod = {zip}'),
-    (br"^( +)with open\(zipped_mod, 'wb'\) as modlib:$", b'if 0:'),
-    (br"^( +)shutil\.rmtree\(temp_path(?:, ignore_errors=True)?\)$", b'pass'),
-)
-PAYLOAD_RES = tuple((re.compile(p, re.M), r) for p, r in PAYLOAD_LINES)
-
-
-def without_payload_files(src, zippath):
-    """src (a wrapper's source) running its module from zippath rather
-    than from a copy of its zip in a temp dir, or None when src does not
-    have each payload line exactly once (then it runs as it is)."""
-    zlit = repr(zippath).encode('utf-8')
-    for rx, repl in PAYLOAD_RES:
-        found = rx.findall(src)
-        if len(found) != 1:
-            return None
-        src = rx.sub(lambda m: m.group(1) + repl.replace(b'{zip}', zlit), src)
-    return src
+# module from there instead: each of those lines gives way to a line that
+# does without the file work. Lines keep their numbers, so a traceback
+# through the wrapper reads as stock's. Go's package interp/ansiballz finds
+# the lines (Wrapper.Payload: z = zipfile.ZipFile(...), z.writestr(...),
+# z.close(), temp_path = ...mkdtemp(...), zipped_mod = os.path.join(...),
+# with open(zipped_mod, 'wb') as modlib:, shutil.rmtree(temp_path...)), each
+# exactly once or none; a module request gives their spans in the template,
+# indentation left out ('payload'), in the order of these replacements.
+# {zip} in a replacement is the zygote's zip path.
+PAYLOAD_LINES = (b'pass', b'pass', b'pass', b'temp_path = None', b'zipped_mod = {zip}', b'if 0:', b'pass')
 
 
 def _swap_consts(code, swaps, hits, fname):
@@ -496,18 +478,27 @@ class WrapperCompiler(object):
     def _split(self, tpl, spans):
         """tpl with its per-task literals (at spans) replaced by markers
         (the cache key), and the values of those literals by marker."""
-        params_at, time_at = spans or (None, None)
+        params_at, time_at, payload_at = spans or (None, None, None)
         if params_at is None or not self.ok:
             return None, None
-        at = [(params_at, PARAMS_MARKER)]
+        # (span, marker, None), or (span, None, a payload line's replacement)
+        at = [(params_at, PARAMS_MARKER, None)]
         if time_at is not None:
-            at.append((time_at, DATETIME_MARKER))
+            at.append((time_at, DATETIME_MARKER, None))
+        if self.zippath is not None and payload_at and len(payload_at) == len(PAYLOAD_LINES):
+            zlit = repr(self.zippath).encode('utf-8')
+            for i, repl in enumerate(PAYLOAD_LINES):
+                at.append((payload_at[i], None, repl.replace(b'{zip}', zlit)))
         # From the last: splicing one leaves the offsets before it.
         at.sort(key=lambda a: a[0][0], reverse=True)
         key, values, end = tpl, {}, len(tpl)
-        for (start, stop), marker in at:
+        for (start, stop), marker, repl in at:
             if not 0 <= start < stop <= end:
                 return None, None
+            end = start
+            if repl is not None:
+                key = key[:start] + repl + key[stop:]
+                continue
             text = tpl[start:stop]
             if marker == PARAMS_MARKER:
                 import ast
@@ -523,12 +514,9 @@ class WrapperCompiler(object):
                     return None, None
             values[marker] = value
             key = key[:start] + repr(marker).encode('ascii') + key[stop:]
-            end = start
         return key, values
 
     def _compile_key(self, key):
-        if self.zippath is not None:
-            key = without_payload_files(key, self.zippath) or key
         try:
             return compile(key, '<ansible-bridge-template>', 'exec', dont_inherit=True)
         except SyntaxError:
@@ -2068,7 +2056,7 @@ class Agent(object):
         d = tempfile.mkdtemp(prefix='ansible_%s_payload_' % name, dir=os.path.dirname(self.tmp))
         self.payload_dirs.append(d)
         path = os.path.join(d, 'ansible_%s_payload.zip' % name)
-        # Read-only: tasks run their modules from it (without_payload_files).
+        # Read-only: tasks run their modules from it (PAYLOAD_LINES).
         atomic_write(path, entry.zdata, 0o400)
         entry.path, entry.zdata = path, None
 
@@ -2113,7 +2101,7 @@ class Agent(object):
         p.zygote = z
         msg = {'id': rid, 'env': req.get('env') or {}, 'cwd': self.cwd,
                'script': req.get('script') or None,
-               'params': req.get('params'), 'time': req.get('time')}
+               'params': req.get('params'), 'time': req.get('time'), 'payload': req.get('payload')}
         resolv = _mtime(RESOLV)
         if resolv != z.resolv:
             # The zygote and its waiting fork reload the resolver
@@ -2166,7 +2154,7 @@ class Agent(object):
         for fd in tfds:
             os.close(fd)
         p.pid = pid
-        used = {'used': pid, 'id': p.id, 'params': msg['params'], 'time': msg['time']}
+        used = {'used': pid, 'id': p.id, 'params': msg['params'], 'time': msg['time'], 'payload': msg['payload']}
         if msg.get('res_init'):
             used['res_init'] = True
         z.outq.append([encode_msg(used, tpl), None, None, 0])

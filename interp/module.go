@@ -33,11 +33,10 @@ type moduleRun struct {
 	zip  []byte
 	hash [32]byte // SHA-256 of zip
 	// tpl is the wrapper with the zip literal's text replaced by
-	// zipMarker; params and dateTime are offsets in it.
-	tpl              []byte
-	params, dateTime [2]int
-	fqn              string
-	payload          string // ansiballz.Wrapper.PayloadName
+	// zipMarker, and where its per-task parts and payload lines are.
+	tpl     ansiballz.Template
+	fqn     string
+	payload string // ansiballz.Wrapper.PayloadName
 }
 
 // prepare decodes w's zip and makes its template.
@@ -46,9 +45,7 @@ func prepare(w *ansiballz.Wrapper) (*moduleRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &moduleRun{zip: zip, hash: hash, fqn: w.ModuleFQN, payload: w.PayloadName}
-	m.tpl, m.params, m.dateTime = w.Template(zipMarker)
-	return m, nil
+	return &moduleRun{zip: zip, hash: hash, tpl: w.Template(zipMarker), fqn: w.ModuleFQN, payload: w.PayloadName}, nil
 }
 
 // zipCacheSize is how many decoded ZIPDATA literals decodeZip keeps.
@@ -182,22 +179,23 @@ type zipState struct {
 }
 
 type moduleReq struct {
-	Op     string            `json:"op"`
-	Hash   string            `json:"hash"`
-	Zip    int               `json:"zip"`
-	Tpl    int               `json:"tpl"`
-	FQN    string            `json:"fqn,omitempty"`   // with the whole template: the module its zygote prepares
-	Name   string            `json:"name,omitempty"`  // with the zip: the module's name in its payload's file names
-	Params [2]int            `json:"params"`          // the parameters' literal in the template
-	Time   *[2]int           `json:"time,omitempty"`  // 2.19+: the date_time expression in the template
-	Delta  *[2]int           `json:"delta,omitempty"` // common prefix and suffix with the base template
-	Script string            `json:"script,omitempty"`
-	Env    map[string]string `json:"env,omitempty"`
-	Dirs   [][2]any          `json:"dirs,omitempty"`
-	Files  [][3]any          `json:"files,omitempty"`
-	PTY    *ptyJSON          `json:"pty,omitempty"`
-	Owner  *[2]int           `json:"owner,omitempty"`
-	NoEnv  bool              `json:"noenv,omitempty"`
+	Op      string            `json:"op"`
+	Hash    string            `json:"hash"`
+	Zip     int               `json:"zip"`
+	Tpl     int               `json:"tpl"`
+	FQN     string            `json:"fqn,omitempty"`     // with the whole template: the module its zygote prepares
+	Name    string            `json:"name,omitempty"`    // with the zip: the module's name in its payload's file names
+	Params  [2]int            `json:"params"`            // the parameters' literal in the template
+	Time    *[2]int           `json:"time,omitempty"`    // 2.19+: the date_time expression in the template
+	Payload [][2]int          `json:"payload,omitempty"` // the payload lines in the template (ansiballz.Wrapper.Payload)
+	Delta   *[2]int           `json:"delta,omitempty"`   // common prefix and suffix with the base template
+	Script  string            `json:"script,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Dirs    [][2]any          `json:"dirs,omitempty"`
+	Files   [][3]any          `json:"files,omitempty"`
+	PTY     *ptyJSON          `json:"pty,omitempty"`
+	Owner   *[2]int           `json:"owner,omitempty"`
+	NoEnv   bool              `json:"noenv,omitempty"`
 }
 
 // RunModule runs an AnsiballZ module in a child of the zygote for its zip
@@ -230,16 +228,16 @@ var errNoZip = errors.New("zip unknown to the agent")
 func (c *Client) forgetTemplate(w *moduleRun) {
 	c.zmu.Lock()
 	defer c.zmu.Unlock()
-	if st := c.zips[w.hash]; st != nil && len(st.base) > 0 && len(w.tpl) > 0 && &st.base[0] == &w.tpl[0] {
+	if st := c.zips[w.hash]; st != nil && len(st.base) > 0 && len(w.tpl.Src) > 0 && &st.base[0] == &w.tpl.Src[0] {
 		return
 	}
-	clear(w.tpl)
+	clear(w.tpl.Src)
 }
 
 func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest) (*Result, error) {
-	mr := moduleReq{Op: "module", Hash: hex.EncodeToString(w.hash[:]), Params: w.params, Script: req.ScriptPath, Env: req.Env, PTY: req.PTY.wire(), Owner: req.Owner, NoEnv: req.IgnoreEnvChange}
-	if w.dateTime[1] != 0 {
-		mr.Time = &w.dateTime
+	mr := moduleReq{Op: "module", Hash: hex.EncodeToString(w.hash[:]), Params: w.tpl.Params, Payload: w.tpl.Payload, Script: req.ScriptPath, Env: req.Env, PTY: req.PTY.wire(), Owner: req.Owner, NoEnv: req.IgnoreEnvChange}
+	if w.tpl.DateTime[1] != 0 {
+		mr.Time = &w.tpl.DateTime
 	}
 	var fileData [][]byte
 	for _, d := range req.Dirs {
@@ -262,11 +260,11 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 	if st == nil {
 		zip = w.zip
 		mr.FQN, mr.Name = w.fqn, w.payload
-		ctpl, err = compress(w.tpl)
-		st = &zipState{base: w.tpl}
+		ctpl, err = compress(w.tpl.Src)
+		st = &zipState{base: w.tpl.Src}
 	} else {
-		prefix, suffix := commonEnds(st.base, w.tpl)
-		ctpl, err = compress(w.tpl[prefix : len(w.tpl)-suffix])
+		prefix, suffix := commonEnds(st.base, w.tpl.Src)
+		ctpl, err = compress(w.tpl.Src[prefix : len(w.tpl.Src)-suffix])
 		mr.Delta = &[2]int{prefix, suffix}
 	}
 	if err != nil {

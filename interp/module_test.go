@@ -88,6 +88,25 @@ var zipPath = regexp.MustCompile(`"[^"]*\.zip/`)
 
 // TestRunModuleIsolation: a task that monkey-patches the stdlib, a
 // module_utils module and the environment leaves the next task unaffected.
+// TestRunModuleFromZygoteZip: the payload lines Go found are replaced,
+// so every task runs its module from the zip its zygote keeps, rather
+// than from a copy the wrapper writes to a fresh temp dir.
+func TestRunModuleFromZygoteZip(t *testing.T) {
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 30*time.Second)
+	var files []any
+	for i := 0; i < 3; i++ {
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, fakeWrapper(t, map[string]any{"i": i}))})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("task %d: %v %+v", i, err, res)
+		}
+		files = append(files, normJSON(t, res.Stdout)["modlib_path"])
+	}
+	if f, _ := files[0].(string); !strings.Contains(f, "ansible_patcher_payload.zip") || files[1] != f || files[2] != f {
+		t.Errorf("modules run from %q", files)
+	}
+}
+
 func TestRunModuleIsolation(t *testing.T) {
 	c := startAgent(t, agentEnv{})
 	ctx := ctxT(t, 30*time.Second)

@@ -41,11 +41,11 @@ func TestPrepare(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if lit := m.tpl[m.params[0]:m.params[1]]; !bytes.Equal(lit, w.ParamsLiteral()) {
-			t.Errorf("params at %v: %.40q", m.params, lit)
+		if p := m.tpl.Params; !bytes.Equal(m.tpl.Src[p[0]:p[1]], w.ParamsLiteral()) {
+			t.Errorf("params at %v: %.40q", p, m.tpl.Src[p[0]:p[1]])
 		}
-		if m.fqn != "ansible.modules.ping" || len(m.zip) < 1000 || !bytes.Contains(m.tpl, []byte(zipMarker)) || len(m.tpl) > 20000 {
-			t.Errorf("fqn %q, zip %d, template %d", m.fqn, len(m.zip), len(m.tpl))
+		if m.fqn != "ansible.modules.ping" || m.payload != "ping" || len(m.zip) < 1000 || !bytes.Contains(m.tpl.Src, []byte(zipMarker)) || len(m.tpl.Src) > 20000 {
+			t.Errorf("fqn %q, payload %q, zip %d, template %d", m.fqn, m.payload, len(m.zip), len(m.tpl.Src))
 		}
 		runs = append(runs, m)
 	}

@@ -122,6 +122,43 @@ func dateTimeCall(v []byte) bool {
 	return true
 }
 
+// payloadLines are the lines of every format's wrapper that write its
+// zip to a temp dir, append sitecustomize.py to it, and remove the dir,
+// in the order of agent.py's PAYLOAD_LINES: an interpreter that has the
+// zip on disk already runs the wrapper with each replaced. After its
+// indentation (spaces), a line is one of them if it is one of exact, or
+// starts with one of prefixes, is longer and ends with ")".
+var payloadLines = [...]struct{ exact, prefixes []string }{
+	{exact: []string{"z = zipfile.ZipFile(modlib_path, mode='a')"}},
+	{exact: []string{"z.writestr(zinfo, sitecustomize)"}},
+	{exact: []string{"z.close()"}},
+	{prefixes: []string{"temp_path = tempfile.mkdtemp(prefix=", "temp_path = os.path.realpath(tempfile.mkdtemp(prefix="}},
+	{prefixes: []string{"zipped_mod = os.path.join(temp_path, "}},
+	{exact: []string{"with open(zipped_mod, 'wb') as modlib:"}},
+	{exact: []string{"shutil.rmtree(temp_path)", "shutil.rmtree(temp_path, ignore_errors=True)"}},
+}
+
+// payloadLine returns the index in payloadLines of line, or -1.
+func payloadLine(line []byte) int {
+	body := bytes.TrimLeft(line, " ")
+	if len(body) == len(line) || len(body) == 0 {
+		return -1
+	}
+	for i, p := range payloadLines {
+		for _, e := range p.exact {
+			if string(body) == e {
+				return i
+			}
+		}
+		for _, pre := range p.prefixes {
+			if len(body) > len(pre) && bytes.HasPrefix(body, []byte(pre)) && body[len(body)-1] == ')' {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
 // payloadName returns the plain module name a line gives the payload's
 // file names: `ansible_module='NAME',` (2.19+), or mkdtemp's
 // `prefix='ansible_NAME_payload_'` (2.14) or `prefix='ansible_' + 'NAME'
@@ -238,6 +275,12 @@ type Wrapper struct {
 	// literal of its own there, 2.19+ as the ansible_module argument),
 	// else "" (a collection's module, ansible.legacy.command).
 	PayloadName string
+	// Payload holds the spans (indentation left out, to the end of the
+	// line) of the lines in which the wrapper writes its zip to a temp
+	// dir, appends sitecustomize.py to it and removes the dir, in the
+	// order of agent.py's PAYLOAD_LINES; nil unless each is there exactly
+	// once.
+	Payload [][2]int
 
 	params    []byte // decoded, once Params was called
 	paramsErr error
@@ -276,27 +319,40 @@ func (w *Wrapper) Wipe() {
 	clear(w.Src[w.ParamsStart:w.ParamsEnd])
 }
 
+// Template is a wrapper with its zip's base64 text replaced by a marker:
+// the shape an interpreter compiles once per zip and fills in per task.
+// Offsets index Src.
+type Template struct {
+	Src []byte
+	// Params and DateTime are the parameters' literal and the date_time
+	// expression (both 0 when there is none).
+	Params, DateTime [2]int
+	// Payload is Wrapper.Payload.
+	Payload [][2]int
+}
+
 // Template returns a copy of Src with the zip's base64 text replaced by
-// marker, and the offsets in it of the parameters' literal and of the
-// date_time expression (both 0 when there is none): the shape an
-// interpreter compiles once per zip and fills in per task.
-func (w *Wrapper) Template(marker string) (tpl []byte, params, dateTime [2]int) {
-	tpl = make([]byte, 0, len(w.Src)-(w.ZipEnd-w.ZipStart)+len(marker))
+// marker, and the offsets in it of what varies from task to task.
+func (w *Wrapper) Template(marker string) Template {
+	tpl := make([]byte, 0, len(w.Src)-(w.ZipEnd-w.ZipStart)+len(marker))
 	tpl = append(tpl, w.Src[:w.ZipStart]...)
 	tpl = append(tpl, marker...)
 	tpl = append(tpl, w.Src[w.ZipEnd:]...)
 	shift := len(marker) - (w.ZipEnd - w.ZipStart)
-	at := func(off int) int {
-		if off >= w.ZipEnd {
-			return off + shift
+	at := func(span [2]int) [2]int {
+		if span[0] >= w.ZipEnd {
+			return [2]int{span[0] + shift, span[1] + shift}
 		}
-		return off
+		return span
 	}
-	params = [2]int{at(w.ParamsStart), at(w.ParamsEnd)}
+	t := Template{Src: tpl, Params: at([2]int{w.ParamsStart, w.ParamsEnd})}
 	if w.DateTimeEnd > 0 {
-		dateTime = [2]int{at(w.DateTimeStart), at(w.DateTimeEnd)}
+		t.DateTime = at([2]int{w.DateTimeStart, w.DateTimeEnd})
 	}
-	return tpl, params, dateTime
+	for _, p := range w.Payload {
+		t.Payload = append(t.Payload, at(p))
+	}
+	return t
 }
 
 // Parse takes apart a wrapper of any format from ansible-core 2.14 to
@@ -305,6 +361,8 @@ func (w *Wrapper) Template(marker string) (tpl []byte, params, dateTime [2]int) 
 func Parse(src []byte) (*Wrapper, error) {
 	w := &Wrapper{Src: src}
 	marked, params := false, false
+	var payloads [len(payloadLines)]int
+	var payload [len(payloadLines)][2]int
 	var zipFormat, callFormat Format
 	for off, n := 0, 0; off < len(src); n++ {
 		end := bytes.IndexByte(src[off:], '\n')
@@ -348,8 +406,15 @@ func Parse(src []byte) (*Wrapper, error) {
 		if f == Call {
 			callFormat = Call
 		}
-		if w.PayloadName == "" && kind != ZipData {
-			w.PayloadName = payloadName(line)
+		if kind != ZipData { // the zip's line is long, and only base64
+			if w.PayloadName == "" {
+				w.PayloadName = payloadName(line)
+			}
+			if k := payloadLine(line); k >= 0 {
+				payloads[k]++
+				indent := len(line) - len(bytes.TrimLeft(line, " "))
+				payload[k] = [2]int{off + indent, off + len(line)}
+			}
 		}
 		if !marked && n >= 16 {
 			return nil, fmt.Errorf("%w: no _ANSIBALLZ_WRAPPER marker", ErrNotWrapper)
@@ -369,6 +434,12 @@ func Parse(src []byte) (*Wrapper, error) {
 		return nil, fmt.Errorf("%w: mixed wrapper formats", ErrNotWrapper)
 	}
 	w.Format = zipFormat
+	for _, n := range payloads {
+		if n != 1 {
+			return w, nil
+		}
+	}
+	w.Payload = payload[:]
 	return w, nil
 }
 

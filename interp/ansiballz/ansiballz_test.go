@@ -7,6 +7,7 @@ import (
 	"errors"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -72,7 +73,18 @@ func TestParseEveryVersion(t *testing.T) {
 var (
 	agentParamsRE   = regexp.MustCompile(`(?m)^(    ANSIBALLZ_PARAMS = |params=)('(?:[^'\\\n]|\\.)*')(,?)$`)
 	agentDateTimeRE = regexp.MustCompile(`(?m)^date_time=(datetime\.datetime\([0-9, ]+, tzinfo=datetime\.timezone\.utc\)),$`)
-	agentPayloadRE  = regexp.MustCompile(`(?m)^ansible_module='([A-Za-z0-9_]+)',$|prefix='ansible_(?:' \+ ')?([A-Za-z0-9_]+)(?:' \+ ')?_payload_'`)
+	// agent.py's PAYLOAD_LINES as they were, each of which must be in
+	// the template once.
+	agentPayloadLineREs = []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^( +)z = zipfile\.ZipFile\(modlib_path, mode='a'\)$`),
+		regexp.MustCompile(`(?m)^( +)z\.writestr\(zinfo, sitecustomize\)$`),
+		regexp.MustCompile(`(?m)^( +)z\.close\(\)$`),
+		regexp.MustCompile(`(?m)^( +)temp_path = (?:os\.path\.realpath\()?tempfile\.mkdtemp\(prefix=[^\n]*\)$`),
+		regexp.MustCompile(`(?m)^( +)zipped_mod = os\.path\.join\(temp_path, [^\n]*\)$`),
+		regexp.MustCompile(`(?m)^( +)with open\(zipped_mod, 'wb'\) as modlib:$`),
+		regexp.MustCompile(`(?m)^( +)shutil\.rmtree\(temp_path(?:, ignore_errors=True)?\)$`),
+	}
+	agentPayloadRE = regexp.MustCompile(`(?m)^ansible_module='([A-Za-z0-9_]+)',$|prefix='ansible_(?:' \+ ')?([A-Za-z0-9_]+)(?:' \+ ')?_payload_'`)
 )
 
 // checkTemplate: the template's offsets point where agent.py's regular
@@ -81,7 +93,8 @@ var (
 func checkTemplate(t *testing.T, w *Wrapper) {
 	t.Helper()
 	const marker = "@@ZIP@@"
-	tpl, params, dateTime := w.Template(marker)
+	tmpl := w.Template(marker)
+	tpl, params, dateTime := tmpl.Src, tmpl.Params, tmpl.DateTime
 	if want := len(w.Src) - (w.ZipEnd - w.ZipStart) + len(marker); len(tpl) != want || !bytes.Contains(tpl, []byte(marker)) {
 		t.Fatalf("template of %d bytes, want %d with the marker", len(tpl), want)
 	}
@@ -105,6 +118,36 @@ func checkTemplate(t *testing.T, w *Wrapper) {
 	}
 	if w.PayloadName != name {
 		t.Errorf("payload name %q, the agent's regexp found %q", w.PayloadName, name)
+	}
+	var payload [][2]int
+	for _, re := range agentPayloadLineREs {
+		m := re.FindAllSubmatchIndex(tpl, -1)
+		if len(m) != 1 {
+			payload = nil
+			break
+		}
+		payload = append(payload, [2]int{m[0][3], m[0][1]})
+	}
+	if !slices.Equal(tmpl.Payload, payload) || len(payload) != 7 {
+		t.Errorf("payload lines at %v, the agent's regexps found %v", tmpl.Payload, payload)
+	}
+}
+
+func TestPayloadLines(t *testing.T) {
+	src := wrappers(t)["ping-2.16"]
+	for _, tc := range []struct{ name, old, new string }{
+		{"one missing", "shutil.rmtree(temp_path", "shutil.rmtree(tp"},
+		{"one twice", "\n", "\n    z.close()\n"},
+		{"tab-indented", "    z.close()", "\tz.close()"},
+	} {
+		mut := bytes.Replace(src, []byte(tc.old), []byte(tc.new), 1)
+		w, err := Parse(mut)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Payload != nil {
+			t.Errorf("%s: payload lines %v", tc.name, w.Payload)
+		}
 	}
 }
 
