@@ -44,32 +44,32 @@ func (r *request) taskContext(pty bool) (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
-// heldWrapper returns the AnsiballZ wrapper at script, and it taken
-// apart, if the bridge has its content; else nil, nil.
-func (t *target) heldWrapper(script string) ([]byte, *ansiballz.Wrapper) {
+// heldWrapper returns the AnsiballZ wrapper at script taken apart, if
+// the bridge has its content; else nil.
+func (t *target) heldWrapper(script string) *ansiballz.Wrapper {
 	st, name := t.house.lookup(script)
 	if st == nil || name == "" {
-		return nil, nil
+		return nil
 	}
 	f, ok := st.file(name)
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	w, err := ansiballz.Parse(f.data)
 	if err != nil {
-		return nil, nil
+		return nil
 	}
-	return f.data, w
+	return w
 }
 
 // moduleRequest is the interpreter request for a module run: the wrapper
-// (parsed: it taken apart), the VAR=value prefixes, a PTY as -tt asks,
+// taken apart, the VAR=value prefixes, a PTY as -tt asks,
 // and, if withDirs, the held temp dirs the module needs (neededDirs).
 // It also returns the held dirs the request writes to the target, as of
 // which change, for moduleResult to pass to markOnTarget.
-func (r *request) moduleRequest(c ansibleCmd, wrapper []byte, parsed *ansiballz.Wrapper, withDirs bool) (interp.ModuleRequest, []heldSnapshot) {
+func (r *request) moduleRequest(c ansibleCmd, w *ansiballz.Wrapper, withDirs bool) (interp.ModuleRequest, []heldSnapshot) {
 	iv, t := r.iv, r.t
-	req := interp.ModuleRequest{Wrapper: wrapper, ScriptPath: c.script}
+	req := interp.ModuleRequest{Wrapper: w, ScriptPath: c.script}
 	if len(c.env) > 0 {
 		req.Env = map[string]string{}
 		for _, kv := range c.env {
@@ -78,10 +78,10 @@ func (r *request) moduleRequest(c ansibleCmd, wrapper []byte, parsed *ansiballz.
 	}
 	var held []heldSnapshot
 	if withDirs {
-		own, needed := t.neededDirs(c, parsed)
+		own, needed := t.neededDirs(c, w)
 		for _, h := range needed {
 			skip := ""
-			if h == own && !keepRemoteFiles(wrapper) {
+			if h == own && !keepRemoteFiles(w) {
 				skip = path.Base(c.script)
 			}
 			dirs, files, changes := h.onTargetSpec(skip)
@@ -197,22 +197,23 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, re
 	return res.ExitCode
 }
 
-// forgetParams overwrites the task's arguments in a piped wrapper once
-// it has run (no copy of the stream is kept): the rest, the module's
-// zip, may be shared.
-func forgetParams(w *ansiballz.Wrapper) {
-	clear(w.ParamsLiteral)
-}
-
 // readPiped reads what a pipelined step sends a python on its stdin, and
 // it taken apart as recognised does (nil: not a wrapper the bridge runs,
-// or stdin failed).
+// or stdin failed), and tells the journal what it was. The caller
+// overwrites a wrapper's parameters once it has run (Wrapper.Wipe; no
+// copy of the stream is kept).
 func (t *target) readPiped(iv *invocation, stdin io.Reader) ([]byte, *ansiballz.Wrapper) {
 	data, err := readAllOnce(io.LimitReader(stdin, maxPipedModule))
-	if err != nil {
-		return data, nil
+	var w *ansiballz.Wrapper
+	if err == nil {
+		w = t.recognised(iv, data)
 	}
-	return data, t.recognised(iv, data)
+	if w != nil {
+		iv.entry.SetModule(w)
+	} else {
+		iv.entry.SetModuleSource(data)
+	}
+	return data, w
 }
 
 // readAllOnce is io.ReadAll without the copies its growing buffer
@@ -246,8 +247,8 @@ func readAllOnce(r io.Reader) ([]byte, error) {
 
 // keepRemoteFiles tells whether the task runs with ANSIBLE_KEEP_REMOTE_FILES,
 // which Ansible passes in the module's internal arguments.
-func keepRemoteFiles(wrapper []byte) bool {
-	return bytes.Contains(wrapper, []byte(`"_ansible_keep_remote_files": true`))
+func keepRemoteFiles(w *ansiballz.Wrapper) bool {
+	return bytes.Contains(w.ParamsLiteral(), []byte(`"_ansible_keep_remote_files": true`))
 }
 
 // lostConnection tells the shim what an ssh multiplexing client prints

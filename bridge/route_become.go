@@ -40,10 +40,9 @@ func (r *request) serveBecome() (code int, served bool) {
 	if c.kind != cmdRunPython {
 		return 0, false
 	}
-	var wrapper []byte
-	var parsed *ansiballz.Wrapper
+	var wrapper *ansiballz.Wrapper
 	if c.script != "" {
-		if wrapper, parsed = t.heldWrapper(c.script); parsed == nil {
+		if wrapper = t.heldWrapper(c.script); wrapper == nil {
 			return 0, false
 		}
 	}
@@ -114,16 +113,17 @@ func (r *request) serveBecome() (code int, served bool) {
 	}
 	t.countRoute(iv, routeBecome)
 	if wrapper == nil {
+		iv.entry.AwaitModule() // readPiped takes it apart
 		var data []byte
-		if data, parsed = t.readPiped(iv, stdin); parsed == nil {
+		if data, wrapper = t.readPiped(iv, stdin); wrapper == nil {
 			// Not a module after all: the inner command runs as the become
 			// user all the same, in its interpreter.
 			return r.execIn(ag, w.Inner, io.MultiReader(bytes.NewReader(data), stdin), tty), true
 		}
-		wrapper = data
-		defer forgetParams(parsed)
+		defer wrapper.Wipe()
 	} else {
-		iv.entry.SetModuleSource(wrapper)
+		defer wrapper.Forget()
+		iv.entry.SetModule(wrapper)
 		if st, _ := t.house.lookup(c.script); st != nil {
 			st.setRanAs(becomeUser(w))
 		}
@@ -131,7 +131,7 @@ func (r *request) serveBecome() (code int, served bool) {
 	// An unprivileged become user cannot write the login user's temp
 	// dirs; Ansible gave the module none (_ansible_tmpdir is unset for
 	// it) and the wrapper runs from memory.
-	req, held := r.moduleRequest(c, wrapper, parsed, ag.Info().UID == 0)
+	req, held := r.moduleRequest(c, wrapper, ag.Info().UID == 0)
 	if len(req.Dirs) > 0 {
 		if owner, err := r.loginOwner(python); err == nil {
 			req.Owner = owner
@@ -142,7 +142,7 @@ func (r *request) serveBecome() (code int, served bool) {
 	// A change of /etc/environment does not concern the become user: the
 	// tool sets its environment (stock steps do not see it either).
 	req.IgnoreEnvChange = true
-	if u := deletedUser(wrapper, parsed); u != "" {
+	if u := deletedUser(wrapper); u != "" {
 		t.retireUser(ctx, iv, ag, u)
 	}
 	tctx, stop := r.taskContext(req.PTY != nil)

@@ -36,10 +36,9 @@ const slowTransfers = "sftp/scp are not the bridge's shims (only ssh_executable 
 // passed through.
 func (r *request) serveModule() (int, bool) {
 	ctx, iv, t, c := r.ctx, r.iv, r.t, r.cmd
-	var wrapper []byte
-	var parsed *ansiballz.Wrapper
+	var wrapper *ansiballz.Wrapper
 	if c.script != "" {
-		if wrapper, parsed = t.heldWrapper(c.script); parsed == nil {
+		if wrapper = t.heldWrapper(c.script); wrapper == nil {
 			if st, name := t.house.lookup(c.script); st != nil && name != "" {
 				if _, ok := st.file(name); !ok {
 					t.countSlow(iv, slowTransfers)
@@ -47,7 +46,8 @@ func (r *request) serveModule() (int, bool) {
 			}
 			return 0, false
 		}
-		iv.entry.SetModuleSource(wrapper)
+		defer wrapper.Forget()
+		iv.entry.SetModule(wrapper)
 	} else {
 		// Log in (and prompt for a password) while the shim can still
 		// answer: once stdin flows, prompts are over.
@@ -56,15 +56,15 @@ func (r *request) serveModule() (int, bool) {
 			return connFailure(iv, err), true
 		}
 		c.release()
+		iv.entry.AwaitModule() // readPiped takes it apart
 		if err := iv.accept(""); err != nil {
 			return fakessh.ExitSSHError, true
 		}
 		var data []byte
-		if data, parsed = t.readPiped(iv, iv.stdin); parsed == nil {
+		if data, wrapper = t.readPiped(iv, iv.stdin); wrapper == nil {
 			return r.passthrough(data), true
 		}
-		wrapper = data
-		defer forgetParams(parsed)
+		defer wrapper.Wipe()
 	}
 	python := strings.Join(c.python, " ")
 	ag, err := t.agent(ctx, iv, python, r.sendEnv())
@@ -72,11 +72,11 @@ func (r *request) serveModule() (int, bool) {
 		if c.script != "" {
 			return 0, false
 		}
-		return r.passthrough(wrapper), true
+		return r.passthrough(wrapper.Src), true
 	}
-	req, held := r.moduleRequest(c, wrapper, parsed, true)
+	req, held := r.moduleRequest(c, wrapper, true)
 	t.countRoute(iv, routeModule)
-	if u := deletedUser(wrapper, parsed); u != "" {
+	if u := deletedUser(wrapper); u != "" {
 		t.retireUser(ctx, iv, ag, u)
 	}
 	tctx, stop := r.taskContext(req.PTY != nil)

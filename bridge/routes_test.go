@@ -81,6 +81,24 @@ func TestModuleRoute(t *testing.T) {
 	if n := h.routes()["module"]; n != 3 {
 		t.Fatalf("routes %v, want module=3", h.routes())
 	}
+	// The journal shows each run's module and arguments, from the
+	// wrapper the route took apart, and a pipelined one's stdin.
+	var modules int
+	for _, v := range h.srv.journal.Snapshot() {
+		if v.Route != routeModule {
+			continue
+		}
+		modules++
+		if v.ModuleName != "ansible.modules.ping" || !strings.Contains(string(v.ModuleArgs), `"data": "it's`) || v.NoLog {
+			t.Errorf("journal entry %d: module %q args %s no_log %v", v.Seq, v.ModuleName, v.ModuleArgs, v.NoLog)
+		}
+		if piped := !strings.Contains(strings.Join(v.Argv, " "), "AnsiballZ_ping.py"); piped && (v.Stdin.Size != int64(len(wrapper)) || len(v.Stdin.Data) == 0 || !strings.HasPrefix(wrapper, string(v.Stdin.Data))) {
+			t.Errorf("journal entry %d: stdin %d bytes of %d", v.Seq, len(v.Stdin.Data), v.Stdin.Size)
+		}
+	}
+	if modules != 3 {
+		t.Errorf("%d module runs in the journal, want 3", modules)
+	}
 	// The module ran from the dir on the target, as with stock.
 	if _, err := os.Stat(held + "/AnsiballZ_ping.py"); err != nil {
 		t.Errorf("held wrapper not on the target: %v", err)

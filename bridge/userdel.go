@@ -19,18 +19,15 @@ import (
 // A become interpreter living as that user would make userdel fail ("user
 // … is currently used by process"), where stock leaves no process behind.
 // raw and script are not looked at (they never reach an interpreter).
-// w is wrapper taken apart.
-func deletedUser(wrapper []byte, w *ansiballz.Wrapper) string {
-	// The words are looked for around the zip (base64, a third of whose
-	// bytes would start a match): most steps need no more.
-	named := func(word string) bool {
-		return bytes.Contains(wrapper[:w.ZipStart], []byte(word)) || bytes.Contains(wrapper[w.ZipEnd:], []byte(word))
-	}
-	if !named("absent") && !named("userdel") && !named("deluser") {
-		return ""
-	}
+func deletedUser(w *ansiballz.Wrapper) string {
 	module := w.ModuleFQN[strings.LastIndexByte(w.ModuleFQN, '.')+1:]
 	if module != "user" && module != "command" && module != "shell" {
+		return ""
+	}
+	// The words are looked for in the parameters' literal first: most
+	// steps need no more.
+	lit := w.ParamsLiteral()
+	if !bytes.Contains(lit, []byte("absent")) && !bytes.Contains(lit, []byte("userdel")) && !bytes.Contains(lit, []byte("deluser")) {
 		return ""
 	}
 	raw, err := w.Params()

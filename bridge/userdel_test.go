@@ -46,7 +46,7 @@ func TestDeletedUser(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s %s: %v", tc.module, tc.args, err)
 		}
-		if got := deletedUser(src, w); got != tc.want {
+		if got := deletedUser(w); got != tc.want {
 			t.Errorf("%s %s: deletes %q, want %q", tc.module, tc.args, got, tc.want)
 		}
 	}

@@ -528,7 +528,7 @@ func (p *optParser) configLineSSH(line string) error {
 		}
 		args = nil
 		if len(all) > 0 {
-			p.set(store, strings.Join(all, " "), kw)
+			p.setList(store, all, kw)
 		}
 	case sshconf.Multi:
 		if !hasArg || arg == "" {
@@ -685,6 +685,16 @@ func (p *optParser) set(key, value string, kw sshconf.Keyword) {
 		return
 	}
 	p.addFirst(key, value)
+}
+
+// setList is set for a keyword that takes a list: the words are kept
+// with the value.
+func (p *optParser) setList(key string, words []string, kw sshconf.Keyword) {
+	n := len(p.inv.Options)
+	p.set(key, strings.Join(words, " "), kw)
+	if len(p.inv.Options) > n {
+		p.inv.Options[n].Words = words
+	}
 }
 
 func (p *optParser) setMulti(key, value string, kw sshconf.Keyword) {

@@ -13,6 +13,11 @@ const ExitSSHError = 255
 type Option struct {
 	Key   string
 	Value string
+	// Words are the value's words as ssh_config quoting splits them, for
+	// the keywords that take a list (UserKnownHostsFile,
+	// GlobalKnownHostsFile), whose Value is them joined with spaces; nil
+	// for the others, whose Value is one word.
+	Words []string
 }
 
 // SSHInvocation is a parsed ssh(1) command line.

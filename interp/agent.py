@@ -26,7 +26,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import selectors
 import shutil
 import signal
@@ -389,53 +388,53 @@ def pty_env(pty, tty, env):
 # An AnsiballZ wrapper is compiled once per shape; a task swaps in its
 # parameters, its zip and its file name.
 
-# The module's name in the wrapper's payload file names: 2.14 writes it in
-# mkdtemp's prefix, 2.16-2.18 as a literal of its own there, 2.19+ pass it
-# as an argument.
-PAYLOAD_NAME_RE = re.compile(br"^ansible_module='([A-Za-z0-9_]+)',$|"
-                             br"prefix='ansible_(?:' \+ ')?([A-Za-z0-9_]+)(?:' \+ ')?_payload_'", re.M)
-# The module parameters' literal: ANSIBALLZ_PARAMS = '...' inside
-# _ansiballz_main up to ansible-core 2.18, the params='...', argument of
-# its call from 2.19 (package interp/ansiballz knows the formats).
-PARAMS_RE = re.compile(br"^(    ANSIBALLZ_PARAMS = |params=)('(?:[^'\\\n]|\\.)*')(,?)$", re.M)
+# What varies from task to task in a template: the module parameters'
+# literal (ANSIBALLZ_PARAMS = '...' inside _ansiballz_main up to
+# ansible-core 2.18, the params='...', argument of its call from 2.19) and,
+# from 2.19, the task's start time (date_time=datetime.datetime(...), also
+# an argument of the call). Go's package interp/ansiballz finds them, in
+# every format; a module request gives their offsets in the template
+# ('params' and 'time', [start, end]), which travel with the task as its
+# spans, with its payload lines' (see PAYLOAD_LINES): [params, time,
+# payload], each may be None.
 PARAMS_MARKER = '@@ANSIBLE_BRIDGE_PARAMS@@'
-# 2.19+: the task's start time, also an argument of the call.
-DATETIME_RE = re.compile(br"^date_time=(datetime\.datetime\(([0-9, ]+), tzinfo=datetime\.timezone\.utc\)),$", re.M)
 DATETIME_MARKER = '@@ANSIBLE_BRIDGE_DATETIME@@'
+DATETIME_HEAD = b'datetime.datetime('
+DATETIME_TAIL = b', tzinfo=datetime.timezone.utc)'
+
+
+def task_spans(msg):
+    """The spans of a task message (or module request)."""
+    return [msg.get('params'), msg.get('time'), msg.get('payload')]
+
+
+def task_time(expr):
+    """The datetime expr (DATETIME_HEAD int, ... DATETIME_TAIL) gives, or
+    None."""
+    if not (expr.startswith(DATETIME_HEAD) and expr.endswith(DATETIME_TAIL)):
+        return None
+    import datetime
+    try:
+        return datetime.datetime(*[int(x) for x in expr[len(DATETIME_HEAD):-len(DATETIME_TAIL)].split(b',')],
+                                 tzinfo=datetime.timezone.utc)
+    except (ValueError, TypeError):
+        return None
 
 
 # The wrapper's payload work, line by line: it writes the zip it holds to a
 # fresh temp dir, appends a sitecustomize.py to it, runs the module from it
 # and removes the dir, about a millisecond per task. A zygote already has
 # that zip on disk (its forks import from it), so a cached shape runs the
-# module from there instead: each of these lines, found exactly once, gives
-# way to a line that does without the file work. Lines keep their numbers,
-# so a traceback through the wrapper reads as stock's. Each pattern's
-# group 1 is the line's indentation; {zip} in a replacement is the
-# zygote's zip path.
-PAYLOAD_LINES = (
-    (br"^( +)z = zipfile\.ZipFile\(modlib_path, mode='a'\)$", b'pass'),
-    (br"^( +)z\.writestr\(zinfo, sitecustomize\)$", b'pass'),
-    (br"^( +)z\.close\(\)$", b'pass'),
-    (br"^( +)temp_path = (?:os\.path\.realpath\()?tempfile\.mkdtemp\(prefix=[^\n]*\)$", b'temp_path = None'),
-    (br"^( +)zipped_mod = os\.path\.join\(temp_path, [^\n]*\)$", b'zipped_mod = {zip}'),
-    (br"^( +)with open\(zipped_mod, 'wb'\) as modlib:$", b'if 0:'),
-    (br"^( +)shutil\.rmtree\(temp_path(?:, ignore_errors=True)?\)$", b'pass'),
-)
-PAYLOAD_RES = tuple((re.compile(p, re.M), r) for p, r in PAYLOAD_LINES)
-
-
-def without_payload_files(src, zippath):
-    """src (a wrapper's source) running its module from zippath rather
-    than from a copy of its zip in a temp dir, or None when src does not
-    have each payload line exactly once (then it runs as it is)."""
-    zlit = repr(zippath).encode('utf-8')
-    for rx, repl in PAYLOAD_RES:
-        found = rx.findall(src)
-        if len(found) != 1:
-            return None
-        src = rx.sub(lambda m: m.group(1) + repl.replace(b'{zip}', zlit), src)
-    return src
+# module from there instead: each of those lines gives way to a line that
+# does without the file work. Lines keep their numbers, so a traceback
+# through the wrapper reads as stock's. Go's package interp/ansiballz finds
+# the lines (Wrapper.Payload: z = zipfile.ZipFile(...), z.writestr(...),
+# z.close(), temp_path = ...mkdtemp(...), zipped_mod = os.path.join(...),
+# with open(zipped_mod, 'wb') as modlib:, shutil.rmtree(temp_path...)), each
+# exactly once or none; a module request gives their spans in the template,
+# indentation left out ('payload'), in the order of these replacements.
+# {zip} in a replacement is the zygote's zip path.
+PAYLOAD_LINES = (b'pass', b'pass', b'pass', b'temp_path = None', b'zipped_mod = {zip}', b'if 0:', b'pass')
 
 
 def _swap_consts(code, swaps, hits, fname):
@@ -476,43 +475,56 @@ class WrapperCompiler(object):
         self.cache = {}
         self.ok = hasattr(type(self.__init__.__code__), 'replace')
 
-    def _split(self, tpl):
-        """tpl with its per-task literals replaced by markers (the cache
-        key), and the values of those literals by marker."""
-        m = PARAMS_RE.search(tpl)
-        if m is None or not self.ok:
+    def _split(self, tpl, spans):
+        """tpl with its per-task literals (at spans) replaced by markers
+        (the cache key), and the values of those literals by marker."""
+        params_at, time_at, payload_at = spans or (None, None, None)
+        if params_at is None or not self.ok:
             return None, None
-        import ast
-        try:
-            params = ast.literal_eval(m.group(2).decode('utf-8'))
-        except (ValueError, SyntaxError):
-            return None, None  # not a literal this can swap: the full source is compiled
-        if type(params) is not str:
-            return None, None
-        values = {PARAMS_MARKER: params}
-        key = tpl[:m.start(2)] + repr(PARAMS_MARKER).encode('ascii') + tpl[m.end(2):]
-        d = DATETIME_RE.search(key)
-        if d is not None:
-            import datetime
-            try:
-                values[DATETIME_MARKER] = datetime.datetime(
-                    *[int(x) for x in d.group(2).split(b',')], tzinfo=datetime.timezone.utc)
-            except (ValueError, TypeError):
+        # (span, marker, None), or (span, None, a payload line's replacement)
+        at = [(params_at, PARAMS_MARKER, None)]
+        if time_at is not None:
+            at.append((time_at, DATETIME_MARKER, None))
+        if self.zippath is not None and payload_at and len(payload_at) == len(PAYLOAD_LINES):
+            zlit = repr(self.zippath).encode('utf-8')
+            for i, repl in enumerate(PAYLOAD_LINES):
+                at.append((payload_at[i], None, repl.replace(b'{zip}', zlit)))
+        # From the last: splicing one leaves the offsets before it.
+        at.sort(key=lambda a: a[0][0], reverse=True)
+        key, values, end = tpl, {}, len(tpl)
+        for (start, stop), marker, repl in at:
+            if not 0 <= start < stop <= end:
                 return None, None
-            key = key[:d.start(1)] + repr(DATETIME_MARKER).encode('ascii') + key[d.end(1):]
+            end = start
+            if repl is not None:
+                key = key[:start] + repl + key[stop:]
+                continue
+            text = tpl[start:stop]
+            if marker == PARAMS_MARKER:
+                import ast
+                try:
+                    value = ast.literal_eval(text.decode('utf-8'))
+                except (ValueError, SyntaxError):
+                    return None, None  # not a literal this can swap: the full source is compiled
+                if type(value) is not str:
+                    return None, None
+            else:
+                value = task_time(text)
+                if value is None:
+                    return None, None
+            values[marker] = value
+            key = key[:start] + repr(marker).encode('ascii') + key[stop:]
         return key, values
 
     def _compile_key(self, key):
-        if self.zippath is not None:
-            key = without_payload_files(key, self.zippath) or key
         try:
             return compile(key, '<ansible-bridge-template>', 'exec', dont_inherit=True)
         except SyntaxError:
             return None
 
-    def learn(self, tpl):
+    def learn(self, tpl, spans):
         """In the zygote: compile tpl's shape for later tasks."""
-        key, _ = self._split(tpl)
+        key, _ = self._split(tpl, spans)
         if key is None or key in self.cache:
             return
         if len(self.cache) >= self.MAX:
@@ -521,9 +533,9 @@ class WrapperCompiler(object):
         if code is not None:
             self.cache[key] = code
 
-    def compile(self, tpl, fname):
+    def compile(self, tpl, fname, spans):
         """The code of tpl with its zip literal holding the zip."""
-        key, values = self._split(tpl)
+        key, values = self._split(tpl, spans)
         if key is not None:
             code = self.cache.get(key)
             if code is None:
@@ -950,11 +962,11 @@ def main_namespace(script, zippath):
     return d, '<stdin>'
 
 
-def compile_task(wc, tpl, fname):
+def compile_task(wc, tpl, fname, spans):
     """The task's code, or the exit status python gives a script that does
     not compile (it reports the error without a traceback)."""
     try:
-        return wc.compile(tpl, fname)
+        return wc.compile(tpl, fname, spans)
     except BaseException:
         et, ev, _tb = sys.exc_info()
     # Without the agent's frames: from python 3.11, excepthook prints the
@@ -1115,7 +1127,7 @@ def run_task(msg, tpl, wc, stdio_like, zippath):
         reset_task_process(msg)
         task_std_streams(stdio_like)
         d, fname = main_namespace(msg.get('script'), zippath)
-        code = compile_task(wc, tpl, fname)
+        code = compile_task(wc, tpl, fname, task_spans(msg))
         del tpl
         rc = code if isinstance(code, int) else _exec_main(code, d)
         rc = finish_interpreter(rc)
@@ -1300,7 +1312,7 @@ class ZygoteServer(object):
             self.handed = None
         self.task_started(msg['used'], msg['id'])
         # The next tasks' forks inherit the compiled shape.
-        self.wc.learn(tpl)
+        self.wc.learn(tpl, task_spans(msg))
         if self.held is None:
             self.held = self.fork_spare()
 
@@ -1314,7 +1326,7 @@ class ZygoteServer(object):
         for fd in fds:
             os.close(fd)
         if pid is not None:
-            self.wc.learn(tpl)
+            self.wc.learn(tpl, task_spans(msg))
             self.task_started(pid, msg['id'])
             self.tell_agent({'id': msg['id'], 'pid': pid})
         self.held = self.fork_spare()
@@ -1993,7 +2005,7 @@ class Agent(object):
             return
         tpl, off = self.template(entry, req, blob, off)
         if entry.home.path is None:
-            self.store_zip(entry.home, tpl)
+            self.store_zip(entry.home, req.get('name') or 'module')
         if entry.fqn is None:
             # Go's package ansiballz found it, in every format.
             entry.fqn = req.get('fqn') or ''
@@ -2035,17 +2047,16 @@ class Agent(object):
                 self.zips[digest] = entry
         return entry, off
 
-    def store_zip(self, entry, tpl):
+    def store_zip(self, entry, name):
         """Write entry's zip where its tasks run it from, named as the
         wrapper names its copy (TMP/ansible_NAME_payload_XXXXXXXX/
-        ansible_NAME_payload.zip, TMP the temp root the agent chose), so
+        ansible_NAME_payload.zip, TMP the temp root the agent chose, NAME
+        the module's name there, which Go's package ansiballz found), so
         that a traceback through the module reads as stock's."""
-        m = PAYLOAD_NAME_RE.search(tpl)
-        name = (m.group(1) or m.group(2)).decode('ascii') if m else 'module'
         d = tempfile.mkdtemp(prefix='ansible_%s_payload_' % name, dir=os.path.dirname(self.tmp))
         self.payload_dirs.append(d)
         path = os.path.join(d, 'ansible_%s_payload.zip' % name)
-        # Read-only: tasks run their modules from it (without_payload_files).
+        # Read-only: tasks run their modules from it (PAYLOAD_LINES).
         atomic_write(path, entry.zdata, 0o400)
         entry.path, entry.zdata = path, None
 
@@ -2089,7 +2100,8 @@ class Agent(object):
         p = Proc(rid, 'module')
         p.zygote = z
         msg = {'id': rid, 'env': req.get('env') or {}, 'cwd': self.cwd,
-               'script': req.get('script') or None}
+               'script': req.get('script') or None,
+               'params': req.get('params'), 'time': req.get('time'), 'payload': req.get('payload')}
         resolv = _mtime(RESOLV)
         if resolv != z.resolv:
             # The zygote and its waiting fork reload the resolver
@@ -2142,7 +2154,7 @@ class Agent(object):
         for fd in tfds:
             os.close(fd)
         p.pid = pid
-        used = {'used': pid, 'id': p.id}
+        used = {'used': pid, 'id': p.id, 'params': msg['params'], 'time': msg['time'], 'payload': msg['payload']}
         if msg.get('res_init'):
             used['res_init'] = True
         z.outq.append([encode_msg(used, tpl), None, None, 0])

@@ -53,9 +53,43 @@ def read(path):
         return f.read()
 
 
+# Where a template's per-task parts are, as Go's package ansiballz finds
+# them (TestParseEveryVersion checks the offsets it gives match these).
+PARAMS_RE = re.compile(br"^(    ANSIBALLZ_PARAMS = |params=)('(?:[^'\\\n]|\\.)*')(,?)$", re.M)
+DATETIME_RE = re.compile(br"^date_time=(datetime\.datetime\([0-9, ]+, tzinfo=datetime\.timezone\.utc\)),$", re.M)
+
+
+# The payload lines, in the order of agent.PAYLOAD_LINES: group 2 is what
+# is replaced.
+PAYLOAD_RES = [re.compile(p, re.M) for p in (
+    br"^( +)(z = zipfile\.ZipFile\(modlib_path, mode='a'\))$",
+    br"^( +)(z\.writestr\(zinfo, sitecustomize\))$",
+    br"^( +)(z\.close\(\))$",
+    br"^( +)(temp_path = (?:os\.path\.realpath\()?tempfile\.mkdtemp\(prefix=[^\n]*\))$",
+    br"^( +)(zipped_mod = os\.path\.join\(temp_path, [^\n]*\))$",
+    br"^( +)(with open\(zipped_mod, 'wb'\) as modlib:)$",
+    br"^( +)(shutil\.rmtree\(temp_path(?:, ignore_errors=True)?\))$",
+)]
+
+
+def spans(tpl):
+    """The spans of tpl's parameters, date_time and payload lines, as a
+    module request gives them."""
+    m = PARAMS_RE.search(tpl)
+    d = DATETIME_RE.search(tpl)
+    payload = []
+    for rx in PAYLOAD_RES:
+        found = list(rx.finditer(tpl))
+        if len(found) != 1:
+            payload = None
+            break
+        payload.append([found[0].start(2), found[0].end(2)])
+    return [[m.start(2), m.end(2)] if m else None, [d.start(1), d.end(1)] if d else None, payload]
+
+
 def template(src):
     """The wrapper with its zip replaced by the marker, as Go's
-    interp.ParseWrapper sends it, and the zip's base64."""
+    ansiballz.Wrapper.Template makes it, and the zip's base64."""
     m = ZIP_RE.search(src)
     if m is None:
         raise AssertionError('no zip literal')
@@ -112,12 +146,12 @@ class WrapperCompilerTest(unittest.TestCase):
                 wc = agent.WrapperCompiler(b64)
                 if not wc.ok:
                     self.skipTest('python < 3.8 has no code.replace: the full source is compiled')
-                wc.learn(tpl)
+                wc.learn(tpl, spans(tpl))
                 later = another_task(tpl)
                 self.assertNotEqual(later, tpl)
-                wc.learn(later)
+                wc.learn(later, spans(later))
                 self.assertEqual(len(wc.cache), 1, 'a per-task part is in the cache key')
-                consts = str_consts(wc.compile(later, '<stdin>'))
+                consts = str_consts(wc.compile(later, '<stdin>', spans(later)))
                 self.assertIn(b64.decode('ascii'), consts)
                 self.assertTrue(any('"_ansible_check_mode": true' in c for c in consts))
                 self.assertFalse(any(agent.PARAMS_MARKER in c or agent.DATETIME_MARKER in c for c in consts))
@@ -129,7 +163,7 @@ class WrapperCompilerTest(unittest.TestCase):
             with self.subTest(name):
                 skip_unless_runs(self, version)
                 tpl, b64 = template(src)
-                code = agent.WrapperCompiler(b64).compile(tpl, '<stdin>')
+                code = agent.WrapperCompiler(b64).compile(tpl, '<stdin>', spans(tpl))
                 out = run_in_child(code)
                 result = json.loads(out.decode('utf-8').strip().splitlines()[-1])
                 self.assertEqual(result.get('ping'), 'pong', out)
@@ -139,20 +173,32 @@ class WrapperCompilerTest(unittest.TestCase):
         none of its lines without them (a traceback keeps its numbers)."""
         for path in WRAPPERS:
             with self.subTest(os.path.basename(path)):
-                src = read(path)
-                out = agent.without_payload_files(src, '/z/a.zip')
-                self.assertIsNotNone(out)
-                self.assertEqual(out.count(b'\n'), src.count(b'\n'))
+                tpl, b64 = template(read(path))
+                wc = agent.WrapperCompiler(b64, '/z/a.zip')
+                if not wc.ok:
+                    self.skipTest('python < 3.8 has no code.replace: the full source is compiled')
+                sp = spans(tpl)
+                self.assertIsNotNone(sp[2])
+                out, _ = wc._split(tpl, sp)
+                self.assertEqual(out.count(b'\n'), tpl.count(b'\n'))
                 self.assertNotIn(b'tempfile.mkdtemp(', out)
                 self.assertNotIn(b'shutil.rmtree(temp_path', out)
                 self.assertIn(b"zipped_mod = '/z/a.zip'", out)
 
     def test_payload_lines_all_or_none(self):
-        """A wrapper missing one of the payload lines (or holding one twice)
-        runs as it is: the temp dir it makes is then its own to remove."""
-        src = read(WRAPPERS[0])
-        self.assertIsNone(agent.without_payload_files(src.replace(b'shutil.rmtree(temp_path', b'shutil.rmtree(tp', 1), '/z/a.zip'))
-        self.assertIsNone(agent.without_payload_files(src + b'\n    z.close()\n', '/z/a.zip'))
+        """Without the payload lines' spans (Go sends none unless each is
+        there once), or without the zip on disk, the wrapper's lines stay:
+        the temp dir it makes is then its own to remove."""
+        tpl, b64 = template(read(WRAPPERS[0]))
+        params, time_, payload = spans(tpl)
+        for wc, sp in ((agent.WrapperCompiler(b64, '/z/a.zip'), [params, time_, None]),
+                       (agent.WrapperCompiler(b64, '/z/a.zip'), [params, time_, payload[:-1]]),
+                       (agent.WrapperCompiler(b64), [params, time_, payload])):
+            if not wc.ok:
+                self.skipTest('python < 3.8 has no code.replace: the full source is compiled')
+            out, _ = wc._split(tpl, sp)
+            self.assertIn(b'shutil.rmtree(temp_path', out)
+            self.assertNotIn(b"zipped_mod = '/z/a.zip'", out)
 
     def test_runs_from_zygote_zip(self):
         """A cached shape runs its module from the zip on disk: no temp
@@ -169,8 +215,9 @@ class WrapperCompilerTest(unittest.TestCase):
                 wc = agent.WrapperCompiler(b64, zp)
                 if not wc.ok:
                     self.skipTest('python < 3.8 has no code.replace: the full source is compiled')
-                wc.learn(tpl)
-                code = wc.compile(another_task(tpl), '<stdin>')
+                wc.learn(tpl, spans(tpl))
+                later = another_task(tpl)
+                code = wc.compile(later, '<stdin>', spans(later))
 
                 def no_mkdtemp():
                     def refuse(*a, **kw):
@@ -215,20 +262,27 @@ def run_in_child(code, prep=None):
 
 class PingParamsTest(unittest.TestCase):
 
-    def test_payload_name_every_format(self):
-        for name, _version, src in ping_wrappers():
-            with self.subTest(wrapper=name):
-                m = agent.PAYLOAD_NAME_RE.search(src)
-                self.assertIsNotNone(m)
-                self.assertEqual(m.group(1) or m.group(2), b'ping')
-
-    def test_params_regex_every_format(self):
-        """The parameters' literal is found in every format."""
+    def test_spans_every_format(self):
+        """The parameters' literal (and 2.19+'s date_time) where the
+        request says are swapped; spans that do not hold them give no
+        cache key: the full source is compiled."""
         for path in WRAPPERS:
             with self.subTest(os.path.basename(path)):
-                m = agent.PARAMS_RE.search(read(path))
-                self.assertIsNotNone(m)
-                self.assertIn(b'ANSIBLE_MODULE_ARGS', m.group(2))
+                tpl, b64 = template(read(path))
+                wc = agent.WrapperCompiler(b64, '/z/a.zip')
+                if not wc.ok:
+                    self.skipTest('python < 3.8 has no code.replace: the full source is compiled')
+                params, time_, payload = spans(tpl)
+                key, values = wc._split(tpl, [params, time_, payload])
+                self.assertIn(b'ANSIBLE_MODULE_ARGS', tpl[params[0]:params[1]])
+                self.assertIn('ANSIBLE_MODULE_ARGS', values[agent.PARAMS_MARKER])
+                self.assertEqual(agent.DATETIME_MARKER in values, time_ is not None)
+                self.assertEqual(key.count(repr(agent.PARAMS_MARKER).encode('ascii')), 1)
+                n = len(tpl)
+                for bad in ([None, None, None], None, [[params[0] + 1, params[1]], time_, None], [[0, n + 1], None, None],
+                            [params, [params[0], params[0] + 5], None], [params, [0, 10], None],
+                            [params, time_, [params] + payload[1:]]):
+                    self.assertEqual(wc._split(tpl, bad), (None, None), bad)
 
 
 class ProtocolConstantsTest(unittest.TestCase):
@@ -897,8 +951,12 @@ class AgentProcessTest(unittest.TestCase):
             with self.subTest(task=i):
                 ctpl = zlib.compress(tpl)
                 req = {'op': 'module', 'hash': digest, 'zip': len(zip_) if i == 0 else 0, 'tpl': len(ctpl)}
+                req['params'], time_, req['payload'] = spans(tpl)
+                if time_ is not None:
+                    req['time'] = time_
                 if i == 0:
-                    req['fqn'] = 'ansible.modules.ping'  # as Go's client sends it with the whole template
+                    # As Go's client sends them with the whole template.
+                    req['fqn'], req['name'] = 'ansible.modules.ping', 'ping'
                 resp, _, out, err = a.call(req, (zip_ if i == 0 else b'') + ctpl)
                 self.assertEqual(resp, {'exit': 0}, err)
                 self.assertEqual(json.loads(out.decode().strip().splitlines()[-1]).get('ping'), 'pong', out)

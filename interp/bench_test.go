@@ -11,12 +11,12 @@ import (
 func benchModule(b *testing.B, w []byte) {
 	c := startAgent(b, agentEnv{})
 	ctx := context.Background()
-	if _, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: w}); err != nil {
+	if _, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(b, w)}); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: w})
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(b, w)})
 		if err != nil || res.ExitCode != 0 {
 			b.Fatal(err, res)
 		}

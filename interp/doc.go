@@ -66,8 +66,8 @@
 //
 // # Modules
 //
-// RunModule takes the AnsiballZ wrapper Ansible generated (ParseWrapper
-// takes it apart): the base64 zip in its ZIPDATA literal is sent once
+// RunModule takes the AnsiballZ wrapper Ansible generated, as package
+// ansiballz took it apart (the caller parses it once): the base64 zip in its ZIPDATA literal is sent once
 // per zip hash per agent; the rest, the template, goes whole the first
 // time, and later only as the bytes between its common prefix and suffix
 // with that first one (zlib-compressed; templates of one zip differ in
@@ -89,7 +89,9 @@
 // tasks get zipimport unchanged. It compiles the module once and answers zipimport's
 // get_code/get_filename for it from that, and caches the wrapper's
 // compiled shape (the template with its ZIPDATA and ANSIBALLZ_PARAMS
-// literals as markers), so a task swaps two constants (and its file name:
+// literals as markers; the request gives the parameters' and 2.19+'s
+// date_time offsets in the template, which package ansiballz found, so
+// the agent does not search for them), so a task swaps two constants (and its file name:
 // without pipelining each task's script has its own path) instead of
 // compiling ~140 KB of source. That cached shape also runs the module
 // from the zygote's zip on disk (read-only, 0400), where the wrapper

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ansible-bridge/ansible-bridge/bootstrap"
 	"github.com/ansible-bridge/ansible-bridge/interp"
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 	"github.com/sirupsen/logrus"
 )
 
@@ -156,6 +157,16 @@ func fakeZipAt(variant string, mod time.Time) string {
 func fakeWrapper(t testing.TB, args map[string]any) []byte {
 	t.Helper()
 	return fakeWrapperVariant(t, args, "")
+}
+
+// parsed takes a wrapper apart, as the bridge's routes do before RunModule.
+func parsed(t testing.TB, src []byte) *ansiballz.Wrapper {
+	t.Helper()
+	w, err := ansiballz.Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // fakeWrapperVariant is fakeWrapper with a zip of its own per variant.

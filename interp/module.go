@@ -17,45 +17,35 @@ import (
 	"compress/zlib"
 )
 
-// ErrNotAnsiballZ: the source given to ParseWrapper or RunModule is not an
-// AnsiballZ wrapper this package can take apart.
+// ErrNotAnsiballZ: the wrapper given to RunModule holds a zip this
+// package cannot decode.
 var ErrNotAnsiballZ = errors.New("interp: not an AnsiballZ wrapper")
 
 // zipMarker replaces the ZIPDATA literal in templates; agent.py's
 // ZIP_MARKER is the same (TestAgentConstants).
 const zipMarker = "@@ANSIBLE_BRIDGE_ZIPDATA@@"
 
-// Wrapper is an AnsiballZ wrapper taken apart.
-type Wrapper struct {
-	// Zip is the decoded module zip (module_utils and the module); it may
-	// be shared with other Wrappers and must not be modified.
-	Zip []byte
-	// Hash is the SHA-256 of Zip.
-	Hash [32]byte
-	// Template is the wrapper source with the ZIPDATA literal's content
-	// replaced by a marker: what varies from task to task (parameters).
-	Template []byte
-	// ModuleFQN is the module the wrapper runs, e.g. ansible.modules.ping.
-	ModuleFQN string
+// moduleRun is what RunModule sends of a wrapper: its zip, decoded, and
+// its template (ansiballz.Wrapper.Template).
+type moduleRun struct {
+	// zip is the decoded module zip (module_utils and the module); it may
+	// be shared with other runs and must not be modified.
+	zip  []byte
+	hash [32]byte // SHA-256 of zip
+	// tpl is the wrapper with the zip literal's text replaced by
+	// zipMarker, and where its per-task parts and payload lines are.
+	tpl     ansiballz.Template
+	fqn     string
+	payload string // ansiballz.Wrapper.PayloadName
 }
 
-// ParseWrapper takes apart an AnsiballZ wrapper of any format from
-// ansible-core 2.14 to 2.22 (package ansiballz).
-func ParseWrapper(src []byte) (*Wrapper, error) {
-	p, err := ansiballz.Parse(src)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotAnsiballZ, err)
-	}
-	b64 := p.Zip(src)
-	zip, hash, err := decodeZip(b64)
+// prepare decodes w's zip and makes its template.
+func prepare(w *ansiballz.Wrapper) (*moduleRun, error) {
+	zip, hash, err := decodeZip(w.Zip())
 	if err != nil {
 		return nil, err
 	}
-	tpl := make([]byte, 0, len(src)-len(b64)+len(zipMarker))
-	tpl = append(tpl, src[:p.ZipStart]...)
-	tpl = append(tpl, zipMarker...)
-	tpl = append(tpl, src[p.ZipEnd:]...)
-	return &Wrapper{Zip: zip, Hash: hash, Template: tpl, ModuleFQN: p.ModuleFQN}, nil
+	return &moduleRun{zip: zip, hash: hash, tpl: w.Template(zipMarker), fqn: w.ModuleFQN, payload: w.PayloadName}, nil
 }
 
 // zipCacheSize is how many decoded ZIPDATA literals decodeZip keeps.
@@ -76,7 +66,7 @@ type decodedZip struct {
 }
 
 // decodeZip decodes a ZIPDATA literal and hashes the zip. The zip it
-// returns may be shared with other Wrappers: it must not be modified.
+// returns may be shared with other runs: it must not be modified.
 func decodeZip(b64 []byte) ([]byte, [32]byte, error) {
 	zipCache.mu.Lock()
 	for i, e := range zipCache.entries {
@@ -120,8 +110,9 @@ type FileSpec struct {
 
 // ModuleRequest is one AnsiballZ module run.
 type ModuleRequest struct {
-	// Wrapper is the complete AnsiballZ_*.py source as Ansible generated it.
-	Wrapper []byte
+	// Wrapper is the AnsiballZ_*.py source as Ansible generated it,
+	// taken apart by package ansiballz.
+	Wrapper *ansiballz.Wrapper
 	// ScriptPath is "" when the wrapper was piped on stdin (pipelining),
 	// else the path it would have had on disk; it becomes sys.argv[0]
 	// and __main__.__file__ as python would set them.
@@ -188,26 +179,30 @@ type zipState struct {
 }
 
 type moduleReq struct {
-	Op     string            `json:"op"`
-	Hash   string            `json:"hash"`
-	Zip    int               `json:"zip"`
-	Tpl    int               `json:"tpl"`
-	FQN    string            `json:"fqn,omitempty"`   // with the whole template: the module its zygote prepares
-	Delta  *[2]int           `json:"delta,omitempty"` // common prefix and suffix with the base template
-	Script string            `json:"script,omitempty"`
-	Env    map[string]string `json:"env,omitempty"`
-	Dirs   [][2]any          `json:"dirs,omitempty"`
-	Files  [][3]any          `json:"files,omitempty"`
-	PTY    *ptyJSON          `json:"pty,omitempty"`
-	Owner  *[2]int           `json:"owner,omitempty"`
-	NoEnv  bool              `json:"noenv,omitempty"`
+	Op      string            `json:"op"`
+	Hash    string            `json:"hash"`
+	Zip     int               `json:"zip"`
+	Tpl     int               `json:"tpl"`
+	FQN     string            `json:"fqn,omitempty"`     // with the whole template: the module its zygote prepares
+	Name    string            `json:"name,omitempty"`    // with the zip: the module's name in its payload's file names
+	Params  [2]int            `json:"params"`            // the parameters' literal in the template
+	Time    *[2]int           `json:"time,omitempty"`    // 2.19+: the date_time expression in the template
+	Payload [][2]int          `json:"payload,omitempty"` // the payload lines in the template (ansiballz.Wrapper.Payload)
+	Delta   *[2]int           `json:"delta,omitempty"`   // common prefix and suffix with the base template
+	Script  string            `json:"script,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Dirs    [][2]any          `json:"dirs,omitempty"`
+	Files   [][3]any          `json:"files,omitempty"`
+	PTY     *ptyJSON          `json:"pty,omitempty"`
+	Owner   *[2]int           `json:"owner,omitempty"`
+	NoEnv   bool              `json:"noenv,omitempty"`
 }
 
 // RunModule runs an AnsiballZ module in a child of the zygote for its zip
 // (see the package doc). The zip crosses the wire once per agent; later
 // runs send only where their template differs from the first one.
 func (c *Client) RunModule(ctx context.Context, req ModuleRequest) (*Result, error) {
-	w, err := ParseWrapper(req.Wrapper)
+	w, err := prepare(req.Wrapper)
 	if err != nil {
 		return nil, err
 	}
@@ -215,13 +210,13 @@ func (c *Client) RunModule(ctx context.Context, req ModuleRequest) (*Result, err
 	if errors.Is(err, errNoZip) {
 		// The agent lost the zip (should not happen); send it again.
 		c.zmu.Lock()
-		delete(c.zips, w.Hash)
+		delete(c.zips, w.hash)
 		c.zmu.Unlock()
 		res, err = c.runModule(ctx, w, req)
 	}
 	c.forgetTemplate(w)
 	if err != nil {
-		return nil, fmt.Errorf("run module %s: %w", w.ModuleFQN, err)
+		return nil, fmt.Errorf("run module %s: %w", w.fqn, err)
 	}
 	return res, nil
 }
@@ -231,17 +226,20 @@ var errNoZip = errors.New("zip unknown to the agent")
 
 // forgetTemplate overwrites w's template, which holds the task's
 // arguments, unless it is kept as its zip's base for later deltas.
-func (c *Client) forgetTemplate(w *Wrapper) {
+func (c *Client) forgetTemplate(w *moduleRun) {
 	c.zmu.Lock()
 	defer c.zmu.Unlock()
-	if st := c.zips[w.Hash]; st != nil && len(st.base) > 0 && len(w.Template) > 0 && &st.base[0] == &w.Template[0] {
+	if st := c.zips[w.hash]; st != nil && len(st.base) > 0 && len(w.tpl.Src) > 0 && &st.base[0] == &w.tpl.Src[0] {
 		return
 	}
-	clear(w.Template)
+	clear(w.tpl.Src)
 }
 
-func (c *Client) runModule(ctx context.Context, w *Wrapper, req ModuleRequest) (*Result, error) {
-	mr := moduleReq{Op: "module", Hash: hex.EncodeToString(w.Hash[:]), Script: req.ScriptPath, Env: req.Env, PTY: req.PTY.wire(), Owner: req.Owner, NoEnv: req.IgnoreEnvChange}
+func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest) (*Result, error) {
+	mr := moduleReq{Op: "module", Hash: hex.EncodeToString(w.hash[:]), Params: w.tpl.Params, Payload: w.tpl.Payload, Script: req.ScriptPath, Env: req.Env, PTY: req.PTY.wire(), Owner: req.Owner, NoEnv: req.IgnoreEnvChange}
+	if w.tpl.DateTime[1] != 0 {
+		mr.Time = &w.tpl.DateTime
+	}
 	var fileData [][]byte
 	for _, d := range req.Dirs {
 		mr.Dirs = append(mr.Dirs, [2]any{d.Path, unixMode(d.Mode)})
@@ -258,16 +256,16 @@ func (c *Client) runModule(ctx context.Context, w *Wrapper, req ModuleRequest) (
 	// Deciding whether the zip goes and queueing the frame happen under
 	// one lock, so the frame carrying the zip precedes any that relies on it.
 	c.zmu.Lock()
-	st := c.zips[w.Hash]
+	st := c.zips[w.hash]
 	var zip, ctpl []byte
 	if st == nil {
-		zip = w.Zip
-		mr.FQN = w.ModuleFQN
-		ctpl, err = compress(w.Template)
-		st = &zipState{base: w.Template}
+		zip = w.zip
+		mr.FQN, mr.Name = w.fqn, w.payload
+		ctpl, err = compress(w.tpl.Src)
+		st = &zipState{base: w.tpl.Src}
 	} else {
-		prefix, suffix := commonEnds(st.base, w.Template)
-		ctpl, err = compress(w.Template[prefix : len(w.Template)-suffix])
+		prefix, suffix := commonEnds(st.base, w.tpl.Src)
+		ctpl, err = compress(w.tpl.Src[prefix : len(w.tpl.Src)-suffix])
 		mr.Delta = &[2]int{prefix, suffix}
 	}
 	if err != nil {
@@ -279,7 +277,7 @@ func (c *Client) runModule(ctx context.Context, w *Wrapper, req ModuleRequest) (
 	blobs := append([][]byte{zip, ctpl}, fileData...)
 	err = c.send(cl, mr, blobs...)
 	if err == nil && zip != nil {
-		c.zips[w.Hash] = st
+		c.zips[w.hash] = st
 		c.zipsSent.Add(1)
 	}
 	c.zmu.Unlock()

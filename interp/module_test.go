@@ -17,25 +17,8 @@ import (
 	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/interp"
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 )
-
-func TestParseWrapper(t *testing.T) {
-	ws := wrappers(t, job{"ping", map[string]any{}}, job{"ping", map[string]any{"data": "x"}})
-	a, err := interp.ParseWrapper(ws[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := interp.ParseWrapper(ws[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.ModuleFQN != "ansible.modules.ping" || a.Hash != b.Hash || len(a.Zip) < 1000 || len(a.Template) > 20000 {
-		t.Fatalf("fqn %q, hashes equal %v, zip %d, template %d", a.ModuleFQN, a.Hash == b.Hash, len(a.Zip), len(a.Template))
-	}
-	if _, err := interp.ParseWrapper([]byte("print('hi')")); !errors.Is(err, interp.ErrNotAnsiballZ) {
-		t.Fatalf("plain script: %v", err)
-	}
-}
 
 // TestRunModuleMatchesPython runs real modules through the agent and with
 // a plain python, piped and from a file, and compares.
@@ -71,7 +54,7 @@ func TestRunModuleMatchesPython(t *testing.T) {
 					script = filepath.Join(dir, ".ansible", "tmp", fmt.Sprintf("ansible-tmp-%d", i), "AnsiballZ_"+tc.job.Module+".py")
 				}
 				want := stockRun(t, py, dir, append(env, "AB_ENV=from-env"), ws[i], script)
-				req := interp.ModuleRequest{Wrapper: ws[i], ScriptPath: script, Env: map[string]string{"AB_ENV": "from-env"}}
+				req := interp.ModuleRequest{Wrapper: parsed(t, ws[i]), ScriptPath: script, Env: map[string]string{"AB_ENV": "from-env"}}
 				if script != "" {
 					req.Dirs = []interp.DirSpec{{Path: filepath.Dir(script), Mode: 0o700}}
 					req.Files = []interp.FileSpec{{Path: script, Data: ws[i], Mode: 0o600}}
@@ -105,12 +88,31 @@ var zipPath = regexp.MustCompile(`"[^"]*\.zip/`)
 
 // TestRunModuleIsolation: a task that monkey-patches the stdlib, a
 // module_utils module and the environment leaves the next task unaffected.
+// TestRunModuleFromZygoteZip: the payload lines Go found are replaced,
+// so every task runs its module from the zip its zygote keeps, rather
+// than from a copy the wrapper writes to a fresh temp dir.
+func TestRunModuleFromZygoteZip(t *testing.T) {
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 30*time.Second)
+	var files []any
+	for i := 0; i < 3; i++ {
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, fakeWrapper(t, map[string]any{"i": i}))})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("task %d: %v %+v", i, err, res)
+		}
+		files = append(files, normJSON(t, res.Stdout)["modlib_path"])
+	}
+	if f, _ := files[0].(string); !strings.Contains(f, "ansible_patcher_payload.zip") || files[1] != f || files[2] != f {
+		t.Errorf("modules run from %q", files)
+	}
+}
+
 func TestRunModuleIsolation(t *testing.T) {
 	c := startAgent(t, agentEnv{})
 	ctx := ctxT(t, 30*time.Second)
 	run := func(args map[string]any) map[string]any {
 		t.Helper()
-		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, args)})
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, fakeWrapper(t, args))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +140,7 @@ func TestRunModuleIsolation(t *testing.T) {
 func TestRunModuleNoise(t *testing.T) {
 	c := startAgent(t, agentEnv{})
 	ctx := ctxT(t, 30*time.Second)
-	res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, map[string]any{"noise": true})})
+	res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, fakeWrapper(t, map[string]any{"noise": true}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +167,7 @@ func TestRunModuleExitCodes(t *testing.T) {
 		{map[string]any{"raise": true}, 1, "RuntimeError: boom"},
 	} {
 		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
-			res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, tc.args)})
+			res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, fakeWrapper(t, tc.args))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,7 +196,7 @@ func TestRunModuleConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: ws[i]})
+			res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, ws[i])})
 			switch {
 			case err != nil:
 				errs[i] = err
@@ -231,7 +233,7 @@ func TestRunModuleWarmBytes(t *testing.T) {
 	for i, w := range ws {
 		before := c.Stats().BytesSent
 		start := time.Now()
-		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: w})
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, w)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +271,7 @@ func TestAgentDeath(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	errc := make(chan error, 2)
 	go func() {
-		_, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: ws[0]})
+		_, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, ws[0])})
 		errc <- err
 	}()
 	go func() {
@@ -314,13 +316,13 @@ func TestRestartOnEnvironmentChange(t *testing.T) {
 	c := startAgent(t, agentEnv{Dir: home})
 	ctx := ctxT(t, 30*time.Second)
 	w := fakeWrapper(t, map[string]any{})
-	if _, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: w}); err != nil {
+	if _, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, w)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(home, ".pam_environment"), []byte("AB_ENV=new\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: w}); !errors.Is(err, interp.ErrRestart) {
+	if _, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, w)}); !errors.Is(err, interp.ErrRestart) {
 		t.Fatalf("after .pam_environment changed: %v, want ErrRestart", err)
 	}
 	if err := c.Ping(ctx); err != nil {
@@ -331,7 +333,7 @@ func TestRestartOnEnvironmentChange(t *testing.T) {
 func TestTempDirRemovedOnExit(t *testing.T) {
 	c := startAgent(t, agentEnv{})
 	ctx := ctxT(t, 30*time.Second)
-	if _, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, map[string]any{})}); err != nil {
+	if _, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, fakeWrapper(t, map[string]any{}))}); err != nil {
 		t.Fatal(err)
 	}
 	tmp := c.Info().TmpDir
@@ -373,7 +375,7 @@ func TestRunModuleEveryPython(t *testing.T) {
 			t.Parallel()
 			c := startAgent(t, agentEnv{Python: py})
 			ctx := ctxT(t, 60*time.Second)
-			res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: ws[0], Env: map[string]string{"LC_ALL": "C"}})
+			res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, ws[0]), Env: map[string]string{"LC_ALL": "C"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -381,7 +383,7 @@ func TestRunModuleEveryPython(t *testing.T) {
 				t.Fatalf("exit %d stdout %s stderr %s", res.ExitCode, res.Stdout, res.Stderr)
 			}
 			for i := 0; i < 2; i++ {
-				res, err = c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, map[string]any{"patch": true})})
+				res, err = c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, fakeWrapper(t, map[string]any{"patch": true}))})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -407,7 +409,7 @@ func TestResInitOnResolvConf(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	ppid := func() any {
 		t.Helper()
-		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapper(t, map[string]any{})})
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, fakeWrapper(t, map[string]any{}))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,7 +432,11 @@ func TestResInitOnResolvConf(t *testing.T) {
 // forkedFrom runs wrapper w (fakeWrapper's module) and returns the pid of
 // the process its task was forked from: its zygote.
 func forkedFrom(ctx context.Context, c *interp.Client, w []byte) (int, error) {
-	res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: w})
+	pw, err := ansiballz.Parse(w)
+	if err != nil {
+		return 0, err
+	}
+	res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: pw})
 	if err != nil {
 		return 0, err
 	}
@@ -451,7 +457,7 @@ func TestZipCodeCache(t *testing.T) {
 	c := startAgent(t, agentEnv{})
 	ctx := ctxT(t, 30*time.Second)
 	for _, variant := range []string{"first", "second"} {
-		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapperVariant(t, map[string]any{}, variant)})
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, fakeWrapperVariant(t, map[string]any{}, variant))})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("%s: %v %+v", variant, err, res)
 		}
@@ -616,7 +622,7 @@ func TestZygoteLimit(t *testing.T) {
 	c := startAgent(t, agentEnv{})
 	ctx := ctxT(t, 60*time.Second)
 	for i := 0; i < 12; i++ {
-		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapperVariant(t, map[string]any{}, fmt.Sprint(i))})
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, fakeWrapperVariant(t, map[string]any{}, fmt.Sprint(i)))})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("variant %d: %v %+v", i, err, res)
 		}
@@ -635,7 +641,7 @@ func TestTwinZipsShareZygote(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	run := func(zip string) {
 		t.Helper()
-		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: fakeWrapperZip(t, map[string]any{}, zip)})
+		res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, fakeWrapperZip(t, map[string]any{}, zip))})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("%v %+v", err, res)
 		}

@@ -69,7 +69,7 @@ func TestRunModulePTY(t *testing.T) {
 	for i, tc := range cases {
 		for _, mode := range []string{"piped", "file"} {
 			t.Run(tc.name+"/"+mode, func(t *testing.T) {
-				req := interp.ModuleRequest{Wrapper: ws[i], PTY: pty}
+				req := interp.ModuleRequest{Wrapper: parsed(t, ws[i]), PTY: pty}
 				if tc.name == "env overrides" {
 					req.Env = map[string]string{"TERM": "from-env"}
 				}
@@ -110,7 +110,7 @@ func TestRunModulePTY(t *testing.T) {
 
 	t.Run("no TERM", func(t *testing.T) {
 		w := wrappers(t, job{"command", map[string]any{"_raw_params": `sh -c 'echo "[${TERM-unset}]"'`}})[0]
-		res, err := c.RunModule(ctxT(t, 30*time.Second), interp.ModuleRequest{Wrapper: w, PTY: &interp.PTY{}})
+		res, err := c.RunModule(ctxT(t, 30*time.Second), interp.ModuleRequest{Wrapper: parsed(t, w), PTY: &interp.PTY{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,14 +121,14 @@ func TestRunModulePTY(t *testing.T) {
 
 	t.Run("without PTY", func(t *testing.T) {
 		ws := wrappers(t, cases[0].job, cases[1].job)
-		res, err := c.RunModule(ctxT(t, 30*time.Second), interp.ModuleRequest{Wrapper: ws[0]})
+		res, err := c.RunModule(ctxT(t, 30*time.Second), interp.ModuleRequest{Wrapper: parsed(t, ws[0])})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.ExitCode != 1 || !strings.Contains(string(res.Stdout), `"stdout": "not a tty"`) || bytes.Contains(res.Stdout, []byte("\r")) {
 			t.Fatalf("tty without PTY: exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
 		}
-		res, err = c.RunModule(ctxT(t, 30*time.Second), interp.ModuleRequest{Wrapper: ws[1]})
+		res, err = c.RunModule(ctxT(t, 30*time.Second), interp.ModuleRequest{Wrapper: parsed(t, ws[1])})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestRunModulePTY(t *testing.T) {
 	// The module's own stderr (a traceback) comes back in stdout.
 	t.Run("stderr merged", func(t *testing.T) {
 		res, err := c.RunModule(ctxT(t, 30*time.Second), interp.ModuleRequest{
-			Wrapper: fakeWrapper(t, map[string]any{"noise": true, "raise": true}), PTY: pty})
+			Wrapper: parsed(t, fakeWrapper(t, map[string]any{"noise": true, "raise": true})), PTY: pty})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +167,7 @@ func TestRunModulePTY(t *testing.T) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				req := interp.ModuleRequest{Wrapper: ws[i]}
+				req := interp.ModuleRequest{Wrapper: parsed(t, ws[i])}
 				if i%2 == 0 {
 					req.PTY = pty
 				}

@@ -2,12 +2,57 @@ package interp
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"testing"
+
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 )
+
+// TestPrepare: two tasks of one module share their zip's hash, and the
+// template keeps the parameters where the request says.
+func TestPrepare(t *testing.T) {
+	f, err := os.Open("ansiballz/testdata/ping-2.22.py.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := bytes.Replace(src, []byte(`"ANSIBLE_MODULE_ARGS": {`), []byte(`"ANSIBLE_MODULE_ARGS": {"data": "x", `), 1)
+	var runs []*moduleRun
+	for _, s := range [][]byte{src, other} {
+		w, err := ansiballz.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := prepare(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := m.tpl.Params; !bytes.Equal(m.tpl.Src[p[0]:p[1]], w.ParamsLiteral()) {
+			t.Errorf("params at %v: %.40q", p, m.tpl.Src[p[0]:p[1]])
+		}
+		if m.fqn != "ansible.modules.ping" || m.payload != "ping" || len(m.zip) < 1000 || !bytes.Contains(m.tpl.Src, []byte(zipMarker)) || len(m.tpl.Src) > 20000 {
+			t.Errorf("fqn %q, payload %q, zip %d, template %d", m.fqn, m.payload, len(m.zip), len(m.tpl.Src))
+		}
+		runs = append(runs, m)
+	}
+	if runs[0].hash != runs[1].hash {
+		t.Error("one module's zip, two hashes")
+	}
+}
 
 func TestDecodeZipCache(t *testing.T) {
 	lit := func(i int) []byte {

@@ -33,8 +33,8 @@ func DecodeAnsiballZ(src []byte) (module string, args json.RawMessage, ok bool) 
 	var s wrapperScanner
 	s.write(src)
 	s.close()
-	module, args, _, ok = s.result()
-	return module, args, ok
+	f := s.result()
+	return f.module, f.args, f.ok
 }
 
 // wrapperScanner finds an AnsiballZ wrapper's module and arguments in a
@@ -138,40 +138,61 @@ func (s *wrapperScanner) dropLine() {
 	s.line = nil
 }
 
-// result decodes what was found. For a module run with no_log, args
-// is nil and noLog set. The scanner's buffers are overwritten: it is done.
-func (s *wrapperScanner) result() (module string, args json.RawMessage, noLog, ok bool) {
+// found is what a wrapperScanner found: the module and its arguments;
+// for a module run with no_log, args is nil and noLog set. ok is false
+// when they cannot be read.
+type found struct {
+	module    string
+	args      json.RawMessage
+	noLog, ok bool
+}
+
+// result decodes what was found. The scanner's buffers are overwritten:
+// it is done.
+func (s *wrapperScanner) result() found {
 	defer s.wipe()
 	if !s.marked || s.fqn == "" || s.params == nil {
-		return "", nil, false, false
+		return found{}
 	}
 	lit, err := ansiballz.PyString(s.params)
 	defer clear(lit)
 	if err != nil {
-		return "", nil, false, false
+		return found{}
 	}
+	args, noLog, ok := moduleArgs(lit)
+	if !ok {
+		return found{}
+	}
+	return found{module: s.fqn, args: args, noLog: noLog, ok: true}
+}
+
+// moduleArgs picks the ANSIBLE_MODULE_ARGS object out of a wrapper's
+// parameters (the JSON Ansible serialized), pretty-printed with two-space
+// indents; for a module run with no_log, args is nil and noLog set. ok is
+// false when they cannot be read.
+func moduleArgs(params []byte) (args json.RawMessage, noLog, ok bool) {
 	var top struct {
 		Args json.RawMessage `json:"ANSIBLE_MODULE_ARGS"`
 	}
-	err = json.Unmarshal(lit, &top)
+	err := json.Unmarshal(params, &top)
 	defer clear(top.Args)
 	if err != nil || len(top.Args) == 0 {
-		return "", nil, false, false
+		return nil, false, false
 	}
 	var flags struct {
 		NoLog any `json:"_ansible_no_log"`
 	}
 	if err := json.Unmarshal(top.Args, &flags); err != nil {
-		return "", nil, false, false
+		return nil, false, false
 	}
 	if isTrue(flags.NoLog) {
-		return s.fqn, nil, true, true
+		return nil, true, true
 	}
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, top.Args, "", "  "); err != nil {
-		return "", nil, false, false
+		return nil, false, false
 	}
-	return s.fqn, json.RawMessage(buf.Bytes()), false, true
+	return json.RawMessage(buf.Bytes()), false, true
 }
 
 // isTrue reads a boolean as Ansible's module_utils boolean() does.

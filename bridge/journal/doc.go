@@ -30,14 +30,19 @@
 //
 // # Modules
 //
-// When stdin is an AnsiballZ wrapper (Ansible with pipelining, or a
-// piped transfer of one), the entry picks the module name and its
-// arguments out of the stream as it passes, so the wrapper need not fit
-// in the capture. For `python AnsiballZ_x.py` runs the daemon hands the
-// file's content to SetModuleSource. DecodeAnsiballZ does the same for a
-// complete wrapper: it reads _module_fqn and the ANSIBALLZ_PARAMS
-// literal of Ansible's ANSIBALLZ_TEMPLATE (module_common.py), and
-// returns the ANSIBLE_MODULE_ARGS object pretty-printed.
+// The daemon takes a wrapper it runs apart once (package
+// interp/ansiballz) and hands the value to SetModule: the file's of a
+// `python AnsiballZ_x.py` run, or stdin's with pipelining, where it calls
+// AwaitModule before stdin flows, so that the entry neither scans the
+// stream nor shows it before it knows whether it was a no_log task's.
+// What it read and did not take apart goes to SetModuleSource, which
+// scans it. Otherwise, when stdin is an AnsiballZ wrapper (a piped
+// transfer of one), the entry picks the module name and its arguments
+// out of the stream as it passes, so the wrapper need not fit in the
+// capture. DecodeAnsiballZ does the same for a complete wrapper: it
+// reads the module name and the parameters' literal of Ansible's
+// ANSIBALLZ_TEMPLATE (module_common.py), and returns the
+// ANSIBLE_MODULE_ARGS object pretty-printed.
 //
 // # no_log
 //

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 )
 
 const (
@@ -294,6 +296,7 @@ type Entry struct {
 	exit                 int
 	noLog                bool // no_log: nothing but sizes is kept
 	hideStdin            bool // stdin is scanned and counted, not kept
+	awaiting             bool // AwaitModule: stdin is kept unseen, not scanned
 
 	ver      uint64     // counts changes
 	cache    *EntryView // of a finished entry
@@ -432,8 +435,8 @@ func (e *Entry) SetStdin(b []byte) {
 		var s wrapperScanner
 		s.write(b)
 		s.close()
-		if m, a, noLog, ok := s.result(); ok || s.marked {
-			e.setModule(m, a, noLog || !ok)
+		if f := s.result(); f.ok || s.marked {
+			e.setModule(f.module, f.args, f.noLog || !f.ok)
 		}
 	}
 	e.scan = nil
@@ -462,7 +465,7 @@ func (e *Entry) AppendStdin(b []byte) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.stdin.size == 0 && e.module == "" {
+	if e.stdin.size == 0 && e.module == "" && !e.awaiting {
 		e.scan = &wrapperScanner{}
 	}
 	e.stdin.take(b, e.keep() && !e.hideStdin)
@@ -483,8 +486,8 @@ func (e *Entry) scanned(end bool) {
 		return
 	}
 	// A wrapper whose arguments cannot be read may be a no_log one.
-	if m, a, noLog, ok := e.scan.result(); (ok || e.scan.marked) && e.module == "" {
-		e.setModule(m, a, noLog || !ok)
+	if f := e.scan.result(); (f.ok || e.scan.marked) && e.module == "" {
+		e.setModule(f.module, f.args, f.noLog || !f.ok)
 	}
 	e.scan = nil
 }
@@ -529,8 +532,10 @@ func (f writerFunc) Write(p []byte) (int, error) {
 }
 
 // SetModuleSource records the module and arguments of the AnsiballZ
-// wrapper src (a run file, `python AnsiballZ_x.py`); for a no_log
-// module, only its name. It reports whether src was one.
+// wrapper src (a run file, `python AnsiballZ_x.py`, or what the daemon
+// read of stdin after AwaitModule and did not take apart); for a no_log
+// module, only its name. It reports whether src was one. It ends
+// AwaitModule.
 func (e *Entry) SetModuleSource(src []byte) bool {
 	if e == nil {
 		return false
@@ -538,16 +543,54 @@ func (e *Entry) SetModuleSource(src []byte) bool {
 	var s wrapperScanner
 	s.write(src)
 	s.close()
-	m, a, noLog, ok := s.result()
-	if !ok && !s.marked {
+	f := s.result()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.awaiting = false
+	e.scan = nil
+	e.touch()
+	if !f.ok && !s.marked {
 		return false
+	}
+	e.setModule(f.module, f.args, f.noLog || !f.ok)
+	return true
+}
+
+// SetModule records the module and arguments of the AnsiballZ wrapper w,
+// which the daemon took apart (a run file's, or stdin's after
+// AwaitModule); for a no_log module, only its name. It ends AwaitModule.
+func (e *Entry) SetModule(w *ansiballz.Wrapper) {
+	if e == nil {
+		return
+	}
+	var args json.RawMessage
+	noLog, ok := false, false
+	if params, err := w.Params(); err == nil {
+		args, noLog, ok = moduleArgs(params)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.setModule(m, a, noLog || !ok)
+	// A wrapper whose arguments cannot be read may be a no_log one.
+	e.setModule(w.ModuleFQN, args, noLog || !ok)
+	e.awaiting = false
 	e.scan = nil
 	e.touch()
-	return true
+}
+
+// AwaitModule tells the entry that the daemon reads stdin whole and takes
+// apart the AnsiballZ wrapper it may be: stdin is not scanned for one,
+// and what is kept of it is not shown, until SetModule or
+// SetModuleSource says what it was (or Finish, which scans what was
+// kept). Call it before stdin flows.
+func (e *Entry) AwaitModule() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.awaiting = true
+	e.scan = nil
+	e.touch()
 }
 
 // MarkRemoteStart records that the remote side started working on the
@@ -579,6 +622,16 @@ func (e *Entry) Finish(exit int) {
 	}
 	if e.scan != nil {
 		e.scanned(true)
+	}
+	if e.awaiting {
+		// Nobody said what stdin was: what was kept of it tells.
+		var s wrapperScanner
+		s.write(e.stdin.data)
+		s.close()
+		if f := s.result(); (f.ok || s.marked) && e.module == "" {
+			e.setModule(f.module, f.args, f.noLog || !f.ok)
+		}
+		e.awaiting = false
 	}
 	e.done, e.exit, e.end = true, exit, now
 	e.scrub()
@@ -621,6 +674,11 @@ func (e *Entry) view() EntryView {
 	caps := [3]*Capture{&v.Stdin, &v.Stdout, &v.Stderr}
 	for i, c := range [3]*capture{&e.stdin, &e.out, &e.err} {
 		// Under the lock: scrub and wipe overwrite the bytes in place.
+		if i == 0 && e.awaiting {
+			// Not shown before it is known not to be a no_log task's.
+			*caps[i] = Capture{Size: c.size, Truncated: c.size > 0}
+			continue
+		}
 		cut := c.size > int64(len(c.data)) && !e.noLog && !(i == 0 && e.hideStdin)
 		*caps[i] = Capture{Data: clone(red.redact(c.data, cut)), Size: c.size, Truncated: cut}
 	}

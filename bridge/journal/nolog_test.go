@@ -3,9 +3,48 @@ package journal
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 )
+
+func parse(t *testing.T, src []byte) *ansiballz.Wrapper {
+	t.Helper()
+	w, err := ansiballz.Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// TestAwaitModule: after AwaitModule stdin is neither scanned nor shown
+// until the daemon hands over the wrapper it took apart; then the entry
+// holds what the stream scanner would have found.
+func TestAwaitModule(t *testing.T) {
+	src := readTestdata(t, "AnsiballZ_ping.py")
+	want := strings.TrimSuffix(string(readTestdata(t, "AnsiballZ_ping.args.json")), "\n")
+	j := New(0)
+	e := j.Begin("u@h:22", "module", []string{"ssh", "h", "python3 && sleep 0"})
+	e.AwaitModule()
+	e.AppendStdin(src)
+	if e.scan != nil {
+		t.Error("stdin scanned after AwaitModule")
+	}
+	if v, _ := j.Get(e.Seq()); v.Stdin.Data != nil || v.Stdin.Size != int64(len(src)) || v.ModuleName != "" {
+		t.Errorf("before SetModule: stdin %d bytes shown of %d, module %q", len(v.Stdin.Data), v.Stdin.Size, v.ModuleName)
+	}
+	e.SetModule(parse(t, src))
+	e.Finish(0)
+	v, _ := j.Get(e.Seq())
+	if v.ModuleName != pingFQN || string(v.ModuleArgs) != want {
+		t.Errorf("module %q args:\n%s", v.ModuleName, v.ModuleArgs)
+	}
+	if !bytes.Equal(v.Stdin.Data, src[:CaptureLimit]) || !v.Stdin.Truncated {
+		t.Error("stdin capture differs from the stream")
+	}
+}
 
 // noLogWrapper is the ping wrapper of testdata as Ansible writes it for
 // a task with no_log: true.
@@ -44,6 +83,16 @@ func TestNoLog(t *testing.T) {
 			e.AppendStdin([]byte("pw\n"))
 			e.AppendStdin(src)
 		}},
+		{"taken apart", func(e *Entry) {
+			e.AwaitModule()
+			e.AppendStdin(src)
+			e.SetModule(parse(t, src))
+		}},
+		{"awaited, then not taken apart", func(e *Entry) {
+			e.AwaitModule()
+			e.AppendStdin(src)
+			e.SetModuleSource(src)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := New(0)
@@ -67,6 +116,22 @@ func TestNoLog(t *testing.T) {
 				t.Error("the entry still holds the data")
 			}
 		})
+	}
+}
+
+// TestAwaitedUnsaid: a wrapper awaited and never handed over is judged
+// by what was kept of it at Finish: the first CaptureLimit bytes, which
+// do not hold the arguments here, so nothing is shown.
+func TestAwaitedUnsaid(t *testing.T) {
+	src := readTestdata(t, "AnsiballZ_ping.py")
+	j := New(0)
+	e := j.Begin("u@h:22", "module", []string{"ssh", "h", "python3"})
+	e.AwaitModule()
+	e.AppendStdin(src)
+	e.Finish(0)
+	v, _ := j.Get(e.Seq())
+	if !v.NoLog || v.ModuleArgs != nil || v.Stdin.Data != nil || v.Stdin.Size != int64(len(src)) {
+		t.Errorf("no_log %v args %q stdin %d bytes of %d", v.NoLog, v.ModuleArgs, len(v.Stdin.Data), v.Stdin.Size)
 	}
 }
 

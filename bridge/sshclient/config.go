@@ -346,6 +346,18 @@ func (r *resolver) apply(kw, raw string, src source, active bool) string {
 	if !ok {
 		return bad("invalid quotes")
 	}
+	return r.applyArgs(kw, raw, args, src, active)
+}
+
+// applyArgs applies one keyword line split into its words, args (raw is
+// the line's value as written, which ProxyCommand takes whole).
+func (r *resolver) applyArgs(kw, raw string, args []string, src source, active bool) string {
+	bad := func(format string, a ...any) string {
+		return fmt.Sprintf("%s line %d: ", src.file, src.line) + fmt.Sprintf(format, a...)
+	}
+	if a, ok := sshconf.Aliases[kw]; ok {
+		kw = a
+	}
 	if len(args) == 0 {
 		return fmt.Sprintf("%s line %d: no argument after keyword \"%s\"", src.file, src.line, kw)
 	}

@@ -200,11 +200,11 @@ func resolve(inv *fakessh.SSHInvocation, env Env, depth int) (*Settings, error) 
 	return r.settings(inv, depth)
 }
 
-// commandLine applies inv.Options (already dequoted by the shim's parser)
-// and the destination's user and port.
+// commandLine applies inv.Options (already split and unquoted by the
+// shim's parser) and the destination's user and port.
 func (r *resolver) commandLine(inv *fakessh.SSHInvocation) error {
 	for _, o := range inv.Options {
-		if msg := r.applyCmd(o.Key, o.Value); msg != "" {
+		if msg := r.applyCmd(o); msg != "" {
 			return &ConnError{Msg: msg, Err: errors.New("bad command-line option")}
 		}
 	}
@@ -212,51 +212,36 @@ func (r *resolver) commandLine(inv *fakessh.SSHInvocation) error {
 		r.vals["user"] = inv.User
 	}
 	if _, ok := r.vals["port"]; !ok && inv.Port != "" {
-		if msg := r.applyCmd("port", inv.Port); msg != "" {
+		if msg := r.applyCmd(fakessh.Option{Key: "port", Value: inv.Port}); msg != "" {
 			return &ConnError{Msg: msg, Err: errors.New("bad port")}
 		}
 	}
 	return nil
 }
 
-// applyCmd applies one command-line option. Values come from the shim's
-// parser already split and unquoted, so they are re-quoted for apply.
-func (r *resolver) applyCmd(key, value string) string {
+// applyCmd applies one command-line option. The shim's parser has split
+// and unquoted its value: its words go to applyArgs as they are.
+func (r *resolver) applyCmd(o fakessh.Option) string {
 	src := source{"command-line", 0}
-	switch key {
+	switch o.Key {
 	case "proxycommand":
-		return r.apply(key, value, src, true)
-	case "userknownhostsfile", "globalknownhostsfile":
-		var q []string
-		for _, f := range strings.Fields(value) {
-			q = append(q, quoteArg(f))
-		}
-		return r.apply(key, strings.Join(q, " "), src, true)
+		return r.apply(o.Key, o.Value, src, true)
 	case "proxyjump":
 		if r.proxySet || r.jump != "" {
 			return ""
 		}
-		r.jump = value
+		r.jump = o.Value
 		return ""
 	}
-	return r.apply(key, quoteArg(value), src, true)
-}
-
-// quoteArg quotes s so that sshconf.Split returns it as one word.
-func quoteArg(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\"'\\#") {
-		return s
+	words := o.Words
+	switch {
+	case words != nil:
+	case o.Key == "userknownhostsfile" || o.Key == "globalknownhostsfile":
+		words = strings.Fields(o.Value) // an Option made by hand
+	default:
+		words = []string{o.Value}
 	}
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	b.WriteByte('"')
-	return b.String()
+	return r.applyArgs(o.Key, o.Value, words, src, true)
 }
 
 // readConfigs reads -F file, or ~/.ssh/config then /etc/ssh/ssh_config.

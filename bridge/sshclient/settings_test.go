@@ -280,6 +280,34 @@ Host *
 	}
 }
 
+// TestCommandLineWords: -o values reach the resolver as the shim's parser
+// split them; a quoted file name with a blank stays one file.
+func TestCommandLineWords(t *testing.T) {
+	env := testEnv(t)
+	inv, err := fakessh.ParseSSH([]string{"ssh", "-F", "none",
+		"-o", `UserKnownHostsFile="~/a b/kh" /c/kh`, "-o", `GlobalKnownHostsFile /g/kh`,
+		"-o", `IdentityFile="~/my key"`, "-o", `HostKeyAlias=al#1`, "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Resolve(inv, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{env.Home + "/a b/kh", "/c/kh"}; !reflect.DeepEqual(s.UserKnownHostsFiles, want) {
+		t.Errorf("UserKnownHostsFiles %q, want %q", s.UserKnownHostsFiles, want)
+	}
+	if want := []string{"/g/kh"}; !reflect.DeepEqual(s.GlobalKnownHostsFiles, want) {
+		t.Errorf("GlobalKnownHostsFiles %q, want %q", s.GlobalKnownHostsFiles, want)
+	}
+	if want := []string{env.Home + "/my key"}; !reflect.DeepEqual(s.IdentityFiles, want) {
+		t.Errorf("IdentityFiles %q, want %q", s.IdentityFiles, want)
+	}
+	if s.HostKeyAlias != "al#1" {
+		t.Errorf("HostKeyAlias %q", s.HostKeyAlias)
+	}
+}
+
 func TestResolveSources(t *testing.T) {
 	t.Run("user config before system config", func(t *testing.T) {
 		env := testEnv(t)

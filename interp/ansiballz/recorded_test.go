@@ -59,7 +59,8 @@ func takeApart(t *testing.T, src []byte) taken {
 	if (w.Profile != "") != (w.Format == Call) {
 		t.Errorf("profile %q for format %v", w.Profile, w.Format)
 	}
-	raw, err := base64.StdEncoding.DecodeString(string(w.Zip(src)))
+	checkTemplate(t, w)
+	raw, err := base64.StdEncoding.DecodeString(string(w.Zip()))
 	if err != nil {
 		t.Fatalf("zip: %v", err)
 	}

@@ -16,6 +16,9 @@ def main():
         # Compiled code loaded from another zygote's cache must name this zip.
         'basic_file': basic.__file__,
         'basic_code_file': basic.where(),
+        # The zip the wrapper put first on sys.path: the zygote's, unless
+        # the wrapper wrote a copy of its own (agent.py's PAYLOAD_LINES).
+        'modlib_path': sys.path[0],
         'json_patched': json.dumps is None,
         'getcwd_patched': getattr(os.getcwd, '_patched', False),
         'basic_leak': getattr(basic, 'LEAK', None),
