@@ -526,7 +526,7 @@ down() {
 	local m
 	for m in "$PYTHONS" "$NOEXEC"; do
 		if mountpoint -q "$m"; then
-			umount "$m" && log "unmounted $m"
+			umount --lazy "$m" && log "unmounted $m"
 		fi
 	done
 	rm -rf -- "$PYTHONS-bin"
