@@ -77,7 +77,8 @@ ZOO_SHELLS=(bash:/bin/bash dash:/bin/dash busybox:/usr/local/libexec/ab-lab/sh t
 # pyenv's Pythons, where the machine has them, readable by the lab's users
 # through a read-only bind mount (/root is 0700).
 PYENV_VERSIONS=${AB_PYENV_VERSIONS:-/root/.pyenv/versions}
-PYTHONS=${AB_PYTHONS:-/srv/ab-lab-pythons-$PORT}
+# Not from AB_PYTHONS: that is what `env` prints, the wrappers' directory.
+PYTHONS=/srv/ab-lab-pythons-$PORT
 # A tmpfs mounted noexec, for a remote tmp where nothing can be executed.
 NOEXEC=/srv/ab-lab-noexec-$PORT
 SUDOERS_MAIN=${AB_SUDOERS:-/etc/sudoers}
