@@ -149,11 +149,7 @@ func runPlaybook(t *testing.T, spec runSpec) *runResult {
 
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	playbook := "ansible-playbook"
-	if spec.AnsibleBin != "" {
-		playbook = filepath.Join(spec.AnsibleBin, "ansible-playbook")
-	}
-	cmd := exec.CommandContext(ctx, playbook, "-i", inv, filepath.Join(suite.corpus, spec.Playbook))
+	cmd := exec.CommandContext(ctx, ansiblePlaybook(spec.AnsibleBin), "-i", inv, filepath.Join(suite.corpus, spec.Playbook))
 	cmd.Dir = dir
 	cmd.Env = env
 	// On timeout, kill the whole process group: ansible's workers and the
@@ -260,6 +256,25 @@ func readString(t *testing.T, path string) string {
 	return string(b)
 }
 
+// labHost is an inventory host of the lab's sshd: user logs in with key,
+// the module runs with /usr/bin/python3, out_dir is the user's output
+// directory on the target.
+func labHost(t *testing.T, user, key string) map[string]any {
+	t.Helper()
+	port, err := strconv.Atoi(suite.lab.Port)
+	if err != nil {
+		t.Fatalf("AB_PORT %q: %v", suite.lab.Port, err)
+	}
+	return map[string]any{
+		"ansible_host":                 "127.0.0.1",
+		"ansible_port":                 port,
+		"ansible_user":                 user,
+		"ansible_ssh_private_key_file": key,
+		"ansible_python_interpreter":   "/usr/bin/python3",
+		"out_dir":                      suite.targetOut[user],
+	}
+}
+
 // writeInventory writes the run's inventory and returns its path.
 //
 // Hosts:
@@ -277,37 +292,23 @@ func readString(t *testing.T, path string) string {
 func writeInventory(t *testing.T, dir string, override map[string]map[string]any) string {
 	t.Helper()
 	l := suite.lab
-	port, err := strconv.Atoi(l.Port)
-	if err != nil {
-		t.Fatalf("AB_PORT %q: %v", l.Port, err)
-	}
-	base := func(user, key string) map[string]any {
-		return map[string]any{
-			"ansible_host":                 "127.0.0.1",
-			"ansible_port":                 port,
-			"ansible_user":                 user,
-			"ansible_ssh_private_key_file": key,
-			"ansible_python_interpreter":   "/usr/bin/python3",
-			"out_dir":                      suite.targetOut[user],
-		}
-	}
 	hosts := map[string]map[string]any{
-		"t":        base(l.User, l.Key),
-		"tpw":      base(l.PWUser, l.Key),
-		"td":       base(l.User, l.Key),
-		"closed":   base(l.User, l.Key),
-		"wrongkey": base(l.User, l.WrongKey),
+		"t":        labHost(t, l.User, l.Key),
+		"tpw":      labHost(t, l.PWUser, l.Key),
+		"td":       labHost(t, l.User, l.Key),
+		"closed":   labHost(t, l.User, l.Key),
+		"wrongkey": labHost(t, l.User, l.WrongKey),
 	}
 	delete(hosts["td"], "ansible_python_interpreter")
 	hosts["closed"]["ansible_port"] = 1
 	for h, pw := range map[string]string{"tpass": l.Password, "wrongpass": "not-" + l.Password} {
-		hosts[h] = base(l.PWUser, "")
+		hosts[h] = labHost(t, l.PWUser, "")
 		delete(hosts[h], "ansible_ssh_private_key_file")
 		hosts[h]["ansible_password"] = pw
 	}
 	hosts["wrongpass"]["ansible_host"] = "localhost"
-	hosts["tn"] = base(l.NoPyUser, l.Key)
-	hosts["tnd"] = base(l.NoPyUser, l.Key)
+	hosts["tn"] = labHost(t, l.NoPyUser, l.Key)
+	hosts["tnd"] = labHost(t, l.NoPyUser, l.Key)
 	delete(hosts["tnd"], "ansible_python_interpreter")
 	for h, vars := range override {
 		if hosts[h] == nil {
@@ -361,10 +362,7 @@ var coreVersions sync.Map // ansible-playbook path → int
 // differs by version, and the comparison with stock covers the rest.
 func coreMinor(t *testing.T, r *runResult) int {
 	t.Helper()
-	bin := "ansible-playbook"
-	if r.Spec.AnsibleBin != "" {
-		bin = filepath.Join(r.Spec.AnsibleBin, "ansible-playbook")
-	}
+	bin := ansiblePlaybook(r.Spec.AnsibleBin)
 	if v, ok := coreVersions.Load(bin); ok {
 		return v.(int)
 	}

@@ -2,14 +2,12 @@ package integration
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -179,7 +177,7 @@ func killablePlaybook(t *testing.T, sd side, d *privateDaemon, dir, arg, ansible
 	if sd == bridge {
 		path = suite.shims + string(os.PathListSeparator) + path
 	}
-	cmd := exec.Command(filepath.Join(cmp.Or(ansibleBin, "/usr/bin"), "ansible-playbook"), "-i", writeInventory(t, dir, nil), pb)
+	cmd := exec.Command(ansiblePlaybook(ansibleBin), "-i", writeInventory(t, dir, nil), pb)
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(os.Environ()),
 		"PATH="+path,
@@ -235,21 +233,4 @@ func killProcs(argv ...string) {
 	for _, pid := range findProcs(argv...) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-}
-
-// newestAnsible returns the newest ansible-core version
-// scripts/ansible-versions.sh can run here and its bin dir, or "" when it
-// has none besides Debian's.
-func newestAnsible() (version, bin string) {
-	out, err := exec.Command("../scripts/ansible-versions.sh", "list").Output()
-	vs := strings.Fields(string(out))
-	if err != nil || len(vs) == 0 || vs[len(vs)-1] == "2.14" {
-		return "", ""
-	}
-	v := vs[len(vs)-1]
-	b, err := exec.Command("../scripts/ansible-versions.sh", "bin", v).Output()
-	if err != nil {
-		return "", ""
-	}
-	return v, strings.TrimSpace(string(b))
 }

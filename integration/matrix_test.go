@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,25 +62,67 @@ var matrixModes = []mode{{false, "sftp"}, {true, "sftp"}}
 // scripts/ansible-versions.sh can install here but Debian's 2.14.
 func matrixVersions(t *testing.T) []string {
 	t.Helper()
-	want := os.Getenv("AB_ANSIBLE")
+	vs, err := testedVersions()
+	if err != nil {
+		t.Skip(err)
+	}
+	if len(vs) == 0 {
+		t.Skip("no other ansible-core version can be installed here (no peer packages)")
+	}
+	return vs
+}
+
+// testedVersions returns matrixVersions' list, which may be empty.
+func testedVersions() ([]string, error) {
 	out, err := exec.Command("../scripts/ansible-versions.sh", "list").Output()
 	if err != nil {
-		t.Skipf("scripts/ansible-versions.sh list: %v", err)
+		return nil, fmt.Errorf("scripts/ansible-versions.sh list: %w", err)
 	}
-	have := strings.Fields(string(out))
-	if want == "" || want == "all" {
-		var vs []string
-		for _, v := range have {
-			if v != "2.14" || want == "all" {
-				vs = append(vs, v)
-			}
-		}
-		if len(vs) == 0 {
-			t.Skip("no other ansible-core version can be installed here (no peer packages)")
-		}
-		return vs
+	want := os.Getenv("AB_ANSIBLE")
+	if want != "" && want != "all" {
+		return strings.Split(want, ","), nil
 	}
-	return strings.Split(want, ",")
+	var vs []string
+	for _, v := range strings.Fields(string(out)) {
+		if v != "2.14" || want == "all" {
+			vs = append(vs, v)
+		}
+	}
+	return vs, nil
+}
+
+// newestAnsible returns the last of matrixVersions' list and its bin dir,
+// or "" when there is none besides Debian's 2.14.
+func newestAnsible() (version, bin string) {
+	vs, err := testedVersions()
+	if err != nil || len(vs) == 0 || vs[len(vs)-1] == "2.14" {
+		return "", ""
+	}
+	v := vs[len(vs)-1]
+	if bin, err = ansibleBinDir(v); err != nil {
+		return "", ""
+	}
+	return v, bin
+}
+
+// ansibleBinDir installs ansible-core v where needed
+// (scripts/ansible-versions.sh) and returns the directory of its
+// ansible-playbook.
+func ansibleBinDir(v string) (string, error) {
+	out, err := exec.Command("../scripts/ansible-versions.sh", "bin", v).Output()
+	if err != nil {
+		return "", fmt.Errorf("ansible-core %s: %w", v, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// ansiblePlaybook is the ansible-playbook in dir, or the one on PATH when
+// dir is "".
+func ansiblePlaybook(dir string) string {
+	if dir == "" {
+		return "ansible-playbook"
+	}
+	return filepath.Join(dir, "ansible-playbook")
 }
 
 // routesNow returns the daemon's route and slow-path counts for the lab's
@@ -130,12 +173,11 @@ func TestVersionMatrix(t *testing.T) {
 	versions := matrixVersions(t)
 	for _, v := range versions {
 		t.Run(v, func(t *testing.T) {
-			bin, err := exec.Command("../scripts/ansible-versions.sh", "bin", v).Output()
+			ansibleBin, err := ansibleBinDir(v)
 			if err != nil {
-				t.Fatalf("ansible-core %s: %v", v, err)
+				t.Fatal(err)
 			}
-			ansibleBin := strings.TrimSpace(string(bin))
-			ver, _ := exec.Command(filepath.Join(ansibleBin, "ansible-playbook"), "--version").Output()
+			ver, _ := exec.Command(ansiblePlaybook(ansibleBin), "--version").Output()
 			t.Logf("ansible-core %s: %s", v, strings.SplitN(string(ver), "\n", 2)[0])
 			for _, run := range matrixRuns(v, versions) {
 				tc, m := run.tc, run.m

@@ -213,6 +213,25 @@ func runRunnerJob(t *testing.T, j runnerJob, wantOK bool) runnerOutcome {
 	return o
 }
 
+// requireRunner skips t without the lab, the bridge or ansible-runner.
+func requireRunner(t *testing.T) {
+	t.Helper()
+	requireLab(t)
+	requireBridge(t)
+	if _, err := exec.LookPath("ansible-runner"); err != nil {
+		t.Skip("ansible-runner not installed (Debian: python3-ansible-runner; scripts/setup.sh)")
+	}
+}
+
+// stopDaemonAtEnd stops the daemon on socket, if one runs, when t ends.
+func stopDaemonAtEnd(t *testing.T, socket string) {
+	t.Cleanup(func() {
+		cmd := exec.Command(suite.bin, "stop")
+		cmd.Env = append(cleanEnv(os.Environ()), "ANSIBLE_BRIDGE_SOCKET="+socket)
+		_ = cmd.Run()
+	})
+}
+
 // bridgeStatus is the route and slow-path counts of the daemon on socket.
 func bridgeStatus(t *testing.T, socket string) (routes, slow map[string]int) {
 	t.Helper()
@@ -232,18 +251,10 @@ func bridgeStatus(t *testing.T, socket string) (routes, slow map[string]int) {
 // bridge jobs at once. Results equal stock's, and every module step runs
 // in the interpreters: no slow path counted, no transfer to the real sftp.
 func TestAnsibleRunner(t *testing.T) {
-	requireLab(t)
-	requireBridge(t)
-	if _, err := exec.LookPath("ansible-runner"); err != nil {
-		t.Skip("ansible-runner not installed (Debian: python3-ansible-runner; scripts/setup.sh)")
-	}
+	requireRunner(t)
 	socket := func(name string) string {
 		s := filepath.Join(suite.work, "rs", name, "bridge.sock")
-		t.Cleanup(func() {
-			cmd := exec.Command(suite.bin, "stop")
-			cmd.Env = append(cleanEnv(os.Environ()), "ANSIBLE_BRIDGE_SOCKET="+s)
-			_ = cmd.Run()
-		})
+		stopDaemonAtEnd(t, s)
 		return s
 	}
 	check := func(t *testing.T, name string, got, want runnerOutcome, pipelining bool) {
@@ -305,17 +316,9 @@ func TestAnsibleRunner(t *testing.T) {
 // A job in an execution environment's conditions (bwrap) runs on the fast
 // path.
 func TestAnsibleRunnerEdges(t *testing.T) {
-	requireLab(t)
-	requireBridge(t)
-	if _, err := exec.LookPath("ansible-runner"); err != nil {
-		t.Skip("ansible-runner not installed (Debian: python3-ansible-runner; scripts/setup.sh)")
-	}
+	requireRunner(t)
 	socket := filepath.Join(suite.work, "rs", "edges", "bridge.sock")
-	t.Cleanup(func() {
-		cmd := exec.Command(suite.bin, "stop")
-		cmd.Env = append(cleanEnv(os.Environ()), "ANSIBLE_BRIDGE_SOCKET="+socket)
-		_ = cmd.Run()
-	})
+	stopDaemonAtEnd(t, socket)
 	t.Run("wrong password beside a live job", func(t *testing.T) {
 		const wrong = "not-the-password"
 		want := runRunnerJob(t, runnerJob{name: "stock-wrong", password: wrong}, false)
@@ -374,11 +377,7 @@ func TestAnsibleRunnerEdges(t *testing.T) {
 		// The daemon the job started outlives it; its socket is in the
 		// data dir.
 		outside := filepath.Join(suite.work, "runner", "bridge-ee", ".ansible-bridge", "bridge.sock")
-		t.Cleanup(func() {
-			cmd := exec.Command(suite.bin, "stop")
-			cmd.Env = append(cleanEnv(os.Environ()), "ANSIBLE_BRIDGE_SOCKET="+outside)
-			_ = cmd.Run()
-		})
+		stopDaemonAtEnd(t, outside)
 		routes, slow := bridgeStatus(t, outside)
 		t.Logf("container job: routes %v", routes)
 		if len(slow) != 0 || routes["module"]+routes["become"] < 12 || routes["cached"] == 0 {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,8 +38,8 @@ func TestNoSecretsLeft(t *testing.T) {
 	// ansible-core, pipelined on the newest wrapper format where it is
 	// installed: two runs keep the test near 30 s.
 	pipelined := runSpec{Mode: mode{Pipelining: true, Transfer: "piped"}}
-	if bin, err := exec.Command("../scripts/ansible-versions.sh", "bin", "2.22").Output(); err == nil {
-		pipelined.AnsibleBin = strings.TrimSpace(string(bin))
+	if bin, err := ansibleBinDir("2.22"); err == nil {
+		pipelined.AnsibleBin = bin
 	} else {
 		t.Logf("ansible-core 2.22 not installed (%v): pipelined on the default one", err)
 	}

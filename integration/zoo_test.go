@@ -43,13 +43,7 @@ func zooHosts(t *testing.T) map[string]map[string]any {
 	l := suite.lab
 	hosts := map[string]map[string]any{}
 	host := func(name, user string, vars map[string]any) {
-		h := map[string]any{
-			"ansible_host":                 "127.0.0.1",
-			"ansible_port":                 l.Port,
-			"ansible_user":                 user,
-			"ansible_ssh_private_key_file": l.Key,
-			"ansible_python_interpreter":   "/usr/bin/python3",
-		}
+		h := labHost(t, user, l.Key)
 		for k, v := range vars {
 			h[k] = v
 		}
