@@ -160,6 +160,31 @@ func runCLI(args []string) int {
 	return 2
 }
 
+// execWithClobberFree re-executes the daemon with GODEBUG=clobberfree=1
+// unless GODEBUG names clobberfree already. The garbage collector then
+// overwrites what it frees, so that what the daemon drops after a
+// connection ends, x/crypto/ssh's packet buffers among it (a task's
+// arguments and output, no_log ones too), does not stay readable in its
+// memory. Exec keeps the pid a shim waits on; if it fails, the daemon
+// runs on as it is.
+func execWithClobberFree() {
+	godebug := os.Getenv("GODEBUG")
+	for _, kv := range strings.Split(godebug, ",") {
+		if strings.HasPrefix(strings.TrimSpace(kv), "clobberfree=") {
+			return
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	if godebug != "" {
+		godebug += ","
+	}
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GODEBUG=") })
+	_ = syscall.Exec(exe, os.Args, append(env, "GODEBUG="+godebug+"clobberfree=1"))
+}
+
 func cmdDaemon(args []string) int {
 	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
 	socket := fs.String("socket", wire.SocketPath(), "unix socket to listen on")
@@ -182,6 +207,7 @@ func cmdDaemon(args []string) int {
 		fmt.Fprintf(os.Stderr, "ansible-bridge daemon: %v\n", err)
 		return 2
 	}
+	execWithClobberFree()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {

@@ -76,6 +76,34 @@ func (s *agentSlot) alive() bool {
 	}
 }
 
+// forgetDead drops what refers to interpreters that are gone (their
+// slots, the one a removal is unsynced on), so that a closed
+// connection's clients, and through their channels its last packets,
+// become garbage without waiting for a later step to find them dead.
+func (t *target) forgetDead() {
+	t.agents.dropDead()
+	if ag := t.unsynced.Load(); ag != nil {
+		select {
+		case <-ag.Done():
+			t.unsynced.CompareAndSwap(ag, nil)
+		default:
+		}
+	}
+}
+
+// dropDead removes the slots whose interpreter is gone.
+func (a *agents) dropDead() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, s := range a.slots {
+		if s.state == slotReady && !s.alive() {
+			delete(a.slots, k)
+			s.state = slotClosed
+			a.live--
+		}
+	}
+}
+
 // passwordHash keeps a password only as a salted hash, to check that a
 // later step's password is the same.
 type passwordHash struct {

@@ -186,6 +186,9 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, re
 		iv.errorf("ansible-bridge: persistent interpreter failed: %v", err)
 		return fakessh.ExitSSHError
 	}
+	if iv.target != nil {
+		iv.target.freshness.Add(res.FreshnessCheck.Microseconds())
+	}
 	_, _ = iv.stdout().Write(res.Stdout)
 	_, _ = iv.stderr().Write(res.Stderr)
 	// Passed on: a no_log task's result must not linger in freed memory.

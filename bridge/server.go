@@ -158,13 +158,15 @@ func (s *Server) persistWatch(ctx context.Context) {
 // daemon kept its peak RSS. What stays per target after its connections
 // close is its status row and counters (a few hundred bytes) and the
 // bounded journal (Config.JournalSize entries, until their connection
-// closes). Called once a second.
+// closes): the slots of interpreters that died with it go here too.
+// Called once a second.
 func (s *Server) expireIdle(now time.Time) {
 	expired := false
 	for _, t := range s.targets.all() {
 		if t.expireIdle(now) {
 			expired = true
 		}
+		t.forgetDead()
 	}
 	s.expireJournal(now)
 	connected := s.targets.connected()

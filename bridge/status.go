@@ -54,10 +54,13 @@ type TargetStatus struct {
 	BytesOut int64          `json:"bytes_out"` // to the shims (stdout, stderr)
 	// WireIn and WireOut are the bytes received from and sent to the
 	// target over its connections, SSH's encryption and framing included.
-	WireIn       int64               `json:"wire_in"`
-	WireOut      int64               `json:"wire_out"`
-	RTTMillis    float64             `json:"rtt_ms"` // last keepalive round trip
-	Interpreters []InterpreterStatus `json:"interpreters"`
+	WireIn  int64 `json:"wire_in"`
+	WireOut int64 `json:"wire_out"`
+	// FreshnessMicros is what the interpreters spent checking, before
+	// module tasks, that no file they imported had changed.
+	FreshnessMicros int64               `json:"freshness_us"`
+	RTTMillis       float64             `json:"rtt_ms"` // last keepalive round trip
+	Interpreters    []InterpreterStatus `json:"interpreters"`
 }
 
 // InterpreterStatus describes one persistent interpreter.
@@ -108,6 +111,7 @@ func (s *Server) Status() Status {
 		t.mu.Unlock()
 		ts.BytesIn, ts.BytesOut = t.bytesIn.Load(), t.bytesOut.Load()
 		ts.WireIn, ts.WireOut = t.wire.In.Load(), t.wire.Out.Load()
+		ts.FreshnessMicros = t.freshness.Load()
 		ts.RTTMillis = float64(t.rtt.Load()) / 1e6
 		ts.Interpreters = t.interpreterStatus()
 		st.Targets = append(st.Targets, ts)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -160,6 +161,9 @@ type target struct {
 	dials int
 
 	bytesIn, bytesOut atomic.Int64
+	// freshness is what the interpreters spent checking, before module
+	// tasks, that nothing they imported had changed (microseconds).
+	freshness atomic.Int64
 	// wire counts the bytes of every connection to the target.
 	wire sshclient.WireCounter
 
@@ -499,12 +503,15 @@ func (t *target) dropLocked(c *sshConn) {
 	c.goneLocked()
 	c.mu.Unlock()
 	_ = c.client.Close()
-	for i, x := range t.conns {
-		if x == c {
-			t.conns = append(t.conns[:i], t.conns[i+1:]...)
-			break
-		}
-	}
+	t.forgetLocked(c)
+}
+
+// forgetLocked removes c from t.conns, leaving no pointer to it in the
+// slice's spare capacity: a closed connection must become garbage, so
+// that its buffers (the last packets it carried) are freed and
+// overwritten (the daemon runs with GODEBUG=clobberfree=1).
+func (t *target) forgetLocked(c *sshConn) {
+	t.conns = slices.DeleteFunc(t.conns, func(x *sshConn) bool { return x == c })
 }
 
 func (c *sshConn) markDead() {
@@ -518,12 +525,7 @@ func (c *sshConn) markDead() {
 	}
 	t := c.t
 	t.mu.Lock()
-	for i, x := range t.conns {
-		if x == c {
-			t.conns = append(t.conns[:i], t.conns[i+1:]...)
-			break
-		}
-	}
+	t.forgetLocked(c)
 	t.mu.Unlock()
 	t.log.Info("connection closed")
 }
@@ -604,6 +606,7 @@ func (d *drain) leave(epoch uint64) [][]*agentSlot {
 			ready = append(ready, r.slots)
 		}
 	}
+	clear(d.waiting[len(keep):]) // no pointer left to a released set
 	d.waiting = keep
 	return ready
 }

@@ -10,16 +10,19 @@ import (
 
 // TestFreshness runs freshness.yml stock and through the bridge, without
 // and with pipelining (sftp; the transfer method does not matter here),
-// and with the csh shell plugin (ansible_shell_type=csh, whose module runs
-// start with env): a library rewritten between tasks is seen by the next
-// task, and the file module's error paths give stock's results.
+// on 2.14 and the newest ansible-core, and on 2.14 with the csh shell
+// plugin (ansible_shell_type=csh, whose module runs start with env): a
+// library rewritten between tasks is seen by the next task, and the file
+// module's error paths give stock's results.
 func TestFreshness(t *testing.T) {
 	requireLab(t)
 	tc := corpusCase{name: "freshness", check: checkFreshness, setup: setupFreshness}
-	for _, m := range []mode{{false, "sftp"}, {true, "sftp"}} {
-		t.Run(m.String(), func(t *testing.T) {
-			runCompared(t, tc, runSpec{Playbook: tc.name + ".yml", Mode: m}, nil)
-		})
+	for _, v := range oldestAndNewest() {
+		for _, m := range []mode{{false, "sftp"}, {true, "sftp"}} {
+			t.Run(v.name+"/"+m.String(), func(t *testing.T) {
+				runCompared(t, tc, runSpec{Playbook: tc.name + ".yml", Mode: m, AnsibleBin: v.bin}, nil)
+			})
+		}
 	}
 	csh := tc
 	csh.setup = func(t *testing.T) map[string]map[string]any {

@@ -105,6 +105,20 @@ func newestAnsible() (version, bin string) {
 	return v, bin
 }
 
+// ansibleAt is an ansible-core version and the directory of its
+// ansible-playbook ("": Debian's, on PATH).
+type ansibleAt struct{ name, bin string }
+
+// oldestAndNewest are 2.14 and, when installed, the newest version: the
+// versions the zoo and the freshness tests compare stock with.
+func oldestAndNewest() []ansibleAt {
+	vs := []ansibleAt{{"2.14", ""}}
+	if v, bin := newestAnsible(); bin != "" {
+		vs = append(vs, ansibleAt{v, bin})
+	}
+	return vs
+}
+
 // ansibleBinDir installs ansible-core v where needed
 // (scripts/ansible-versions.sh) and returns the directory of its
 // ansible-playbook.

@@ -18,6 +18,7 @@ var volatileKeys = map[string]bool{
 	"start":          true, // command/shell timing
 	"end":            true,
 	"delta":          true,
+	"elapsed":        true, // reboot: seconds until the target came back
 	"ansible_job_id": true, // async jid: random
 	"results_file":   true, // ~/.ansible_async/<jid>
 	"attempts":       true, // until/retries: timing dependent for async_status

@@ -95,6 +95,21 @@ func TestNoSecretsLeft(t *testing.T) {
 		noMarker(t, log, b)
 	}
 
+	// On the target, the agents and zygotes (still running: the
+	// connections persist) hold no task's arguments or output.
+	agents := targetAgents(t)
+	if len(agents) < 2 {
+		t.Fatalf("found %d agent processes on the target, want an agent and a zygote at least", len(agents))
+	}
+	for _, pid := range agents {
+		for _, m := range append([]string{suite.lab.Password}, noLogMarkers...) {
+			if n := countInMemory(t, pid, []byte(m)); n != 0 {
+				st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+				t.Errorf("target agent process %d (%s): %d copies of %q in its memory after the tasks", pid, procSummary(st), n, m)
+			}
+		}
+	}
+
 	// The connections close (reset_connection): their entries go, and
 	// nothing is left in memory.
 	r := runPlaybook(t, runSpec{Playbook: "secrets-reset.yml", Mode: mode{Pipelining: true, Transfer: "piped"}, Side: bridge, Env: env})
@@ -106,21 +121,43 @@ func TestNoSecretsLeft(t *testing.T) {
 	if n := countInMemory(t, d.cmd.Process.Pid, []byte(suite.lab.Password)); n != 0 {
 		t.Errorf("the become password: %d copies in the daemon's memory after its connections closed", n)
 	}
-	// Known residue: x/crypto/ssh keeps the last packets a connection
-	// received (its cipher's reused buffer, the fresh copy it hands on)
-	// and drops them unwiped, so the become step's result, which echoes
-	// its marker twice, can stay in freed memory: two copies for each of
-	// the two connections (2.14, 2.22) that carried it. The copies the
-	// daemon makes itself are overwritten; before that, a marker had up
-	// to 8, the password 4.
-	const sshResidue = 4
+	// The daemon runs with GODEBUG=clobberfree=1: what x/crypto/ssh
+	// drops unwiped (its cipher's reused buffer, the packets it hands on)
+	// is overwritten once freed, so no copy is left.
 	for _, m := range noLogMarkers {
-		if n := countInMemory(t, d.cmd.Process.Pid, []byte(m)); n > sshResidue {
-			t.Errorf("%s: %d copies in the daemon's memory after its connections closed (at most %d expected)", m, n, sshResidue)
-		} else if n > 0 {
-			t.Logf("%s: %d copies left, in freed ssh packet buffers", m, n)
+		if n := countInMemory(t, d.cmd.Process.Pid, []byte(m)); n != 0 {
+			t.Errorf("%s: %d copies in the daemon's memory after its connections closed", m, n)
 		}
 	}
+}
+
+func targetAgents(t *testing.T) []int {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	var pids []int
+	for _, p := range procs {
+		cmd, err1 := os.ReadFile(filepath.Join(p, "cmdline"))
+		exe, err2 := os.Readlink(filepath.Join(p, "exe"))
+		if err1 != nil || err2 != nil || !strings.HasPrefix(filepath.Base(exe), "python") ||
+			!bytes.Contains(cmd, []byte("exec(base64.b64decode(")) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(p))
+		pids = append(pids, pid)
+	}
+	t.Logf("agent processes on the target: %v", pids)
+	return pids
+}
+
+// procSummary is the PPid and Uid lines of a /proc/PID/status.
+func procSummary(status []byte) string {
+	var out []string
+	for _, l := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(l, "PPid:") || strings.HasPrefix(l, "Uid:") {
+			out = append(out, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func noMarker(t *testing.T, where string, b []byte) {

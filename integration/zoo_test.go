@@ -13,8 +13,10 @@ import (
 // off and on, in one play: a host per login shell the lab made (bash,
 // dash, BusyBox sh, tcsh with ansible_shell_type=csh, fish with
 // ansible_shell_type=fish), a host per pyenv Python (2.7, 3.6–3.13: what
-// each ansible-core supports runs, the rest fails as stock fails), and a
-// remote tmp on a noexec mount. Every host's results equal stock's.
+// each ansible-core supports runs, the rest fails as stock fails), a
+// remote tmp on a noexec mount, become where sudo has requiretty and
+// where sshd allows 2 sessions per connection, and a simulated reboot.
+// Every host's results equal stock's.
 func TestTargetZoo(t *testing.T) {
 	requireLab(t)
 	zoo := zooHosts(t)
@@ -22,11 +24,7 @@ func TestTargetZoo(t *testing.T) {
 		t.Skip("the lab has no zoo (scripts/lab.sh up makes it; needs tcsh, fish, busybox or pyenv)")
 	}
 	tc := corpusCase{name: "zoo", check: checkZoo, setup: func(*testing.T) map[string]map[string]any { return zoo }}
-	versions := []struct{ name, bin string }{{"2.14", ""}}
-	if v, bin := newestAnsible(); bin != "" {
-		versions = append(versions, struct{ name, bin string }{v, bin})
-	}
-	for _, v := range versions {
+	for _, v := range oldestAndNewest() {
 		for _, m := range matrixModes {
 			t.Run(v.name+"/"+m.String(), func(t *testing.T) {
 				runCompared(t, tc, runSpec{Playbook: "zoo.yml", Mode: m, AnsibleBin: v.bin, Env: []string{fmt.Sprintf("ANSIBLE_FORKS=%d", len(zoo))}}, nil)
@@ -36,8 +34,10 @@ func TestTargetZoo(t *testing.T) {
 }
 
 // zooHosts returns the zoo's inventory hosts: AB_ZOO (NAME=USER for each
-// login shell), AB_PYTHONS (a wrapper per pyenv version, which the lab's
-// users can run) and AB_NOEXEC (a noexec mount), from scripts/lab.sh env.
+// login shell), AB_ZOO_CASES (NAME=USER for each situation: requiretty,
+// maxsessions, reboot), AB_PYTHONS (a wrapper per pyenv version, which
+// the lab's users can run) and AB_NOEXEC (a noexec mount), from
+// scripts/lab.sh env.
 func zooHosts(t *testing.T) map[string]map[string]any {
 	t.Helper()
 	l := suite.lab
@@ -64,6 +64,13 @@ func zooHosts(t *testing.T) map[string]map[string]any {
 		}
 		host("sh_"+name, user, vars)
 	}
+	for z := range strings.FieldsSeq(os.Getenv("AB_ZOO_CASES")) {
+		name, user, ok := strings.Cut(z, "=")
+		if !ok {
+			t.Fatalf("AB_ZOO_CASES: %q is not NAME=USER", z)
+		}
+		host(name, user, nil)
+	}
 	if dir := os.Getenv("AB_PYTHONS"); dir != "" {
 		pys, _ := filepath.Glob(filepath.Join(dir, "python[23].*"))
 		for _, py := range pys {
@@ -80,7 +87,7 @@ func zooHosts(t *testing.T) map[string]map[string]any {
 // checkZoo checks what must hold in both runs: the lab's own Python and
 // the ordinary shells run every step.
 func checkZoo(t *testing.T, r *runResult) {
-	for _, h := range []string{"zoo_sh_bash", "zoo_sh_dash", "zoo_sh_busybox", "zoo_sh_tcsh", "zoo_py_3_11"} {
+	for _, h := range []string{"zoo_sh_bash", "zoo_sh_dash", "zoo_sh_busybox", "zoo_sh_tcsh", "zoo_py_3_11", "zoo_maxsessions", "zoo_reboot"} {
 		if _, ok := r.Doc.Stats[h]; !ok {
 			continue
 		}

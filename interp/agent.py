@@ -103,6 +103,97 @@ ZIP_PROFILES = 'ansible/module_utils/_internal/_json/_profiles/_'
 # ---------------------------------------------------------------- frames
 # Frames between the client and the agent; messages (encode_msg) between
 # the agent, its zygotes and their spares.
+#
+# What passes through here may be a task's arguments or its output
+# (no_log), and the agent and its zygotes live as long as their
+# connection. CPython leaves what a process drops in its freed memory, so
+# bytes that may hold those are kept in mutable buffers (ByteQueue, and
+# bytearrays read into with readv and recv_into) and overwritten once
+# done with, and payloads are never concatenated into temporary copies.
+
+def zero(buf):
+    """Overwrite buf (a bytearray or a writable memoryview) in place."""
+    put(buf, 0, bytes(len(buf)))
+
+
+def put(buf, at, data):
+    """Copy data into the bytearray (or writable view) buf at offset at,
+    through a memoryview: a bytearray's own slice assignment first copies
+    a value that is not a bytearray into a temporary one, which it frees
+    unwiped."""
+    memoryview(buf)[at:at + len(data)] = data
+
+
+def forget_bytes(b):
+    """Overwrite b, an immutable bytes object its caller made, holds the
+    only reference to and drops next: zlib's output, the one copy of a
+    task's template the agent cannot make mutable. CPython only (where
+    bytes.__basicsize__ ends one byte into the data); a no-op without
+    ctypes."""
+    if type(b) is not bytes or len(b) < 2 or sys.getrefcount(b) > _sole_refs():
+        return  # referred to elsewhere too: not ours to wipe
+    try:
+        import ctypes
+    except ImportError:
+        return
+    ctypes.memset(id(b) + bytes.__basicsize__ - 1, 0, len(b))
+
+
+def _sole_refs(_n=[]):
+    """What getrefcount shows in forget_bytes for an object only its
+    caller refers to (3, or 4 where a call's frame holds one more)."""
+    if not _n:
+        def probe(b):
+            return sys.getrefcount(b)
+        x = bytes(bytearray(b'xx'))
+        _n.append(probe(x))
+    return _n[0]
+
+
+class ByteQueue(object):
+    """A byte FIFO in one bytearray, which overwrites bytes as they leave
+    it and the buffer it outgrows."""
+
+    def __init__(self, size):
+        self.size = size
+        self.buf = bytearray()
+        self.start = self.end = 0
+
+    def __len__(self):
+        return self.end - self.start
+
+    def append(self, data):
+        n = len(data)
+        if self.end + n > len(self.buf):
+            live = self.end - self.start
+            mv = memoryview(self.buf)
+            if live + n <= len(self.buf):
+                mv[:live] = mv[self.start:self.end]  # memmove: no temporary copy
+                zero(mv[live:self.end])
+            else:
+                new = bytearray(max(self.size, 2 * len(self.buf), live + n))
+                put(new, 0, mv[self.start:self.end])
+                zero(mv[self.start:self.end])
+                self.buf = new
+            self.start, self.end = 0, live
+        put(self.buf, self.end, data)
+        self.end += n
+
+    def view(self):
+        """The bytes queued; valid until the next append or consume."""
+        return memoryview(self.buf)[self.start:self.end]
+
+    def consume(self, n):
+        zero(memoryview(self.buf)[self.start:self.start + n])
+        self.start += n
+        if self.start == self.end:
+            self.start = self.end = 0
+            if len(self.buf) > 4 * self.size:
+                self.buf = bytearray()  # zeroed already: give a burst's memory back
+
+    def clear(self):
+        self.consume(len(self))
+
 
 class ProtocolError(Exception):
     """The client's byte stream is not frames."""
@@ -112,54 +203,70 @@ class FrameReader(object):
     """Splits the client's byte stream into frames."""
 
     def __init__(self):
-        self.buf = bytearray()
+        self.q = ByteQueue(1 << 18)
 
     def feed(self, data):
         """Add data; yield each complete frame as (type, request id,
-        payload), leaving a partial one for the next feed."""
-        self.buf += data
-        while len(self.buf) >= HDR.size:
-            n, typ, rid = HDR.unpack_from(self.buf)
+        payload), leaving a partial one for the next feed. payload is a
+        bytearray of its own, for the caller to zero once handled."""
+        q = self.q
+        q.append(data)
+        while len(q) >= HDR.size:
+            n, typ, rid = HDR.unpack_from(q.buf, q.start)
             if n < 5 or n > MAX_FRAME:
                 raise ProtocolError('bad frame length %d' % n)
-            if len(self.buf) < 4 + n:
+            if len(q) < 4 + n:
                 break
-            payload = bytes(self.buf[HDR.size:4 + n])
-            del self.buf[:4 + n]
+            payload = bytearray(memoryview(q.buf)[q.start + HDR.size:q.start + 4 + n])
+            q.consume(4 + n)
             yield typ, rid, payload
 
 
 def decode_request(payload):
     """A request frame's payload (uint32 JSON length | JSON | blob) as
-    (JSON value, blob)."""
+    (JSON value, blob), blob a view of payload."""
     jl = U32.unpack_from(payload)[0]
-    return json.loads(payload[4:4 + jl].decode('utf-8')), payload[4 + jl:]
+    return json.loads(bytes(payload[4:4 + jl]).decode('utf-8')), memoryview(payload)[4 + jl:]
 
 
 def encode_msg(obj, blob=b''):
-    """A length-prefixed message: uint32 size | uint32 JSON size | JSON | blob."""
+    """A length-prefixed message, in one bytearray: uint32 size | uint32
+    JSON size | JSON | blob."""
     js = json.dumps(obj).encode('utf-8')
-    return U32.pack(4 + len(js) + len(blob)) + U32.pack(len(js)) + js + blob
+    out = bytearray(8 + len(js) + len(blob))
+    U32.pack_into(out, 0, 4 + len(js) + len(blob))
+    U32.pack_into(out, 4, len(js))
+    put(out, 8, js)
+    put(out, 8 + len(js), blob)
+    return out
 
 
 def send_msg(sock, obj, blob=b'', fds=None):
-    """Blocking length-prefixed message on a unix stream socket."""
+    """Blocking length-prefixed message on a unix stream socket; the copy
+    of blob it makes is zeroed once sent."""
     data = encode_msg(obj, blob)
-    if fds:
-        n = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack('%di' % len(fds), *fds))])
-        data = data[n:]
-    if data:
-        sock.sendall(data)
+    try:
+        view = memoryview(data)
+        if fds:
+            n = sock.sendmsg([view], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack('%di' % len(fds), *fds))])
+            view = view[n:]
+        if view:
+            sock.sendall(view)
+    finally:
+        zero(data)
 
 
 def recv_exact(sock, n):
-    buf = bytearray()
-    while len(buf) < n:
-        c = sock.recv(n - len(buf))
-        if not c:
+    """n bytes from sock, read into one bytearray."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if not k:
             raise EOFError
-        buf += c
-    return bytes(buf)
+        got += k
+    return buf
 
 
 def fds_of(anc):
@@ -173,7 +280,8 @@ def fds_of(anc):
 
 
 def recv_msg(sock):
-    """Blocking read of one message and the fds sent with its first byte."""
+    """Blocking read of one message and the fds sent with its first byte:
+    (JSON value, blob, fds), blob a writable view for the caller to zero."""
     fds = []
     hdr = b''
     while len(hdr) < 4:
@@ -183,8 +291,8 @@ def recv_msg(sock):
         hdr += data
         fds.extend(fds_of(anc))
     body = recv_exact(sock, U32.unpack(hdr)[0])
-    jl = U32.unpack(body[:4])[0]
-    return json.loads(body[4:4 + jl].decode('utf-8')), body[4 + jl:], fds
+    jl = U32.unpack_from(body)[0]
+    return json.loads(bytes(body[4:4 + jl]).decode('utf-8')), memoryview(body)[4 + jl:], fds
 
 
 class MsgReader(object):
@@ -406,6 +514,19 @@ DATETIME_TAIL = b', tzinfo=datetime.timezone.utc)'
 def task_spans(msg):
     """The spans of a task message (or module request)."""
     return [msg.get('params'), msg.get('time'), msg.get('payload')]
+
+
+def blank_params(tpl, span):
+    """Overwrite, in tpl (a bytearray or writable view), the parameters'
+    literal at span with a str literal of spaces of the same length, as
+    Go's blankParams (interp/module.go) does: the shape a zygote learns
+    and the base template later deltas apply to, without a task's
+    arguments."""
+    if span is None:
+        return
+    start, stop = span
+    if 0 <= start and stop - start >= 2 and stop <= len(tpl):
+        put(tpl, start, b"'" + b' ' * (stop - start - 2) + b"'")
 
 
 def task_time(expr):
@@ -1307,12 +1428,13 @@ class ZygoteServer(object):
             self.start_task(msg, tpl, fds)
 
     def spare_used(self, msg, tpl):
-        """The agent sent task msg['id'] to the spare msg['used']."""
+        """The agent sent task msg['id'] to the spare msg['used'] (tpl: its
+        template, parameters blanked)."""
         if self.handed == msg['used']:
             self.handed = None
         self.task_started(msg['used'], msg['id'])
         # The next tasks' forks inherit the compiled shape.
-        self.wc.learn(tpl, task_spans(msg))
+        self.wc.learn(bytes(tpl), task_spans(msg))
         if self.held is None:
             self.held = self.fork_spare()
 
@@ -1322,11 +1444,15 @@ class ZygoteServer(object):
         if self.pf.learning():
             msg['learn'] = True
         pid = self.send_to_spare(msg, tpl, fds)
+        # The task's arguments stay in the spare that runs it only.
+        blank_params(tpl, msg.get('params'))
+        shape = bytes(tpl)
+        zero(tpl)
         # Before the next fork, which must not hold the pipes.
         for fd in fds:
             os.close(fd)
         if pid is not None:
-            self.wc.learn(tpl, task_spans(msg))
+            self.wc.learn(shape, task_spans(msg))
             self.task_started(pid, msg['id'])
             self.tell_agent({'id': msg['id'], 'pid': pid})
         self.held = self.fork_spare()
@@ -1422,6 +1548,7 @@ class ZygoteServer(object):
         except (EOFError, OSError):
             os._exit(0)  # never used: the agent or the zygote dropped it
         ctl.close()
+        tpl = bytes(tpl)
         if msg.get('learn'):
             msg['learn_sock'] = self.learn_w
         else:
@@ -1452,11 +1579,12 @@ class Proc(object):
         self.out_fd = None
         self.err_fd = None
         self.in_fd = None
-        self.inbuf = bytearray()
+        self.inbuf = ByteQueue(CHUNK)
         self.in_eof = False
         self.stat_fd = None
         self.statbuf = b''
         self.wait_status = None  # the zygote's waitpid status, before the status pipe's end
+        self.check_us = 0  # a module's: spent checking its imports were unchanged
         self.status = None
         self.error = None
         self.cancelled = False
@@ -1477,7 +1605,7 @@ class Zygote(object):
         self.procs = {}
         self.closing = False
         self.dead = False
-        self.outq = []  # [data, fds or None once sent, proc, attempts]
+        self.outq = []  # [data (bytearray, zeroed once sent), fds or None once sent, proc, attempts, bytes sent]
         self.events = selectors.EVENT_READ
         self.last_used = self.born
         self.spare = None  # (pid, control socket, learn): a fork awaiting a task
@@ -1568,7 +1696,11 @@ class Agent(object):
         self.deps = import_snapshot(dirs=False)
         self.sel = selectors.DefaultSelector()
         self.frames = FrameReader()
-        self.outbuf = bytearray()
+        self.outbuf = ByteQueue(1 << 18)
+        # What reads from the channel and the processes' pipes land in.
+        self.rscratch = bytearray(1 << 18)
+        self.pscratch = bytearray(CHUNK)
+        self.handling = None  # the payload of the frame being handled
         self.writing = False
         self.procs = {}
         self.zips = {}
@@ -1587,22 +1719,25 @@ class Agent(object):
 
     # ---- the channel: frames out
 
-    def send(self, typ, rid, payload=b''):
-        self.outbuf += HDR.pack(5 + len(payload), typ, rid)
-        self.outbuf += payload
+    def send(self, typ, rid, *parts):
+        """Queue a frame whose payload is parts, and write what the
+        channel takes."""
+        self.outbuf.append(HDR.pack(5 + sum(len(x) for x in parts), typ, rid))
+        for x in parts:
+            self.outbuf.append(x)
         self.flush()
 
     def reply(self, rid, obj, blob=b''):
         js = json.dumps(obj).encode('utf-8')
-        self.send(T_RESP, rid, U32.pack(len(js)) + js + blob)
+        self.send(T_RESP, rid, U32.pack(len(js)), js, blob)
 
     def flush(self):
         while self.outbuf:
             try:
-                n = os.write(self.wfd, self.outbuf)
+                n = os.write(self.wfd, self.outbuf.view())
             except (BlockingIOError, InterruptedError):
                 break
-            del self.outbuf[:n]
+            self.outbuf.consume(n)
         want = bool(self.outbuf)
         if want != self.writing:
             self.writing = want
@@ -1630,17 +1765,25 @@ class Agent(object):
         """Read and handle the client's frames; False once the channel has
         ended or is no longer framed."""
         try:
-            data = os.read(self.rfd, 1 << 18)
+            n = os.readv(self.rfd, [self.rscratch])
         except (BlockingIOError, InterruptedError):
             return True
-        if not data:
+        if not n:
             return False
+        data = memoryview(self.rscratch)[:n]
         try:
             for typ, rid, payload in self.frames.feed(data):
-                self.frame(typ, rid, payload)
+                self.handling = payload
+                try:
+                    self.frame(typ, rid, payload)
+                finally:
+                    zero(payload)
+                    self.handling = None
         except ProtocolError as e:
             warn(str(e))
             return False
+        finally:
+            zero(data)
         return True
 
     def frame(self, typ, rid, payload):
@@ -1658,7 +1801,7 @@ class Agent(object):
             if p is None or p.in_fd is None:
                 return
             if typ == T_STDIN:
-                p.inbuf += payload
+                p.inbuf.append(payload)
             else:
                 p.in_eof = True
             self.write_stdin(p)
@@ -1709,7 +1852,7 @@ class Agent(object):
             'cwd': self.cwd,
             'tmpdir': self.tmp,
         }
-        self.outbuf += MAGIC
+        self.outbuf.append(MAGIC)
         self.reply(0, info)
 
     def run(self):
@@ -1865,15 +2008,15 @@ class Agent(object):
             return
         while p.inbuf:
             try:
-                n = os.write(fd, p.inbuf)
+                n = os.write(fd, p.inbuf.view())
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:
                 # EPIPE: the command stopped reading; drop its input.
-                p.inbuf = bytearray()
+                p.inbuf.clear()
                 p.in_eof = True
                 break
-            del p.inbuf[:n]
+            p.inbuf.consume(n)
         registered = fd in self.sel.get_map()
         if p.inbuf and not registered:
             self.sel.register(fd, selectors.EVENT_WRITE, ('pin', p))
@@ -1885,13 +2028,15 @@ class Agent(object):
 
     def read_pipe(self, fd, kind, p):
         try:
-            data = os.read(fd, CHUNK)
+            n = os.readv(fd, [self.pscratch])
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
-            data = b''
-        if data:
+            n = 0
+        if n:
+            data = memoryview(self.pscratch)[:n]
             self.send(T_STDOUT if kind == 'pout' else T_STDERR, p.id, data)
+            zero(data)
             return
         self.unwatch(fd)
         if kind == 'pout':
@@ -1954,6 +2099,8 @@ class Agent(object):
             res['exit'] = os.WEXITSTATUS(st)
         if p.cancelled:
             res['cancelled'] = True
+        if p.check_us:
+            res['check_us'] = p.check_us
         self.reply(p.id, res)
 
     def kill(self, p):
@@ -2003,22 +2150,32 @@ class Agent(object):
         if entry is None:
             self.reply(rid, {'error': 'zip %s unknown to this agent' % req['hash'][:12], 'code': 'nozip'})
             return
-        tpl, off = self.template(entry, req, blob, off)
         if entry.home.path is None:
             self.store_zip(entry.home, req.get('name') or 'module')
         if entry.fqn is None:
             # Go's package ansiballz found it, in every format.
             entry.fqn = req.get('fqn') or ''
-        if (not req.get('noenv') and [_mtime(p) for p in ENV_FILES] != self.env_mtimes) or stale(self.deps):
+        t0 = time.perf_counter()
+        changed = (not req.get('noenv') and [_mtime(p) for p in ENV_FILES] != self.env_mtimes) or stale(self.deps)
+        checked = time.perf_counter() - t0
+        if changed:
             self.reply(rid, {'error': 'login environment or site imports changed; agent must restart', 'code': 'restart'})
             return
-        owner = req.get('owner')
-        for path, mode in req.get('dirs') or []:
-            mkdir_all(path, mode, owner)
-        for path, mode, n in req.get('files') or []:
-            atomic_write(path, blob[off:off + n], mode, owner)
-            off += n
-        self.start_task(rid, self.zygote_for(entry), req, tpl)
+        # Before the template is read: a zygote forked now must not inherit
+        # this task's arguments.
+        z, zchecked = self.zygote_for(entry)
+        tpl, off = self.template(entry, req, blob, off)
+        try:
+            owner = req.get('owner')
+            for path, mode in req.get('dirs') or []:
+                mkdir_all(path, mode, owner)
+            for path, mode, n in req.get('files') or []:
+                atomic_write(path, blob[off:off + n], mode, owner)
+                off += n
+            p = self.start_task(rid, z, req, tpl)
+            p.check_us = int((checked + zchecked) * 1e6)
+        finally:
+            zero(tpl)  # sent on, or not to be: the arguments go with the task
 
     def zip_entry(self, req, blob):
         """The request's zip, stored on the first request that carries it,
@@ -2029,7 +2186,7 @@ class Agent(object):
         zlen = req.get('zip', 0)
         entry = self.zips.get(digest)
         if zlen:
-            zdata = blob[off:off + zlen]
+            zdata = bytes(blob[off:off + zlen])
             off += zlen
             if entry is None:
                 if hashlib.sha256(zdata).hexdigest() != digest:
@@ -2061,29 +2218,45 @@ class Agent(object):
         entry.path, entry.zdata = path, None
 
     def template(self, entry, req, blob, off):
-        """The request's template, from blob at off, and the offset after it."""
+        """The request's template (a bytearray, for the caller to zero once
+        it is handed over), from blob at off, and the offset after it."""
         tlen = req['tpl']
         ctpl = blob[off:off + tlen]
         off += tlen
         delta = req.get('delta')
+        # Decompressed into one buffer of its final size (the client says
+        # it): a growing one would leave copies of the arguments behind.
+        raw = zlib.decompress(ctpl, zlib.MAX_WBITS, req.get('raw') or zlib.DEF_BUF_SIZE)
         if delta:
             # The bytes between the common prefix and suffix with the base.
             base = entry.base
             if base is None:
+                forget_bytes(raw)
                 raise ValueError('base template for %s not set' % entry.digest[:12])
             prefix, suffix = delta
-            return base[:prefix] + zlib.decompress(ctpl) + base[len(base) - suffix:], off
-        # A whole template comes with its zip: the base from now on,
-        # as for the client, which keeps the template it sent it with.
-        tpl = zlib.decompress(ctpl)
-        entry.base = tpl
+            tpl = bytearray(prefix + len(raw) + suffix)
+            put(tpl, 0, memoryview(base)[:prefix])
+            put(tpl, prefix, raw)
+            put(tpl, prefix + len(raw), memoryview(base)[len(base) - suffix:])
+        else:
+            # A whole template comes with its zip: the base from now on, its
+            # parameters blanked as the client blanks its copy.
+            tpl = bytearray(raw)
+            base = bytearray(raw)
+            blank_params(base, req.get('params'))
+            entry.base = bytes(base)
+        forget_bytes(raw)
         return tpl, off
 
     def zygote_for(self, entry):
-        """The zygote that runs entry's tasks, started if there is none."""
+        """The zygote that runs entry's tasks, started if there is none, and
+        the seconds spent checking that what it imported is unchanged."""
         entry = entry.home
         z = entry.zygote
-        if z is not None and (z.closing or z.deps is not None and stale(z.deps)):
+        t0 = time.perf_counter()
+        changed = z is not None and z.deps is not None and stale(z.deps)
+        checked = time.perf_counter() - t0
+        if z is not None and (z.closing or changed):
             # A file it imported changed, or a new one could shadow one:
             # a fresh python would import them anew, so a fresh zygote does.
             self.retire(z)
@@ -2091,12 +2264,12 @@ class Agent(object):
         if z is None:
             z = self.spawn_zygote(entry)
         z.last_used = time.time()
-        return z
+        return z, checked
 
     def start_task(self, rid, z, req, tpl):
-        """Start task rid in z's spare if it offered one, else through z.
-        Its stdout and stderr pipes (or a terminal) and its status pipe go
-        with it; the agent keeps the reading ends."""
+        """Start task rid in z's spare if it offered one, else through z,
+        and return its Proc. Its stdout and stderr pipes (or a terminal)
+        and its status pipe go with it; the agent keeps the reading ends."""
         p = Proc(rid, 'module')
         p.zygote = z
         msg = {'id': rid, 'env': req.get('env') or {}, 'cwd': self.cwd,
@@ -2131,10 +2304,11 @@ class Agent(object):
             self.watch(re_, 'perr', p)
         self.watch(rs, 'pstat', p)
         if z.spare is not None and not z.outq and self.to_spare(z, p, msg, tpl, tfds):
-            return
+            return p
         # The zygote may be busy importing: queue, never block on it.
-        z.outq.append([encode_msg(msg, tpl), tfds, p, 0])
+        z.outq.append([encode_msg(msg, tpl), tfds, p, 0, 0])
         self.zflush(z)
+        return p
 
     def to_spare(self, z, p, msg, tpl, tfds):
         """Send a task to the spare z offered, and tell z it was used (with
@@ -2157,7 +2331,10 @@ class Agent(object):
         used = {'used': pid, 'id': p.id, 'params': msg['params'], 'time': msg['time'], 'payload': msg['payload']}
         if msg.get('res_init'):
             used['res_init'] = True
-        z.outq.append([encode_msg(used, tpl), None, None, 0])
+        # The zygote learns the template's shape, not the task's arguments.
+        shape = bytearray(tpl)
+        blank_params(shape, msg['params'])
+        z.outq.append([encode_msg(used, shape), None, None, 0, 0])
         self.zflush(z)
         return True
 
@@ -2170,7 +2347,7 @@ class Agent(object):
         # the tasks queued arrived, so they need no check.
         while z.outq and z.sock is not None and z.deps is not None:
             item = z.outq[0]
-            data, fds = item[0], item[1]
+            data, fds = memoryview(item[0])[item[4]:], item[1]
             try:
                 if fds:
                     n = z.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
@@ -2185,8 +2362,9 @@ class Agent(object):
             except OSError:
                 self.zygote_died(z)
                 return
-            item[0] = data[n:]
-            if not item[0]:
+            item[4] += n
+            if item[4] == len(item[0]):
+                zero(item[0])
                 z.outq.pop(0)
         if z.sock is not None:
             ev = selectors.EVENT_READ | (selectors.EVENT_WRITE if z.outq and z.deps is not None else 0)
@@ -2205,6 +2383,7 @@ class Agent(object):
             try:
                 signal.set_wakeup_fd(-1)
                 close_fds_except(b.fileno())
+                self.forget_in_fork()
             except BaseException:
                 os._exit(1)
             ZygoteServer(b, entry.path, entry.fqn, entry.b64, self.stdio_like, os.path.join(self.tmp, 'pyc')).run()
@@ -2215,6 +2394,20 @@ class Agent(object):
         self.zygotes[pid] = z
         self.sel.register(a, selectors.EVENT_READ, ('zyg', z))
         return z
+
+    def forget_in_fork(self):
+        """In a zygote just forked: overwrite the agent's buffers it
+        inherited (what was read from the channel and the pipes, the frame
+        being handled, what is queued either way), which may hold other
+        tasks' arguments and output."""
+        zero(self.rscratch)
+        zero(self.pscratch)
+        self.frames.q.clear()
+        self.outbuf.clear()
+        for p in self.procs.values():
+            p.inbuf.clear()
+        if self.handling is not None:
+            zero(self.handling)
 
     def retire(self, z):
         """No new tasks go to z; it exits once its running tasks are done."""
@@ -2255,8 +2448,9 @@ class Agent(object):
             if item[1] is not None and item[3] < 2:
                 item[3] += 1
                 pending.append(item)
-            elif item[1] is not None:
-                for fd in item[1]:
+            else:
+                zero(item[0])
+                for fd in item[1] or ():
                     os.close(fd)
         z.outq = []
         if z.sock is not None:

@@ -366,7 +366,8 @@ class FrameReaderTest(unittest.TestCase):
                 for i in range(0, len(stream), step):
                     got.extend(r.feed(stream[i:i + step]))
                 self.assertEqual(got, want)
-                self.assertEqual(len(r.buf), 0)
+                self.assertEqual(len(r.q), 0)
+                self.assertNotIn(b'x', r.q.buf)
 
     def test_bad_length(self):
         """A length below the header's or above MAX_FRAME ends the stream,
@@ -385,6 +386,56 @@ class FrameReaderTest(unittest.TestCase):
         req, blob = agent.decode_request(agent.U32.pack(len(js)) + js + b'\x00data')
         self.assertEqual(req, {'op': 'put', 'path': '/x'})
         self.assertEqual(blob, b'\x00data')
+
+
+class WipeTest(unittest.TestCase):
+    """What may hold a task's arguments or output is overwritten once
+    done with."""
+
+    def test_byte_queue(self):
+        """Bytes that leave the queue, and buffers it outgrows, are zeroed;
+        what is queued comes out in order however it is cut."""
+        q = agent.ByteQueue(8)
+        out = bytearray()
+        old = []
+        for i in range(200):
+            q.append(b'secret%03d' % i)
+            old.append(q.buf)
+            if i % 3 == 0:
+                n = min(len(q), 7)
+                out += q.view()[:n]
+                q.consume(n)
+        out += q.view()
+        q.clear()
+        self.assertEqual(bytes(out), b''.join(b'secret%03d' % i for i in range(200)))
+        for b in old + [q.buf]:
+            self.assertNotIn(b'secret', b)
+
+    def test_blank_params(self):
+        tpl = bytearray(b"A = 'args'\nB = 1\n")
+        agent.blank_params(tpl, [4, 10])
+        self.assertEqual(tpl, b"A = '    '\nB = 1\n")
+        agent.blank_params(tpl, None)  # no span: unchanged
+        agent.blank_params(tpl, [4, 100])  # out of range: unchanged
+        self.assertEqual(tpl, b"A = '    '\nB = 1\n")
+
+    def test_forget_bytes(self):
+        b = bytes(bytearray(b'nolog-marker'))
+        agent.forget_bytes(b)
+        self.assertEqual(b, bytes(12))
+        kept = bytes(bytearray(b'shared'))
+        also = [kept]
+        agent.forget_bytes(kept)  # referred to elsewhere: left alone
+        self.assertEqual(also[0], b'shared')
+
+    def test_frames_zero_the_stream(self):
+        data = bytearray(frame(agent.T_STDIN, 1, b'nolog-marker') + frame(agent.T_STDIN, 2, b'nolog-'))
+        r = agent.FrameReader()
+        got = list(r.feed(data[:-3]))
+        self.assertEqual(got, [(agent.T_STDIN, 1, b'nolog-marker')])
+        self.assertNotIn(b'marker', r.q.buf)
+        self.assertEqual(list(r.feed(data[-3:])), [(agent.T_STDIN, 2, b'nolog-')])
+        self.assertNotIn(b'nolog', r.q.buf)
 
 
 class MessagesTest(unittest.TestCase):
@@ -958,6 +1009,8 @@ class AgentProcessTest(unittest.TestCase):
                     # As Go's client sends them with the whole template.
                     req['fqn'], req['name'] = 'ansible.modules.ping', 'ping'
                 resp, _, out, err = a.call(req, (zip_ if i == 0 else b'') + ctpl)
+                # The freshness check's time, in microseconds.
+                self.assertGreaterEqual(resp.pop('check_us', 0), 0)
                 self.assertEqual(resp, {'exit': 0}, err)
                 self.assertEqual(json.loads(out.decode().strip().splitlines()[-1]).get('ping'), 'pong', out)
         # Where the zygote runs the module from, named as stock's copy

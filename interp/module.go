@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 
@@ -172,10 +173,16 @@ type Result struct {
 	ExitCode int
 	// Signal is the signal that killed the process, or 0.
 	Signal int
+	// FreshnessCheck is what the agent spent, before a module's task,
+	// checking that nothing the agent and the module's zygote imported
+	// had changed.
+	FreshnessCheck time.Duration
 }
 
 type zipState struct {
-	base []byte // the first template sent for this hash; later ones go as a delta
+	// base is the first template sent for this hash, its parameters
+	// blanked (blankParams); later ones go as a delta against it.
+	base []byte
 }
 
 type moduleReq struct {
@@ -183,6 +190,7 @@ type moduleReq struct {
 	Hash    string            `json:"hash"`
 	Zip     int               `json:"zip"`
 	Tpl     int               `json:"tpl"`
+	Raw     int               `json:"raw"`               // the template's (or delta's) size decompressed
 	FQN     string            `json:"fqn,omitempty"`     // with the whole template: the module its zygote prepares
 	Name    string            `json:"name,omitempty"`    // with the zip: the module's name in its payload's file names
 	Params  [2]int            `json:"params"`            // the parameters' literal in the template
@@ -214,7 +222,7 @@ func (c *Client) RunModule(ctx context.Context, req ModuleRequest) (*Result, err
 		c.zmu.Unlock()
 		res, err = c.runModule(ctx, w, req)
 	}
-	c.forgetTemplate(w)
+	clear(w.tpl.Src) // the task's arguments: the base keeps them blanked
 	if err != nil {
 		return nil, fmt.Errorf("run module %s: %w", w.fqn, err)
 	}
@@ -224,15 +232,19 @@ func (c *Client) RunModule(ctx context.Context, req ModuleRequest) (*Result, err
 // errNoZip: the agent holds no zip for the request's hash (code "nozip").
 var errNoZip = errors.New("zip unknown to the agent")
 
-// forgetTemplate overwrites w's template, which holds the task's
-// arguments, unless it is kept as its zip's base for later deltas.
-func (c *Client) forgetTemplate(w *moduleRun) {
-	c.zmu.Lock()
-	defer c.zmu.Unlock()
-	if st := c.zips[w.hash]; st != nil && len(st.base) > 0 && len(w.tpl.Src) > 0 && &st.base[0] == &w.tpl.Src[0] {
-		return
+// blankParams returns a copy of tpl with the parameters' literal at span
+// replaced by a str literal of spaces of the same length, as agent.py's
+// blank_params does: both sides keep this as the base template, so that
+// neither keeps the first task's arguments for the connection's life.
+func blankParams(tpl []byte, span [2]int) []byte {
+	out := bytes.Clone(tpl)
+	if start, stop := span[0], span[1]; start >= 0 && stop-start >= 2 && stop <= len(out) {
+		out[start], out[stop-1] = '\'', '\''
+		for i := start + 1; i < stop-1; i++ {
+			out[i] = ' '
+		}
 	}
-	clear(w.tpl.Src)
+	return out
 }
 
 func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest) (*Result, error) {
@@ -262,10 +274,12 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 		zip = w.zip
 		mr.FQN, mr.Name = w.fqn, w.payload
 		ctpl, err = compress(w.tpl.Src)
-		st = &zipState{base: w.tpl.Src}
+		mr.Raw = len(w.tpl.Src)
+		st = &zipState{base: blankParams(w.tpl.Src, w.tpl.Params)}
 	} else {
 		prefix, suffix := commonEnds(st.base, w.tpl.Src)
 		ctpl, err = compress(w.tpl.Src[prefix : len(w.tpl.Src)-suffix])
+		mr.Raw = len(w.tpl.Src) - prefix - suffix
 		mr.Delta = &[2]int{prefix, suffix}
 	}
 	if err != nil {
@@ -297,7 +311,8 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 	case r.Exit == nil:
 		return nil, errors.New("agent gave no exit status")
 	}
-	return &Result{Stdout: stdout.bytes(), Stderr: stderr.bytes(), ExitCode: *r.Exit, Signal: r.Signal}, nil
+	return &Result{Stdout: stdout.bytes(), Stderr: stderr.bytes(), ExitCode: *r.Exit, Signal: r.Signal,
+		FreshnessCheck: time.Duration(r.CheckMicros) * time.Microsecond}, nil
 }
 
 // commonEnds returns the lengths of the longest common prefix and suffix of

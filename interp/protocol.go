@@ -97,14 +97,17 @@ func encodeReq(req any, blob ...[]byte) ([]byte, error) {
 // response is a decoded response frame, or the client's error for a
 // request that gets no frame.
 type response struct {
-	Error  string          `json:"error"`
-	Errno  string          `json:"errno"`
-	Code   string          `json:"code"` // see codeErrs
-	Exit   *int            `json:"exit"`
-	Signal int             `json:"signal"`
-	Stat   *statJSON       `json:"stat"`
-	Raw    json.RawMessage `json:"-"`
-	blob   []byte
+	Error  string `json:"error"`
+	Errno  string `json:"errno"`
+	Code   string `json:"code"` // see codeErrs
+	Exit   *int   `json:"exit"`
+	Signal int    `json:"signal"`
+	// CheckMicros is what a module run spent checking that what the
+	// agent and the zygote imported is unchanged (freshness).
+	CheckMicros int64           `json:"check_us"`
+	Stat        *statJSON       `json:"stat"`
+	Raw         json.RawMessage `json:"-"`
+	blob        []byte
 	// gone, if set, is why the agent is gone (it wraps ErrAgentGone):
 	// the request was pending when the client died.
 	gone error

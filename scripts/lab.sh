@@ -44,8 +44,13 @@
 #     pyenv's Pythons ($AB_PYENV_VERSIONS) bind-mounted read-only on
 #     /srv/ab-lab-pythons-$AB_PORT, with a wrapper per version in
 #     /srv/ab-lab-pythons-$AB_PORT-bin ($AB_PYTHONS); a noexec tmpfs on
-#     /srv/ab-lab-noexec-$AB_PORT.
-#   - /etc/sudoers.d/ab-lab with the two rules and !requiretty.
+#     /srv/ab-lab-noexec-$AB_PORT; and a user per situation ($AB_ZOO_CASES),
+#     shell /bin/bash, key login only: abzrtty, whose passwordless sudo
+#     has requiretty; abzms (passwordless sudo), whose sessions sshd caps
+#     at MaxSessions 2 (a Match block); abzboot, for a simulated reboot (the play kills its
+#     sshd processes).
+#   - /etc/sudoers.d/ab-lab with the two rules and !requiretty, and
+#     abzrtty's rule with requiretty, abzms's without.
 #   - $AB_LAB/id_ed25519: the lab key, authorized for both users;
 #     $AB_LAB/wrong_ed25519: a key authorized for no one (auth failures).
 #     Both belong to the invoking user ($SUDO_USER or root), mode 0600.
@@ -74,6 +79,8 @@ USER_NOPY=${PREFIX}nopy
 # login only. BusyBox's sh is a symlink named sh (busybox picks its applet
 # from the name).
 ZOO_SHELLS=(bash:/bin/bash dash:/bin/dash busybox:/usr/local/libexec/ab-lab/sh tcsh:/usr/bin/tcsh fish:/usr/bin/fish)
+# And a user per situation: NAME:USER.
+ZOO_CASES=(requiretty:${PREFIX}zrtty maxsessions:${PREFIX}zms reboot:${PREFIX}zboot)
 # pyenv's Pythons, where the machine has them, readable by the lab's users
 # through a read-only bind mount (/root is 0700).
 PYENV_VERSIONS=${AB_PYENV_VERSIONS:-/root/.pyenv/versions}
@@ -198,6 +205,11 @@ Defaults:$USER_NOPW !requiretty
 Defaults:$USER_PW !requiretty, timestamp_timeout=0
 $USER_NOPW ALL=(ALL:ALL) NOPASSWD: ALL
 $USER_PW ALL=(ALL:ALL) ALL
+# The zoo's requiretty and MaxSessions cases.
+Defaults:${PREFIX}zrtty requiretty
+${PREFIX}zrtty ALL=(ALL:ALL) NOPASSWD: ALL
+Defaults:${PREFIX}zms !requiretty
+${PREFIX}zms ALL=(ALL:ALL) NOPASSWD: ALL
 EOF
 	visudo -q -c -f "$tmp" >/dev/null || die "generated sudoers file is invalid"
 	install -m 0440 -o root -g root "$tmp" "$SUDOERS"
@@ -261,6 +273,9 @@ LogLevel VERBOSE
 # A target without Python: abnopy lives in a chroot that has none.
 Match User $USER_NOPY
 	ChrootDirectory $NOPY_ROOT
+# The zoo's MaxSessions case.
+Match User ${PREFIX}zms
+	MaxSessions 2
 EOF
 }
 
@@ -406,6 +421,10 @@ make_zoo() {
 		make_user "${PREFIX}z$name" "$sh"
 		usermod -p '*' "${PREFIX}z$name"
 	done
+	for z in "${ZOO_CASES[@]}"; do
+		make_user "${z#*:}" /bin/bash
+		usermod -p '*' "${z#*:}"
+	done
 	if [[ -d $PYENV_VERSIONS ]] && ! mountpoint -q "$PYTHONS"; then
 		install -d -m 0755 "$PYTHONS"
 		mount --bind "$PYENV_VERSIONS" "$PYTHONS"
@@ -439,6 +458,15 @@ zoo_users() {
 	for z in "${ZOO_SHELLS[@]}"; do
 		name=${z%%:*}
 		id -u "${PREFIX}z$name" >/dev/null 2>&1 && out+=("$name=${PREFIX}z$name")
+	done
+	echo "${out[*]}"
+}
+
+# zoo_cases lists the zoo's situation users as NAME=USER, for the tests.
+zoo_cases() {
+	local z out=()
+	for z in "${ZOO_CASES[@]}"; do
+		id -u "${z#*:}" >/dev/null 2>&1 && out+=("${z%%:*}=${z#*:}")
 	done
 	echo "${out[*]}"
 }
@@ -539,7 +567,7 @@ down() {
 purge() {
 	down
 	local u
-	for u in "$USER_NOPW" "$USER_PW" "$USER_NOPY" $(zoo_users | sed -E 's/[^ =]+=//g'); do
+	for u in "$USER_NOPW" "$USER_PW" "$USER_NOPY" $(zoo_users | sed -E 's/[^ =]+=//g') $(zoo_cases | sed -E 's/[^ =]+=//g'); do
 		if id -u "$u" >/dev/null 2>&1; then
 			pkill -KILL -u "$u" 2>/dev/null || true
 			userdel -r "$u" 2>/dev/null || userdel "$u"
@@ -565,6 +593,7 @@ export AB_PWUSER='$USER_PW'
 export AB_PASSWORD='$PASSWORD'
 export AB_NOPYUSER='$USER_NOPY'
 export AB_ZOO='$(zoo_users)'
+export AB_ZOO_CASES='$(zoo_cases)'
 export AB_PYTHONS='$(mountpoint -q "$PYTHONS" && echo "$PYTHONS-bin")'
 export AB_NOEXEC='$(mountpoint -q "$NOEXEC" && echo "$NOEXEC")'
 EOF

@@ -318,12 +318,12 @@ func TestMedianRun(t *testing.T) {
 }
 
 func TestRouteCounts(t *testing.T) {
-	js := []byte(`{"targets":[{"routes":{"module":90,"become":10,"cached":400},"slow":{"unrecognised wrapper":2}},{"routes":{"module":5}}]}`)
-	if in, slow := routeCounts(js); in != 105 || slow != 2 {
-		t.Errorf("routeCounts = %d, %d; want 105, 2", in, slow)
+	js := []byte(`{"targets":[{"routes":{"module":90,"become":10,"cached":400},"slow":{"unrecognised wrapper":2},"freshness_us":1500},{"routes":{"module":5},"freshness_us":500}]}`)
+	if c := routeCounts(js); c.interp != 105 || c.slow != 2 || c.freshness != 2*time.Millisecond {
+		t.Errorf("routeCounts = %+v; want 105, 2, 2ms", c)
 	}
-	if in, slow := routeCounts([]byte("not json")); in != 0 || slow != 0 {
-		t.Errorf("routeCounts of garbage = %d, %d", in, slow)
+	if c := routeCounts([]byte("not json")); c != (bridgeCounts{}) {
+		t.Errorf("routeCounts of garbage = %+v", c)
 	}
 }
 

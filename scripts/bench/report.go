@@ -37,7 +37,7 @@ func renderReport(cfg config, version string, results []result) string {
 		time.Now().Format("2006-01-02 15:04"), version, sshPath, runtime.NumCPU(), cfg.n,
 		cfg.latency, 2*cfg.latency, cfg.lab.target(), cfg.lab.user)
 	b.WriteString(resultRows(cfg, results))
-	b.WriteString("\nin interpreters: the run's module steps the bridge ran in its persistent interpreters (routes module and become, from `ansible-bridge status --json`); slow: invocations it counted as a slow path.\n")
+	b.WriteString("\nin interpreters: the run's module steps the bridge ran in its persistent interpreters (routes module and become, from `ansible-bridge status --json`); freshness checks: what the interpreters spent, before those steps, checking that nothing they imported had changed, as a share of the run's wall time; slow: invocations it counted as a slow path.\n")
 	b.WriteString("bytes: relayed payload, both directions; turns: client→server to server→client direction changes, " +
 		"i.e. round trips on the wire (package integration/relay).\n")
 	b.WriteString(floorNote)
@@ -99,6 +99,9 @@ func resultRows(cfg config, results []result) string {
 		}
 		if r.mode.bridge && r.err == nil {
 			status += fmt.Sprintf(", %d in interpreters", r.interp)
+			if r.freshness > 0 {
+				status += fmt.Sprintf(", freshness checks %.2f %%", 100*r.freshness.Seconds()/r.wall.Seconds())
+			}
 			if r.slow > 0 {
 				status += fmt.Sprintf(", **%d slow**", r.slow)
 			}

@@ -30,8 +30,9 @@ type result struct {
 	log      string // ansible-playbook output
 	sudo     int    // the target's sudo runs during the run (become playbook)
 	// Bridge runs: module steps the persistent interpreters ran (routes
-	// module and become), and invocations counted as a slow path.
-	interp, slow int
+	// module and become), invocations counted as a slow path, and what
+	// the interpreters spent checking their imports were fresh.
+	bridgeCounts
 }
 
 // table is one set of runs: every selected (playbook, mode) at one n and
@@ -358,7 +359,7 @@ func runOne(ctx context.Context, cfg config, dir, book, pb string, m mode, tl to
 		st, _ := bridge.command(context.WithoutCancel(ctx), "status").CombinedOutput()
 		_ = os.WriteFile(filepath.Join(dir, tag+".status"), st, 0o644)
 		if js, err := bridge.command(context.WithoutCancel(ctx), "status", "--json").Output(); err == nil {
-			res.interp, res.slow = routeCounts(js)
+			res.bridgeCounts = routeCounts(js)
 		}
 		teardownErr = bridge.stop(context.WithoutCancel(ctx))
 		// A shim that fell back to the real ssh may have left a master.
@@ -445,23 +446,33 @@ func firstLine(err error) error {
 	return errors.New(s)
 }
 
+// bridgeCounts are what a bridge run's daemon counted.
+type bridgeCounts struct {
+	interp, slow int           // module steps in interpreters; slow-path invocations
+	freshness    time.Duration // spent checking imports were unchanged
+}
+
 // routeCounts sums, over the targets of `ansible-bridge status --json`,
-// the module steps run in interpreters and the slow-path invocations.
-func routeCounts(statusJSON []byte) (interp, slow int) {
+// the module steps run in interpreters, the slow-path invocations and
+// the time the freshness checks took.
+func routeCounts(statusJSON []byte) bridgeCounts {
 	var st struct {
 		Targets []struct {
-			Routes map[string]int `json:"routes"`
-			Slow   map[string]int `json:"slow"`
+			Routes    map[string]int `json:"routes"`
+			Slow      map[string]int `json:"slow"`
+			Freshness int64          `json:"freshness_us"`
 		} `json:"targets"`
 	}
+	var c bridgeCounts
 	if json.Unmarshal(statusJSON, &st) != nil {
-		return 0, 0
+		return c
 	}
 	for _, t := range st.Targets {
-		interp += t.Routes["module"] + t.Routes["become"]
+		c.interp += t.Routes["module"] + t.Routes["become"]
 		for _, n := range t.Slow {
-			slow += n
+			c.slow += n
 		}
+		c.freshness += time.Duration(t.Freshness) * time.Microsecond
 	}
-	return interp, slow
+	return c
 }
