@@ -124,6 +124,8 @@ ANSIBLE_SSH_EXECUTABLE, ANSIBLE_SCP_EXECUTABLE and ANSIBLE_SFTP_EXECUTABLE
 (doctor, and whether transfers come through the bridge), and from the
 environment Ansible gives the shims, as ssh would: HOME, USER, LOGNAME,
 SSH_AUTH_SOCK, TERM, ANSIBLE_SSH_TRANSFER_METHOD and those SendEnv names.
+The daemon adds clobberfree=1 to GODEBUG (the Go runtime then overwrites
+what it frees) unless GODEBUG names clobberfree.
 `
 
 func runCLI(args []string) int {
