@@ -519,9 +519,9 @@ def task_spans(msg):
 def blank_params(tpl, span):
     """Overwrite, in tpl (a bytearray or writable view), the parameters'
     literal at span with a str literal of spaces of the same length, as
-    Go's blankParams (interp/module.go) does: the shape a zygote learns
-    and the base template later deltas apply to, without a task's
-    arguments."""
+    Go's blankParams (interp/module.go) does: the shape a zygote learns,
+    and the base template later deltas apply to when the first task was
+    no_log, without a task's arguments."""
     if span is None:
         return
     start, stop = span
@@ -2239,11 +2239,12 @@ class Agent(object):
             put(tpl, prefix, raw)
             put(tpl, prefix + len(raw), memoryview(base)[len(base) - suffix:])
         else:
-            # A whole template comes with its zip: the base from now on, its
-            # parameters blanked as the client blanks its copy.
+            # A whole template comes with its zip: the base from now on, as
+            # the client keeps it (a no_log task's parameters blanked).
             tpl = bytearray(raw)
             base = bytearray(raw)
-            blank_params(base, req.get('params'))
+            if req.get('blank'):
+                blank_params(base, req.get('params'))
             entry.base = bytes(base)
         forget_bytes(raw)
         return tpl, off

@@ -2,7 +2,14 @@ package interp
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"os"
+	"regexp"
 	"testing"
+
+	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
 )
 
 // TestCommonEnds: the base's prefix, the bytes between and the base's
@@ -34,4 +41,63 @@ func TestCommonEnds(t *testing.T) {
 	if p != 16 || s != 10 {
 		t.Errorf("prefix, suffix = %d, %d; want 16, 10", p, s)
 	}
+}
+
+// TestPlainArgs: only a task whose arguments say _ansible_no_log false may
+// leave them in its zip's base template.
+func TestPlainArgs(t *testing.T) {
+	for _, c := range []struct {
+		args  map[string]any
+		plain bool
+	}{
+		{map[string]any{"_ansible_no_log": false, "data": "x"}, true},
+		{map[string]any{"_ansible_no_log": true, "data": "x"}, false},
+		{map[string]any{"_ansible_no_log": "yes"}, false},
+		{map[string]any{"data": "x"}, false}, // unsaid: taken as no_log
+	} {
+		if got := plainArgs(pingWith(t, c.args)); got != c.plain {
+			t.Errorf("%v: plainArgs = %v, want %v", c.args, got, c.plain)
+		}
+	}
+}
+
+// TestBlankParams: the literal keeps its length and quotes, its content
+// goes; a span outside the template changes nothing.
+func TestBlankParams(t *testing.T) {
+	tpl := []byte("A = 'nolog'\n")
+	if got := string(blankParams(tpl, [2]int{4, 11})); got != "A = '     '\n" {
+		t.Errorf("blankParams = %q", got)
+	}
+	if got := string(blankParams(tpl, [2]int{4, 99})); got != string(tpl) {
+		t.Errorf("out of range: %q", got)
+	}
+	if string(tpl) != "A = 'nolog'\n" {
+		t.Errorf("the template itself changed: %q", tpl)
+	}
+}
+
+// pingWith is 2.14's ping wrapper (ansiballz/testdata) with args as its
+// module arguments, taken apart.
+func pingWith(t *testing.T, args map[string]any) *ansiballz.Wrapper {
+	t.Helper()
+	f, err := os.Open("ansiballz/testdata/ping-2.14.py.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.Marshal(map[string]any{"ANSIBLE_MODULE_ARGS": args})
+	src = regexp.MustCompile(`(?m)^(\s*ANSIBALLZ_PARAMS = )'.*$`).ReplaceAll(src, []byte("${1}'"+string(js)+"'"))
+	w, err := ansiballz.Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }

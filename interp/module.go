@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -38,6 +39,9 @@ type moduleRun struct {
 	tpl     ansiballz.Template
 	fqn     string
 	payload string // ansiballz.Wrapper.PayloadName
+	// secret: the task's arguments are no_log (or unreadable), so its
+	// template is kept as its zip's base only with them blanked.
+	secret bool
 }
 
 // prepare decodes w's zip and makes its template.
@@ -46,7 +50,24 @@ func prepare(w *ansiballz.Wrapper) (*moduleRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &moduleRun{zip: zip, hash: hash, tpl: w.Template(zipMarker), fqn: w.ModuleFQN, payload: w.PayloadName}, nil
+	return &moduleRun{zip: zip, hash: hash, tpl: w.Template(zipMarker), fqn: w.ModuleFQN, payload: w.PayloadName, secret: !plainArgs(w)}, nil
+}
+
+// plainArgs reports whether w's parameters say, readably, that the task
+// is not no_log: only then may they outlive the task, as the base
+// template that later tasks' deltas are computed against (a loop's items
+// then differ from it in a few bytes, not in all their arguments).
+func plainArgs(w *ansiballz.Wrapper) bool {
+	p, err := w.Params()
+	if err != nil {
+		return false
+	}
+	var top struct {
+		Args struct {
+			NoLog any `json:"_ansible_no_log"`
+		} `json:"ANSIBLE_MODULE_ARGS"`
+	}
+	return json.Unmarshal(p, &top) == nil && top.Args.NoLog == false
 }
 
 // zipCacheSize is how many decoded ZIPDATA literals decodeZip keeps.
@@ -181,7 +202,8 @@ type Result struct {
 
 type zipState struct {
 	// base is the first template sent for this hash, its parameters
-	// blanked (blankParams); later ones go as a delta against it.
+	// blanked (blankParams) if they were a no_log task's; later ones go
+	// as a delta against it.
 	base []byte
 }
 
@@ -191,6 +213,7 @@ type moduleReq struct {
 	Zip     int               `json:"zip"`
 	Tpl     int               `json:"tpl"`
 	Raw     int               `json:"raw"`               // the template's (or delta's) size decompressed
+	Blank   bool              `json:"blank,omitempty"`   // with the whole template: keep it as the base with its parameters blanked
 	FQN     string            `json:"fqn,omitempty"`     // with the whole template: the module its zygote prepares
 	Name    string            `json:"name,omitempty"`    // with the zip: the module's name in its payload's file names
 	Params  [2]int            `json:"params"`            // the parameters' literal in the template
@@ -222,7 +245,7 @@ func (c *Client) RunModule(ctx context.Context, req ModuleRequest) (*Result, err
 		c.zmu.Unlock()
 		res, err = c.runModule(ctx, w, req)
 	}
-	clear(w.tpl.Src) // the task's arguments: the base keeps them blanked
+	clear(w.tpl.Src) // the task's arguments: the base is a copy
 	if err != nil {
 		return nil, fmt.Errorf("run module %s: %w", w.fqn, err)
 	}
@@ -234,8 +257,9 @@ var errNoZip = errors.New("zip unknown to the agent")
 
 // blankParams returns a copy of tpl with the parameters' literal at span
 // replaced by a str literal of spaces of the same length, as agent.py's
-// blank_params does: both sides keep this as the base template, so that
-// neither keeps the first task's arguments for the connection's life.
+// blank_params does: both sides keep this as the base template when the
+// first task was no_log, so that neither keeps its arguments for the
+// connection's life.
 func blankParams(tpl []byte, span [2]int) []byte {
 	out := bytes.Clone(tpl)
 	if start, stop := span[0], span[1]; start >= 0 && stop-start >= 2 && stop <= len(out) {
@@ -275,7 +299,10 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 		mr.FQN, mr.Name = w.fqn, w.payload
 		ctpl, err = compress(w.tpl.Src)
 		mr.Raw = len(w.tpl.Src)
-		st = &zipState{base: blankParams(w.tpl.Src, w.tpl.Params)}
+		st = &zipState{base: bytes.Clone(w.tpl.Src)}
+		if w.secret {
+			st.base, mr.Blank = blankParams(w.tpl.Src, w.tpl.Params), true
+		}
 	} else {
 		prefix, suffix := commonEnds(st.base, w.tpl.Src)
 		ctpl, err = compress(w.tpl.Src[prefix : len(w.tpl.Src)-suffix])
