@@ -80,7 +80,20 @@ func TestBlankParams(t *testing.T) {
 // module arguments, taken apart.
 func pingWith(t *testing.T, args map[string]any) *ansiballz.Wrapper {
 	t.Helper()
-	f, err := os.Open("ansiballz/testdata/ping-2.14.py.gz")
+	src := testdataWrapper(t, "ping-2.14.py.gz")
+	js, _ := json.Marshal(map[string]any{"ANSIBLE_MODULE_ARGS": args})
+	src = regexp.MustCompile(`(?m)^(\s*ANSIBALLZ_PARAMS = )'.*$`).ReplaceAll(src, []byte("${1}'"+string(js)+"'"))
+	w, err := ansiballz.Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// testdataWrapper reads a recorded wrapper from ansiballz/testdata.
+func testdataWrapper(t *testing.T, name string) []byte {
+	t.Helper()
+	f, err := os.Open("ansiballz/testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +106,5 @@ func pingWith(t *testing.T, args map[string]any) *ansiballz.Wrapper {
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, _ := json.Marshal(map[string]any{"ANSIBLE_MODULE_ARGS": args})
-	src = regexp.MustCompile(`(?m)^(\s*ANSIBALLZ_PARAMS = )'.*$`).ReplaceAll(src, []byte("${1}'"+string(js)+"'"))
-	w, err := ansiballz.Parse(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w
+	return src
 }

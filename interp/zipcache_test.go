@@ -2,13 +2,10 @@ package interp
 
 import (
 	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"testing"
 
 	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
@@ -17,19 +14,7 @@ import (
 // TestPrepare: two tasks of one module share their zip's hash, and the
 // template keeps the parameters where the request says.
 func TestPrepare(t *testing.T) {
-	f, err := os.Open("ansiballz/testdata/ping-2.22.py.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := testdataWrapper(t, "ping-2.22.py.gz")
 	other := bytes.Replace(src, []byte(`"ANSIBLE_MODULE_ARGS": {`), []byte(`"ANSIBLE_MODULE_ARGS": {"data": "x", `), 1)
 	var runs []*moduleRun
 	for _, s := range [][]byte{src, other} {
