@@ -95,6 +95,12 @@ func (t *target) forgetDead() {
 func (a *agents) dropDead() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.dropDeadLocked()
+}
+
+// dropDeadLocked is dropDead with a.mu held: each freed slot gives back
+// its place under the limit.
+func (a *agents) dropDeadLocked() {
 	for k, s := range a.slots {
 		if s.state == slotReady && !s.alive() {
 			delete(a.slots, k)
@@ -169,13 +175,7 @@ func (a *agents) reserveLocked(key slotKey, record bool) (slot *agentSlot, v *vi
 	limit := a.limit()
 	if a.live >= limit {
 		// Interpreters that died on their own free their place.
-		for k, s := range a.slots {
-			if s.state == slotReady && !s.alive() {
-				delete(a.slots, k)
-				s.state = slotClosed
-				a.live--
-			}
-		}
+		a.dropDeadLocked()
 	}
 	if a.live >= limit {
 		var lru *agentSlot

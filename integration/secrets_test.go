@@ -131,6 +131,9 @@ func TestNoSecretsLeft(t *testing.T) {
 	}
 }
 
+// targetAgents are the target's python processes that run the bridge's
+// agent code (agents, zygotes, spares): started by the bootstrap's
+// first stage, which names itself in their command line.
 func targetAgents(t *testing.T) []int {
 	t.Helper()
 	procs, _ := filepath.Glob("/proc/[0-9]*")

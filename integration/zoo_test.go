@@ -53,22 +53,14 @@ func zooHosts(t *testing.T) map[string]map[string]any {
 		hosts["zoo_"+name] = h
 	}
 	shellType := map[string]string{"tcsh": "csh", "fish": "fish"}
-	for _, z := range strings.Fields(os.Getenv("AB_ZOO")) {
-		name, user, ok := strings.Cut(z, "=")
-		if !ok {
-			t.Fatalf("AB_ZOO: %q is not NAME=USER", z)
-		}
+	for name, user := range zooUsers(t, "AB_ZOO") {
 		vars := map[string]any{}
 		if st := shellType[name]; st != "" {
 			vars["ansible_shell_type"] = st
 		}
 		host("sh_"+name, user, vars)
 	}
-	for z := range strings.FieldsSeq(os.Getenv("AB_ZOO_CASES")) {
-		name, user, ok := strings.Cut(z, "=")
-		if !ok {
-			t.Fatalf("AB_ZOO_CASES: %q is not NAME=USER", z)
-		}
+	for name, user := range zooUsers(t, "AB_ZOO_CASES") {
 		host(name, user, nil)
 	}
 	if dir := os.Getenv("AB_PYTHONS"); dir != "" {
@@ -84,8 +76,22 @@ func zooHosts(t *testing.T) map[string]map[string]any {
 	return hosts
 }
 
-// checkZoo checks what must hold in both runs: the lab's own Python and
-// the ordinary shells run every step.
+// zooUsers reads the NAME=USER list in the environment variable env.
+func zooUsers(t *testing.T, env string) map[string]string {
+	t.Helper()
+	users := map[string]string{}
+	for _, z := range strings.Fields(os.Getenv(env)) {
+		name, user, ok := strings.Cut(z, "=")
+		if !ok {
+			t.Fatalf("%s: %q is not NAME=USER", env, z)
+		}
+		users[name] = user
+	}
+	return users
+}
+
+// checkZoo checks what must hold in both runs: the lab's own Python, the
+// ordinary shells, the MaxSessions and the reboot host run every step.
 func checkZoo(t *testing.T, r *runResult) {
 	for _, h := range []string{"zoo_sh_bash", "zoo_sh_dash", "zoo_sh_busybox", "zoo_sh_tcsh", "zoo_py_3_11", "zoo_maxsessions", "zoo_reboot"} {
 		if _, ok := r.Doc.Stats[h]; !ok {

@@ -39,9 +39,6 @@ type moduleRun struct {
 	tpl     ansiballz.Template
 	fqn     string
 	payload string // ansiballz.Wrapper.PayloadName
-	// secret: the task's arguments are no_log (or unreadable), so its
-	// template is kept as its zip's base only with them blanked.
-	secret bool
 }
 
 // prepare decodes w's zip and makes its template.
@@ -50,7 +47,7 @@ func prepare(w *ansiballz.Wrapper) (*moduleRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &moduleRun{zip: zip, hash: hash, tpl: w.Template(zipMarker), fqn: w.ModuleFQN, payload: w.PayloadName, secret: !plainArgs(w)}, nil
+	return &moduleRun{zip: zip, hash: hash, tpl: w.Template(zipMarker), fqn: w.ModuleFQN, payload: w.PayloadName}, nil
 }
 
 // plainArgs reports whether w's parameters say, readably, that the task
@@ -300,7 +297,7 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 		ctpl, err = compress(w.tpl.Src)
 		mr.Raw = len(w.tpl.Src)
 		st = &zipState{base: bytes.Clone(w.tpl.Src)}
-		if w.secret {
+		if !plainArgs(req.Wrapper) {
 			st.base, mr.Blank = blankParams(w.tpl.Src, w.tpl.Params), true
 		}
 	} else {
