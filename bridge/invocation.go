@@ -15,15 +15,18 @@ import (
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/journal"
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 	"github.com/sirupsen/logrus"
 )
 
 // invocation is one shim's conversation: one ssh, scp or sftp run.
 type invocation struct {
-	id    uint64
-	conn  net.Conn
-	hello wire.HelloMsg
+	id   uint64
+	conn net.Conn
+	// hello is the shim's first frame, its command line parsed (by the
+	// shim: the daemon never parses argv).
+	hello fakessh.Hello
 	// cancel ends the invocation's context: the shim went away.
 	cancel context.CancelFunc
 	log    logrus.FieldLogger

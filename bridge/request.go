@@ -37,13 +37,17 @@ type request struct {
 	becomeStep bool
 }
 
-// newRequest parses iv's ssh command line and resolves its settings. A
+// reasonUnparsed: a hello without the shim's parse of its command line
+// (never from this build's shim).
+const reasonUnparsed = "the shim sent no parsed command line"
+
+// newRequest takes iv's parsed ssh command line and resolves its settings. A
 // nil request means iv is answered already: code is its exit status (-1
 // for a fallback).
 func (s *Server) newRequest(ctx context.Context, iv *invocation) (*request, int) {
-	inv, err := fakessh.ParseSSH(iv.hello.Argv)
-	if err != nil {
-		iv.fallback("parse: " + err.Error())
+	inv := iv.hello.SSH
+	if inv == nil {
+		iv.fallback(reasonUnparsed)
 		return nil, -1
 	}
 	if len(inv.Unsupported) > 0 {

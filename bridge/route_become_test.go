@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"bytes"
-	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -84,7 +83,7 @@ func (h *harness) runDialog(prog string, argv []string, steps ...exchange) resul
 		h.t.Fatal(err)
 	}
 	defer c.Close()
-	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.t.TempDir(), Env: []string{"HOME=" + h.t.TempDir(), "USER=tester", "TERM=xterm", "LANG=C.UTF-8", "PATH=" + h.path}, Umask: 0o22})
+	hello := shimHello(prog, argv, h.t.TempDir(), []string{"HOME=" + h.t.TempDir(), "USER=tester", "TERM=xterm", "LANG=C.UTF-8", "PATH=" + h.path})
 	if err := wire.Write(c, wire.Hello, hello); err != nil {
 		h.t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func (r *request) serveCached() (code int, served bool) {
 		}
 		return code, true
 	case cmdMkTemp:
-		if !t.house.transfersKnown(transferKey(iv.hello)) {
+		if !t.house.transfersKnown(transferKey(iv.hello.HelloMsg)) {
 			// No upload has come through the bridge yet: the uploads may
 			// go to the real sftp or scp, so the directory is made on the
 			// target (see transfers.go). An upload through the bridge into

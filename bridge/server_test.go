@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 	"github.com/pkg/sftp"
 	"github.com/sirupsen/logrus"
@@ -136,6 +137,15 @@ func (h *harness) runEnv(prog string, argv []string, stdin string, env ...string
 }
 
 // runStdinAfter plays the shim's side of one invocation; stdin goes to
+// shimHello is the hello frame's payload a shim sends for prog and argv,
+// parsed as the shim parses it, from directory cwd with environment env.
+func shimHello(prog string, argv []string, cwd string, env []string) []byte {
+	h, _ := fakessh.NewHello(prog, argv)
+	h.Cwd, h.Env, h.Umask = cwd, env, 0o22
+	b, _ := json.Marshal(h)
+	return b
+}
+
 // the daemon once marker is in the output ("": at once), as Ansible's ssh
 // plugin sends a become step's pipelined module after BECOME-SUCCESS.
 func (h *harness) runStdinAfter(prog string, argv []string, marker, stdin string, env ...string) result {
@@ -145,7 +155,7 @@ func (h *harness) runStdinAfter(prog string, argv []string, marker, stdin string
 		h.t.Fatal(err)
 	}
 	defer c.Close()
-	hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: argv, Cwd: h.cwd, Env: append([]string{"HOME=" + h.home, "USER=tester", "TERM=xterm", "LANG=C.UTF-8", "PATH=" + h.path}, env...), Umask: 0o22})
+	hello := shimHello(prog, argv, h.cwd, append([]string{"HOME=" + h.home, "USER=tester", "TERM=xterm", "LANG=C.UTF-8", "PATH=" + h.path}, env...))
 	if err := wire.Write(c, wire.Hello, hello); err != nil {
 		h.t.Fatal(err)
 	}
@@ -283,7 +293,7 @@ func TestShimSignalledClosesChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	hello, _ := json.Marshal(wire.HelloMsg{Prog: "ssh", Argv: h.sshArgs("127.0.0.1", "sleep 30"), Cwd: h.cwd, Env: []string{"HOME=" + h.home, "PATH=" + h.path}, Umask: 0o22})
+	hello := shimHello("ssh", h.sshArgs("127.0.0.1", "sleep 30"), h.cwd, []string{"HOME=" + h.home, "PATH=" + h.path})
 	if err := wire.Write(c, wire.Hello, hello); err != nil {
 		t.Fatal(err)
 	}

@@ -38,8 +38,8 @@ func (s *Server) connectSFTP(ctx context.Context, iv *invocation, inv *fakessh.S
 // the bridge serves every command in it as sftp would (see
 // notServedInFull); the real sftp runs any other batch.
 func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
-	inv, err := fakessh.ParseSFTP(iv.hello.Argv)
-	if err != nil || len(inv.Unsupported) > 0 || len(inv.SSH.Unsupported) > 0 {
+	inv := iv.hello.SFTP
+	if inv == nil || len(inv.Unsupported) > 0 || len(inv.SSH.Unsupported) > 0 {
 		iv.fallback("sftp arguments the bridge does not serve")
 		return -1
 	}
@@ -415,8 +415,8 @@ func (b *batchRun) ls(p string) error {
 
 // serveSCP copies files the way scp (in its default SFTP mode) does.
 func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
-	inv, err := fakessh.ParseSCP(iv.hello.Argv)
-	if err != nil || len(inv.Unsupported) > 0 || len(inv.SSH.Unsupported) > 0 {
+	inv := iv.hello.SCP
+	if inv == nil || len(inv.Unsupported) > 0 || len(inv.SSH.Unsupported) > 0 {
 		iv.fallback("scp arguments the bridge does not serve")
 		return -1
 	}
@@ -568,7 +568,7 @@ func holdUpload(t *target, sc *sftp.Client, iv *invocation, dst string, r io.Rea
 	}
 	// An upload into Ansible's temp dir: its transfers come through the
 	// bridge (transfers.go).
-	t.house.learnTransfers(transferKey(iv.hello))
+	t.house.learnTransfers(transferKey(iv.hello.HelloMsg))
 	if st.isOnTarget() {
 		// Goes to the target; the bridge notes it (for the debug view),
 		// and keeps a wrapper's content: the module then runs in the

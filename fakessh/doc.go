@@ -25,6 +25,9 @@
 // opening its -b file, scp's check that a local target is a directory) are
 // left to the caller.
 //
+// The shim parses once: NewHello's Hello carries the parsed command line
+// to the daemon, which never parses argv itself.
+//
 // The tests compare the parsers with the real ssh -G, scp and sftp when
 // OpenSSH 9.2 is installed; FAKESSH_DIFF_N=n adds n random command lines.
 //

@@ -40,7 +40,8 @@ func Main(prog string, argv []string) int {
 	if os.Getenv(DisableEnv) == "1" {
 		return fallback(prog, argv, verbose, DisableEnv+"=1")
 	}
-	if reason := unsupported(prog, argv); reason != "" {
+	hello, reason := NewHello(prog, argv)
+	if reason != "" {
 		return fallback(prog, argv, verbose, reason)
 	}
 	sock := wire.SocketPath()
@@ -50,7 +51,7 @@ func Main(prog string, argv []string) int {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %v\r\n", prog, err)
 		return ExitSSHError
 	}
-	hello := helloFor(prog, argv)
+	hello.describeProcess()
 	payload, err := json.Marshal(hello)
 	if err != nil {
 		return bridgeFallback(prog, argv, verbose, "cannot encode the invocation: "+err.Error())
@@ -86,42 +87,6 @@ func Main(prog string, argv []string) int {
 	return code
 }
 
-// unsupported parses argv and names what the bridge cannot honour, or
-// returns "" when the daemon can take it. A parse error also means
-// fallback: the real binary then prints its own, authoritative message.
-func unsupported(prog string, argv []string) string {
-	var bad []string
-	var err error
-	var ssh *SSHInvocation // the ssh options, of ssh, scp or sftp
-	switch prog {
-	case "ssh":
-		if ssh, err = ParseSSH(argv); err == nil {
-			bad = ssh.Unsupported
-		}
-	case "scp":
-		var inv *SCPInvocation
-		if inv, err = ParseSCP(argv); err == nil {
-			bad, ssh = append(inv.Unsupported, inv.SSH.Unsupported...), &inv.SSH
-		}
-	case "sftp":
-		var inv *SFTPInvocation
-		if inv, err = ParseSFTP(argv); err == nil {
-			bad, ssh = append(inv.Unsupported, inv.SSH.Unsupported...), &inv.SSH
-		}
-	default:
-		return "unknown program " + prog
-	}
-	switch {
-	case err != nil:
-		return "cannot parse arguments: " + err.Error()
-	case len(bad) > 0:
-		return "unsupported: " + strings.Join(bad, " ")
-	case prog == "ssh" && interactive(ssh):
-		return ReasonInteractive
-	}
-	return ""
-}
-
 // verbosity counts leading -v flags cheaply, for deciding whether a
 // fallback is announced on stderr as well as in the log.
 func verbosity(prog string, argv []string) int {
@@ -148,7 +113,7 @@ type declined struct {
 // converse runs one invocation over conn. It returns the exit status, or
 // why the daemon declined it: before any input was consumed, or with all
 // of it handed back.
-func converse(conn net.Conn, hello wire.HelloMsg, payload []byte) (code int, fb *declined, err error) {
+func converse(conn net.Conn, hello *Hello, payload []byte) (code int, fb *declined, err error) {
 	var wmu sync.Mutex
 	send := func(t wire.Type, p []byte) error {
 		wmu.Lock()
@@ -231,23 +196,6 @@ func converse(conn net.Conn, hello wire.HelloMsg, payload []byte) (code int, fb 
 			return 0, nil, fmt.Errorf("unexpected frame %q from daemon", f.Type)
 		}
 	}
-}
-
-func helloFor(prog string, argv []string) wire.HelloMsg {
-	cwd, _ := os.Getwd()
-	h := wire.HelloMsg{Prog: prog, Argv: argv, Cwd: cwd, Env: os.Environ(), PID: os.Getpid()}
-	h.Umask = syscall.Umask(0)
-	syscall.Umask(h.Umask)
-	if term.IsTerminal(int(os.Stdin.Fd())) {
-		h.StdinTTY = true
-		if cols, rows, err := term.GetSize(int(os.Stdin.Fd())); err == nil {
-			h.Rows, h.Cols = rows, cols
-		}
-	}
-	// Without a terminal OpenSSH asks an askpass program, if allowed.
-	use, program := askpassProgram(os.Getenv, haveTTY())
-	h.CanPrompt = !use || program != ""
-	return h
 }
 
 // stdinPipeSize is what a piped stdin is grown to: more than a pipelined

@@ -44,7 +44,8 @@ type Frame struct {
 	Payload []byte
 }
 
-// HelloMsg opens a conversation.
+// HelloMsg opens a conversation. A shim sends it inside fakessh.Hello,
+// which adds its parsed command line.
 type HelloMsg struct {
 	// Prog is "ssh", "scp", "sftp", or "ctl" for ansible-bridge's own
 	// subcommands (status, stop).
