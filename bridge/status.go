@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -38,13 +39,17 @@ type Status struct {
 	Uptime      string             `json:"uptime"`
 	Invocations uint64             `json:"invocations"`
 	Active      int64              `json:"active"`
+	Goroutines  int                `json:"goroutines"`
 	Targets     []TargetStatus     `json:"targets"`
 	InFlight    []InvocationStatus `json:"in_flight"`
 }
 
 // TargetStatus describes one target.
 type TargetStatus struct {
-	Target      string         `json:"target"`
+	Target string `json:"target"`
+	// ControlPath is the expanded ControlPath the target's invocations
+	// share ("ssh -O exit" with it closes the target's connections).
+	ControlPath string         `json:"control_path"`
 	Connections int            `json:"connections"`
 	Dials       int            `json:"dials"`
 	Routes      map[string]int `json:"routes"` // invocations per route
@@ -90,10 +95,11 @@ func (s *Server) Status() Status {
 		Uptime:      time.Since(s.started).Round(time.Second).String(),
 		Invocations: s.nextID.Load(),
 		Active:      s.active.Load(),
+		Goroutines:  runtime.NumGoroutine(),
 	}
 	for _, t := range s.targets.all() {
 		t.mu.Lock()
-		ts := TargetStatus{Target: t.label, Dials: t.dials, Routes: map[string]int{}}
+		ts := TargetStatus{Target: t.label, ControlPath: t.key, Dials: t.dials, Routes: map[string]int{}}
 		for _, c := range t.conns {
 			if !c.dead {
 				ts.Connections++

@@ -38,6 +38,7 @@ type fleetResult struct {
 	// conns is the TCP connections each target's relay saw.
 	conns []int
 	bytes int64
+	mem   fleetMemory
 }
 
 // runFleet runs the fleet playbook in each fleet mode, cfg.repeat rounds
@@ -118,8 +119,22 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 		res.err = err
 		return res
 	}
+	daemonPID := 0
 	if m.bridge {
 		_ = tl.bridge.stop(ctx)
+		if err := tl.bridge.startDaemon(ctx, cpDir); err != nil {
+			res.err = err
+			return res
+		}
+		st, err := tl.bridge.status(ctx)
+		if err == nil {
+			daemonPID = st.PID
+			res.mem.idle, err = tl.bridge.sample(ctx)
+		}
+		if err != nil {
+			res.err = err
+			return res
+		}
 	}
 	var relays []*relay.Relay
 	defer func() {
@@ -156,7 +171,7 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 		"ANSIBLE_CONFIG="+filepath.Join(dir, "ansible.cfg"),
 		"ANSIBLE_HOST_KEY_CHECKING=False",
 		"ANSIBLE_NOCOLOR=1",
-		"ANSIBLE_FORKS="+strconv.Itoa(cfg.fleetHosts),
+		"ANSIBLE_FORKS="+strconv.Itoa(cfg.forks()),
 		"ANSIBLE_SSH_CONTROL_PATH_DIR="+cpDir,
 		"ANSIBLE_PIPELINING="+strconv.FormatBool(m.pipelining),
 	)
@@ -173,10 +188,12 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
+	stopWatch := watchFleet(ctx, tl.bridge, daemonPID, labUID(cfg.lab.user))
 	start := time.Now()
 	runErr := cmd.Run()
 	res.wall = time.Since(start)
 	res.ran = true
+	res.mem.peak, res.mem.targetPeakKiB = stopWatch()
 	if cmd.ProcessState != nil {
 		// wait4's usage includes the descendants ansible-playbook waited for.
 		res.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
@@ -184,6 +201,9 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 	if m.bridge {
 		res.daemonCPU = daemonCPU(ctx, tl.bridge)
 		res.cpu += res.daemonCPU
+		if err := tl.bridge.closeTargets(ctx, res.mem.idle); err == nil {
+			res.mem.after, _ = tl.bridge.sample(ctx)
+		}
 		_ = tl.bridge.stop(context.WithoutCancel(ctx))
 	}
 	_ = stopMasters(context.WithoutCancel(ctx), cpDir)
@@ -250,7 +270,7 @@ func verifyFleet(runErr error, out string, hosts, tasks int) error {
 func renderFleet(cfg config, rs []fleetResult) string {
 	var b strings.Builder
 	n := cfg.fleetHosts * cfg.fleetTasks
-	fmt.Fprintf(&b, "\n## %d targets, forks=%d, %d tasks each\n\n", cfg.fleetHosts, cfg.fleetHosts, cfg.fleetTasks)
+	fmt.Fprintf(&b, "\n## %d targets, forks=%d, %d tasks each\n\n", cfg.fleetHosts, cfg.forks(), cfg.fleetTasks)
 	b.WriteString("| mode | result | wall (s) | controller CPU (s) | CPU per task (ms) | of which the daemon (s) | TCP conns per target | bytes/task |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
 	find := func(name string) *fleetResult {
@@ -285,6 +305,7 @@ func renderFleet(cfg config, rs []fleetResult) string {
 		fmt.Fprintf(&b, "| %s | %s | %.1f | %.1f | %.1f | %s | %s | %.1f KiB |\n", r.mode.name, status, r.wall.Seconds(),
 			r.cpu.Seconds(), float64(r.cpu.Microseconds())/1000/float64(n), daemon, conns, float64(r.bytes)/float64(n)/1024)
 	}
+	b.WriteString(renderFleetMemory(cfg, rs))
 	br, mg, st := find("bridge-pipelining"), find("mitogen"), find("stock-pipelining")
 	ratio := func(a, b *fleetResult, target float64) string {
 		if a == nil || b == nil {
@@ -301,5 +322,32 @@ func renderFleet(cfg config, rs []fleetResult) string {
 		"Controller CPU: ansible-playbook and every process it waited for (workers, ssh or shims, Mitogen's), plus the bridge daemon; "+
 		"the targets (sshd, interpreters, modules) share the same cores.\n",
 		ratio(br, mg, 0.8), ratio(br, st, 0.3))
+	return b.String()
+}
+
+// renderFleetMemory formats what each run cost in memory, descriptors and
+// goroutines, per target.
+func renderFleetMemory(cfg config, rs []fleetResult) string {
+	var b strings.Builder
+	b.WriteString("\n| mode | daemon RSS idle / peak / after close (MiB) | daemon per target: RSS (KiB) | fds | goroutines | target side per target: RSS (MiB) |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
+	n := float64(cfg.fleetHosts)
+	mib := func(kib int64) float64 { return float64(kib) / 1024 }
+	for _, r := range rs {
+		if !r.ran {
+			continue
+		}
+		m := r.mem
+		target := fmt.Sprintf("%.1f", mib(m.targetPeakKiB)/n)
+		if !r.mode.bridge {
+			fmt.Fprintf(&b, "| %s | — | — | — | — | %s |\n", r.mode.name, target)
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %.1f / %.1f / %.1f | %.0f | %.1f | %.1f | %s |\n", r.mode.name,
+			mib(m.idle.rssKiB), mib(m.peak.rssKiB), mib(m.after.rssKiB),
+			float64(m.peak.rssKiB-m.idle.rssKiB)/n, float64(m.peak.fds-m.idle.fds)/n, float64(m.peak.goroutines-m.idle.goroutines)/n, target)
+	}
+	b.WriteString("\nPer target: (peak − idle) ÷ targets, sampled every 0.5 s (goroutines every 2 s); after close: once every target's connections closed (ssh -O exit on each ControlPath). " +
+		"Target side: the resident sets of every process of the lab user (sshd's session processes, interpreters, modules) at their peak, ÷ targets.\n")
 	return b.String()
 }

@@ -123,13 +123,21 @@ type config struct {
 	keep      bool
 	repeat    int // runs per (playbook, mode) in the main table; the median is reported
 	// The fleet scenario: fleetHosts targets at once (0: off), fleetTasks
-	// tasks each, forks = fleetHosts.
-	fleetHosts, fleetTasks int
+	// tasks each, fleetForks forks (0: fleetHosts).
+	fleetHosts, fleetTasks, fleetForks int
 	// firstRuns is the runs per mode of the first-task scenario (0: off).
 	firstRuns int
 
 	lab  labEnv
 	root string // module root, where `go build .` makes the binary
+}
+
+// forks is Ansible's forks in the fleet scenario.
+func (c config) forks() int {
+	if c.fleetForks > 0 {
+		return c.fleetForks
+	}
+	return c.fleetHosts
 }
 
 func main() {
@@ -144,8 +152,9 @@ func main() {
 	flag.StringVar(&cfg.svg, "svg", "", "write the SVG chart to this `file` (default: -out with .svg)")
 	flag.DurationVar(&cfg.timeout, "timeout", 15*time.Minute, "kill a single ansible-playbook run after this long")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory (it is always kept when a run fails)")
-	flag.IntVar(&cfg.fleetHosts, "fleet", 0, "after the tables, run the fleet scenario with this many `targets` (127.0.0.2 on, forks = targets; 0: off) in modes "+strings.Join(fleetModes, ", "))
+	flag.IntVar(&cfg.fleetHosts, "fleet", 0, "after the tables, run the fleet scenario with this many `targets` (127.0.0.2 on; 0: off) in modes "+strings.Join(fleetModes, ", "))
 	flag.IntVar(&cfg.fleetTasks, "fleet-tasks", 20, "tasks per target in the fleet scenario")
+	flag.IntVar(&cfg.fleetForks, "fleet-forks", 0, "Ansible's forks in the fleet scenario (0: as many as targets)")
 	flag.IntVar(&cfg.firstRuns, "first", 0, "after the tables, time the first task of a cold run this many `times` per mode (0: off) in modes "+strings.Join(firstModes, ", "))
 	flag.IntVar(&cfg.repeat, "repeat", 1, "runs of each playbook and mode in the main table, interleaved; the table shows the run with the median wall time")
 	versions := flag.Bool("versions", false, "compare the `JSON` files earlier runs wrote next to -out (the arguments; the first is the reference, normally 2.14) across ansible-core versions, print the table (and write it to -out), and exit")

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// What a fleet run costs in memory, file descriptors and goroutines: the
+// daemon's before the run, at its peak and after its connections close;
+// the target side's (every process of the lab user: sshd's session
+// processes, interpreters, modules) at its peak.
+
+// daemonSample is the daemon's footprint at one moment.
+type daemonSample struct {
+	rssKiB     int64
+	fds        int
+	goroutines int
+}
+
+// fleetMemory is a fleet run's footprint.
+type fleetMemory struct {
+	idle, peak, after daemonSample // the daemon (bridge modes)
+	targetPeakKiB     int64        // the lab user's processes, summed
+}
+
+// daemonStatus is the part of `ansible-bridge status --json` the bench reads.
+type daemonStatus struct {
+	PID        int `json:"pid"`
+	Goroutines int `json:"goroutines"`
+	Targets    []struct {
+		ControlPath string `json:"control_path"`
+		Connections int    `json:"connections"`
+	} `json:"targets"`
+}
+
+func (b *bridgeBin) status(ctx context.Context) (daemonStatus, error) {
+	var st daemonStatus
+	out, err := b.command(ctx, "status", "--json").Output()
+	if err != nil {
+		return st, fmt.Errorf("ansible-bridge status --json: %w", err)
+	}
+	return st, json.Unmarshal(out, &st)
+}
+
+// sample reads the daemon's footprint.
+func (b *bridgeBin) sample(ctx context.Context) (daemonSample, error) {
+	st, err := b.status(ctx)
+	if err != nil {
+		return daemonSample{}, err
+	}
+	return daemonSample{rssKiB: procRSS(st.PID), fds: procFDs(st.PID), goroutines: st.Goroutines}, nil
+}
+
+// closeTargets asks the daemon to close every target's connections, as
+// ssh -O exit on each ControlPath does, and waits until none is left and
+// the goroutines are back to at most idle's (or 30 s have passed).
+func (b *bridgeBin) closeTargets(ctx context.Context, idle daemonSample) error {
+	st, err := b.status(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range st.Targets {
+		cmd := exec.CommandContext(ctx, filepath.Join(b.shims, "ssh"), "-o", "ControlPath="+t.ControlPath, "-O", "exit", "fleet")
+		cmd.Env = append(os.Environ(), "ANSIBLE_BRIDGE_SOCKET="+b.socket)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("ssh -O exit %s: %w: %s", t.ControlPath, err, strings.TrimSpace(string(out)))
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := b.status(ctx)
+		if err != nil {
+			return err
+		}
+		open := 0
+		for _, t := range st.Targets {
+			open += t.Connections
+		}
+		if open == 0 && st.Goroutines <= idle.goroutines {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond) // polling a daemon the bench does not control
+	}
+	return nil
+}
+
+// watchFleet samples the daemon (pid 0: none) and uid's processes every
+// half second until stop is called, which returns the peaks.
+func watchFleet(ctx context.Context, b *bridgeBin, pid, uid int) (stop func() (daemonSample, int64)) {
+	var mu sync.Mutex
+	var peak daemonSample
+	var targetPeak int64
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	look := func(withStatus bool) {
+		var s daemonSample
+		if pid > 0 {
+			s.rssKiB, s.fds = procRSS(pid), procFDs(pid)
+			if withStatus {
+				if st, err := b.status(ctx); err == nil {
+					s.goroutines = st.Goroutines
+				}
+			}
+		}
+		u := userRSS(uid)
+		mu.Lock()
+		peak.rssKiB, peak.fds, peak.goroutines = max(peak.rssKiB, s.rssKiB), max(peak.fds, s.fds), max(peak.goroutines, s.goroutines)
+		targetPeak = max(targetPeak, u)
+		mu.Unlock()
+	}
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				look(n%4 == 0) // status (a process) every 2 s
+			}
+		}
+	}()
+	return func() (daemonSample, int64) {
+		close(done)
+		<-finished
+		mu.Lock()
+		defer mu.Unlock()
+		return peak, targetPeak
+	}
+}
+
+// labUID is the lab user's uid (-1 when unknown).
+func labUID(name string) int {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return -1
+	}
+	uid, err := strconv.Atoi(u.Uid)
+	if err != nil {
+		return -1
+	}
+	return uid
+}
+
+// procRSS is pid's resident set in KiB (0 when unreadable).
+func procRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	kib, _ := statusField(string(b), "VmRSS:")
+	return kib
+}
+
+// statusField is the first number on /proc/PID/status's line key.
+func statusField(status, key string) (int64, bool) {
+	for _, line := range strings.Split(status, "\n") {
+		if rest, ok := strings.CutPrefix(line, key); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				n, err := strconv.ParseInt(f[0], 10, 64)
+				return n, err == nil
+			}
+		}
+	}
+	return 0, false
+}
+
+// procFDs is the number of pid's open file descriptors.
+func procFDs(pid int) int {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0
+	}
+	return len(ents)
+}
+
+// userRSS sums the resident sets of uid's processes, in KiB.
+func userRSS(uid int) int64 {
+	if uid < 0 {
+		return 0
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	var sum int64
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		if real, ok := statusField(string(b), "Uid:"); !ok || int(real) != uid {
+			continue
+		}
+		kib, _ := statusField(string(b), "VmRSS:")
+		sum += kib
+	}
+	return sum
+}
