@@ -203,6 +203,7 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 		res.cpu += res.daemonCPU
 		if err := tl.bridge.closeTargets(ctx, res.mem.idle); err == nil {
 			res.mem.after, _ = tl.bridge.sample(ctx)
+			res.mem.after.rssKiB = settledRSS(daemonPID)
 		}
 		_ = tl.bridge.stop(context.WithoutCancel(ctx))
 	}
@@ -329,7 +330,7 @@ func renderFleet(cfg config, rs []fleetResult) string {
 // goroutines, per target.
 func renderFleetMemory(cfg config, rs []fleetResult) string {
 	var b strings.Builder
-	b.WriteString("\n| mode | daemon RSS idle / peak / after close (MiB) | daemon per target: RSS (KiB) | fds | goroutines | target side per target: RSS (MiB) |\n")
+	b.WriteString("\n| mode | daemon RSS idle / peak / after close (MiB) | daemon per target: RSS (KiB) | fds | goroutines | target side per target: PSS (MiB) |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
 	n := float64(cfg.fleetHosts)
 	mib := func(kib int64) float64 { return float64(kib) / 1024 }
@@ -347,7 +348,7 @@ func renderFleetMemory(cfg config, rs []fleetResult) string {
 			mib(m.idle.rssKiB), mib(m.peak.rssKiB), mib(m.after.rssKiB),
 			float64(m.peak.rssKiB-m.idle.rssKiB)/n, float64(m.peak.fds-m.idle.fds)/n, float64(m.peak.goroutines-m.idle.goroutines)/n, target)
 	}
-	b.WriteString("\nPer target: (peak − idle) ÷ targets, sampled every 0.5 s (goroutines every 2 s); after close: once every target's connections closed (ssh -O exit on each ControlPath). " +
-		"Target side: the resident sets of every process of the lab user (sshd's session processes, interpreters, modules) at their peak, ÷ targets.\n")
+	b.WriteString("\nPer target: (peak − idle) ÷ targets, sampled every 0.5 s (goroutines every 2 s); after close: the lowest in the 5 s after every target's connections closed (ssh -O exit on each ControlPath). " +
+		"Target side: the proportional set sizes of every process of the lab user (sshd's session processes, interpreters, modules) at their peak, ÷ targets.\n")
 	return b.String()
 }

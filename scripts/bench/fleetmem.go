@@ -16,8 +16,8 @@ import (
 
 // What a fleet run costs in memory, file descriptors and goroutines: the
 // daemon's before the run, at its peak and after its connections close;
-// the target side's (every process of the lab user: sshd's session
-// processes, interpreters, modules) at its peak.
+// the target side's (the PSS of every process of the lab user: sshd's
+// session processes, interpreters, modules) at its peak.
 
 // daemonSample is the daemon's footprint at one moment.
 type daemonSample struct {
@@ -29,7 +29,7 @@ type daemonSample struct {
 // fleetMemory is a fleet run's footprint.
 type fleetMemory struct {
 	idle, peak, after daemonSample // the daemon (bridge modes)
-	targetPeakKiB     int64        // the lab user's processes, summed
+	targetPeakKiB     int64        // the lab user's processes' PSS, summed
 }
 
 // daemonStatus is the part of `ansible-bridge status --json` the bench reads.
@@ -86,11 +86,23 @@ func (b *bridgeBin) closeTargets(ctx context.Context, idle daemonSample) error {
 			open += t.Connections
 		}
 		if open == 0 && st.Goroutines <= idle.goroutines {
-			return nil
+			break
 		}
 		time.Sleep(200 * time.Millisecond) // polling a daemon the bench does not control
 	}
 	return nil
+}
+
+// settledRSS is the daemon's lowest RSS over the 5 s after its last
+// connection closed: it returns freed memory to the system then and two
+// of its once-a-second ticks later (Server.expireIdle).
+func settledRSS(pid int) int64 {
+	low := procRSS(pid)
+	for i := 0; i < 10; i++ {
+		time.Sleep(500 * time.Millisecond)
+		low = min(low, procRSS(pid))
+	}
+	return low
 }
 
 // watchFleet samples the daemon (pid 0: none) and uid's processes every
@@ -111,7 +123,7 @@ func watchFleet(ctx context.Context, b *bridgeBin, pid, uid int) (stop func() (d
 				}
 			}
 		}
-		u := userRSS(uid)
+		u := userPSS(uid)
 		mu.Lock()
 		peak.rssKiB, peak.fds, peak.goroutines = max(peak.rssKiB, s.rssKiB), max(peak.fds, s.fds), max(peak.goroutines, s.goroutines)
 		targetPeak = max(targetPeak, u)
@@ -185,8 +197,9 @@ func procFDs(pid int) int {
 	return len(ents)
 }
 
-// userRSS sums the resident sets of uid's processes, in KiB.
-func userRSS(uid int) int64 {
+// userPSS sums the proportional set sizes of uid's processes, in KiB:
+// pages a zygote's children share with it count once in all.
+func userPSS(uid int) int64 {
 	if uid < 0 {
 		return 0
 	}
@@ -206,8 +219,10 @@ func userRSS(uid int) int64 {
 		if real, ok := statusField(string(b), "Uid:"); !ok || int(real) != uid {
 			continue
 		}
-		kib, _ := statusField(string(b), "VmRSS:")
-		sum += kib
+		if r, err := os.ReadFile("/proc/" + e.Name() + "/smaps_rollup"); err == nil {
+			kib, _ := statusField(string(r), "Pss:")
+			sum += kib
+		}
 	}
 	return sum
 }
