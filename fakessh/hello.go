@@ -27,7 +27,7 @@ func NewHello(prog string, argv []string) (*Hello, string) {
 	h := &Hello{HelloMsg: wire.HelloMsg{Prog: prog, Argv: argv}}
 	var bad []string
 	var err error
-	ssh := &SSHInvocation{} // the ssh options, of ssh, scp or sftp
+	var ssh *SSHInvocation // the ssh options, of ssh, scp or sftp
 	switch prog {
 	case "ssh":
 		if h.SSH, err = ParseSSH(argv); err == nil {

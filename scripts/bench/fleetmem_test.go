@@ -1,0 +1,51 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestStatusField(t *testing.T) {
+	status := "Name:\tpython3\nUid:\t1001\t1001\t1001\t1001\nVmRSS:\t   20480 kB\n"
+	if n, ok := statusField(status, "VmRSS:"); !ok || n != 20480 {
+		t.Errorf("VmRSS: %d %v, want 20480", n, ok)
+	}
+	if n, ok := statusField(status, "Uid:"); !ok || n != 1001 {
+		t.Errorf("Uid: %d %v, want the real uid 1001", n, ok)
+	}
+	if _, ok := statusField(status, "VmHWM:"); ok {
+		t.Error("a missing line was found")
+	}
+}
+
+// The per-target figures are the growth from idle to peak over the
+// number of targets; modes without a daemon show only the target side.
+func TestRenderFleetMemory(t *testing.T) {
+	var bridge, mitogen mode
+	for _, m := range allModes() {
+		switch m.name {
+		case "bridge-pipelining":
+			bridge = m
+		case "mitogen":
+			mitogen = m
+		}
+	}
+	rs := []fleetResult{
+		{mode: bridge, ran: true, mem: fleetMemory{
+			idle:          daemonSample{rssKiB: 10 << 10, fds: 12, goroutines: 20},
+			peak:          daemonSample{rssKiB: 110 << 10, fds: 212, goroutines: 1420},
+			after:         daemonSample{rssKiB: 11 << 10},
+			targetPeakKiB: 3000 << 10,
+		}},
+		{mode: mitogen, ran: true, mem: fleetMemory{targetPeakKiB: 2000 << 10}},
+	}
+	got := renderFleetMemory(config{fleetHosts: 100}, rs)
+	for _, want := range []string{
+		"| bridge-pipelining | 10.0 / 110.0 / 11.0 | 1024 | 2.0 | 14.0 | 30.0 |",
+		"| mitogen | — | — | — | — | 20.0 |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+}
