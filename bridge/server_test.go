@@ -136,7 +136,6 @@ func (h *harness) runEnv(prog string, argv []string, stdin string, env ...string
 	return h.runStdinAfter(prog, argv, "", stdin, env...)
 }
 
-// runStdinAfter plays the shim's side of one invocation; stdin goes to
 // shimHello is the hello frame's payload a shim sends for prog and argv,
 // parsed as the shim parses it, from directory cwd with environment env.
 func shimHello(prog string, argv []string, cwd string, env []string) []byte {
@@ -146,6 +145,7 @@ func shimHello(prog string, argv []string, cwd string, env []string) []byte {
 	return b
 }
 
+// runStdinAfter plays the shim's side of one invocation; stdin goes to
 // the daemon once marker is in the output ("": at once), as Ansible's ssh
 // plugin sends a become step's pipelined module after BECOME-SUCCESS.
 func (h *harness) runStdinAfter(prog string, argv []string, marker, stdin string, env ...string) result {
@@ -518,5 +518,26 @@ func TestPreserveTimesFailure(t *testing.T) {
 			}
 			assertFile(t, tc.file, []byte("data\n"), 0o600)
 		})
+	}
+}
+
+// TestUnparsedHelloFallsBack: the daemon never parses argv itself; a
+// hello without the shim's parse of it goes to the real binary.
+func TestUnparsedHelloFallsBack(t *testing.T) {
+	h := newHarness(t, 0)
+	for _, prog := range []string{"ssh", "scp", "sftp"} {
+		c, err := net.Dial("unix", h.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hello, _ := json.Marshal(wire.HelloMsg{Prog: prog, Argv: []string{"127.0.0.1", "true"}, Cwd: h.cwd, Env: []string{"HOME=" + h.home}})
+		if err := wire.Write(c, wire.Hello, hello); err != nil {
+			t.Fatal(err)
+		}
+		f, err := wire.Read(c)
+		c.Close()
+		if err != nil || f.Type != wire.Fallback {
+			t.Fatalf("%s: got %v %v, want a fallback", prog, f.Type, err)
+		}
 	}
 }
