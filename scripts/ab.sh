@@ -13,7 +13,8 @@
 # $AB_DIR (default /var/tmp/ab), and prints one line per run to stdout:
 #   playbook round build pipelining rc wall-seconds
 # then the medians and ratios. The playbooks and inventory come from a
-# scripts/bench run with -keep, made once into $AB_DIR/bench.
+# scripts/bench run with -keep, made once into $AB_DIR/bench. OLDREV stays
+# checked out in $AB_DIR/src-OLDREV (git worktree remove it when done).
 set -euo pipefail
 old=${1:?usage: scripts/ab.sh OLDREV [ROUNDS] [PLAYBOOKS] [PIPELINING...]}
 rounds=${2:-3}
