@@ -126,15 +126,12 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 			res.err = err
 			return res
 		}
-		st, err := tl.bridge.status(ctx)
-		if err == nil {
-			daemonPID = st.PID
-			res.mem.idle, err = tl.bridge.sample(ctx)
-		}
-		if err != nil {
+		var err error
+		if res.mem.idle, err = tl.bridge.sample(ctx); err != nil {
 			res.err = err
 			return res
 		}
+		daemonPID = res.mem.idle.pid
 	}
 	var relays []*relay.Relay
 	defer func() {

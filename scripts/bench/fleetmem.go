@@ -21,6 +21,7 @@ import (
 
 // daemonSample is the daemon's footprint at one moment.
 type daemonSample struct {
+	pid        int
 	rssKiB     int64
 	fds        int
 	goroutines int
@@ -57,7 +58,7 @@ func (b *bridgeBin) sample(ctx context.Context) (daemonSample, error) {
 	if err != nil {
 		return daemonSample{}, err
 	}
-	return daemonSample{rssKiB: procRSS(st.PID), fds: procFDs(st.PID), goroutines: st.Goroutines}, nil
+	return daemonSample{pid: st.PID, rssKiB: procRSS(st.PID), fds: procFDs(st.PID), goroutines: st.Goroutines}, nil
 }
 
 // closeTargets asks the daemon to close every target's connections, as
