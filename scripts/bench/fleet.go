@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -201,7 +200,7 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 		res.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
 	if m.bridge {
-		res.daemonCPU = daemonCPU(ctx, tl.bridge)
+		res.daemonCPU = daemonCPU(daemonPID)
 		res.cpu += res.daemonCPU
 		if err := tl.bridge.closeTargets(ctx, res.mem.idle); err == nil {
 			res.mem.after, _ = tl.bridge.sample(ctx)
@@ -223,19 +222,9 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 	return res
 }
 
-// daemonCPU is the CPU time the private daemon has used so far.
-func daemonCPU(ctx context.Context, b *bridgeBin) time.Duration {
-	out, err := b.command(context.WithoutCancel(ctx), "status", "--json").Output()
-	if err != nil {
-		return 0
-	}
-	var st struct {
-		PID int `json:"pid"`
-	}
-	if json.Unmarshal(out, &st) != nil || st.PID <= 0 {
-		return 0
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", st.PID))
+// daemonCPU is the CPU time the daemon pid has used so far.
+func daemonCPU(pid int) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
