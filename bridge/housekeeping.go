@@ -200,10 +200,11 @@ func (st *sharedTemp) held() bool {
 	return !st.onTarget
 }
 
-// hold stores a file put into the held dir. It returns false when the
-// dir is on the target (or the file too big), and the caller must write
-// to the target instead: errNotHeld then carries what was read already.
-func (st *sharedTemp) hold(name string, r io.Reader, mode fs.FileMode) (bool, int64, error) {
+// hold stores a file put into the held dir; size is its size if known
+// (-1: not). It returns false when the dir is on the target (or the file
+// too big), and the caller must write to the target instead: errNotHeld
+// then carries what was read already.
+func (st *sharedTemp) hold(name string, r io.Reader, size int64, mode fs.FileMode) (bool, int64, error) {
 	st.mu.Lock()
 	if st.onTarget {
 		st.mu.Unlock()
@@ -211,6 +212,11 @@ func (st *sharedTemp) hold(name string, r io.Reader, mode fs.FileMode) (bool, in
 	}
 	st.mu.Unlock()
 	var buf bytes.Buffer
+	if size >= 0 {
+		// Read into one buffer of the file's size: a growing one
+		// allocates, copies and clears each step (~9 for a wrapper).
+		buf.Grow(int(min(size, maxHeldFile)) + bytes.MinRead)
+	}
 	n, err := io.Copy(&buf, io.LimitReader(r, maxHeldFile+1))
 	if err != nil {
 		return true, n, err

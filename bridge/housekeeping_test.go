@@ -156,7 +156,7 @@ func TestHoldRacesMaterialize(t *testing.T) {
 		st.onTarget = true // as materialize leaves it
 		st.mu.Unlock()
 	}}
-	held, n, err := st.hold(name, upload, 0o600)
+	held, n, err := st.hold(name, upload, -1, 0o600)
 	var read errNotHeld
 	if held || !errors.As(err, &read) || string(read.prefix) != "wrapper" || n != 7 {
 		t.Fatalf("hold = %v, %d, %v (prefix %q); want not held, with the 7 bytes read to write to the target", held, n, err, read.prefix)
@@ -184,7 +184,7 @@ func TestMaterializeAfterModuleRun(t *testing.T) {
 	dir := filepath.Join(base, "ansible-tmp-1")
 	tg.house.addTemp(base, dir)
 	st, name := tg.house.lookup(filepath.Join(dir, "AnsiballZ_ping.py"))
-	if held, _, err := st.hold(name, strings.NewReader("wrapper"), 0o700); !held || err != nil {
+	if held, _, err := st.hold(name, strings.NewReader("wrapper"), 7, 0o700); !held || err != nil {
 		t.Fatalf("hold: %v %v", held, err)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil { // the module run's
@@ -210,7 +210,7 @@ func TestModuleRunDoesNotDropLaterUpload(t *testing.T) {
 	if len(dirs) != 1 || len(files) != 0 {
 		t.Fatalf("spec of an empty held dir: %v %v", dirs, files)
 	}
-	if held, _, err := st.hold("AnsiballZ_command.py", strings.NewReader("w"), 0o600); !held || err != nil {
+	if held, _, err := st.hold("AnsiballZ_command.py", strings.NewReader("w"), 1, 0o600); !held || err != nil {
 		t.Fatalf("hold: %v %v", held, err)
 	}
 	st.markOnTarget(changes, true) // the first run's module run is done

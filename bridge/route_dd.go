@@ -52,7 +52,7 @@ func (r *request) serveDD() int {
 	var n int64
 	held, rest, err := false, io.Reader(iv.stdin), error(nil)
 	if iv.getenv(FastPathEnv) != "0" {
-		held, rest, err = holdUpload(t, sc, iv, dst, iv.stdin, 0o666&^0o022)
+		held, rest, err = holdUpload(t, sc, iv, dst, iv.stdin, -1, 0o666&^0o022)
 	}
 	if err == nil && !held {
 		n, err = putAtomic(sc, dst, rest, 0o666)

@@ -13,7 +13,7 @@ func TestDropTempWipes(t *testing.T) {
 	var h housekeeping
 	h.addTemp("/b", "/b/ansible-tmp-9")
 	st, name := h.lookup("/b/ansible-tmp-9/AnsiballZ_command.py")
-	if held, _, err := st.hold(name, strings.NewReader("args: nolog-marker"), 0o600); !held || err != nil {
+	if held, _, err := st.hold(name, strings.NewReader("args: nolog-marker"), -1, 0o600); !held || err != nil {
 		t.Fatalf("hold: %v, %v", held, err)
 	}
 	f, _ := st.file(name)

@@ -323,7 +323,7 @@ func (b *batchRun) put(src, dst string, preserve bool) error {
 	dst = b.remote(dst)
 	var r io.Reader = f
 	if b.fast {
-		held, rest, err := holdUpload(b.t, b.sc, b.iv, dst, f, st.Mode().Perm())
+		held, rest, err := holdUpload(b.t, b.sc, b.iv, dst, f, st.Size(), st.Mode().Perm())
 		if err != nil {
 			return &destOpenError{dst, sftpErrText(err)}
 		}
@@ -560,8 +560,9 @@ func (b *batchRun) scpGet(src, dst, display string) error {
 
 // holdUpload keeps an upload into a held temp dir in the bridge. When it
 // cannot (dir already on the target, file too big), it writes the dir to
-// the target and returns the reader to upload from.
-func holdUpload(t *target, sc *sftp.Client, iv *invocation, dst string, r io.Reader, mode os.FileMode) (held bool, rest io.Reader, err error) {
+// the target and returns the reader to upload from. size is r's size if
+// known (-1: not).
+func holdUpload(t *target, sc *sftp.Client, iv *invocation, dst string, r io.Reader, size int64, mode os.FileMode) (held bool, rest io.Reader, err error) {
 	st, name := t.house.lookup(dst)
 	if st == nil || name == "" {
 		return false, r, nil
@@ -576,7 +577,7 @@ func holdUpload(t *target, sc *sftp.Client, iv *invocation, dst string, r io.Rea
 		keep := strings.HasPrefix(name, "AnsiballZ_")
 		return false, &captureReader{r: r, keep: keep, done: func(b []byte, n int64) { st.noteUpload(name, b, n, mode) }}, nil
 	}
-	ok, n, err := st.hold(name, r, mode)
+	ok, n, err := st.hold(name, r, size, mode)
 	if ok && err == nil {
 		t.bytesIn.Add(n)
 		return true, nil, nil

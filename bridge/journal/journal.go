@@ -316,13 +316,22 @@ type capture struct {
 
 func (c *capture) append(b []byte) {
 	c.size += int64(len(b))
-	if room := CaptureLimit - len(c.data); room > 0 {
-		if c.data == nil {
-			// Grown once: append's reallocations would leave copies.
-			c.data = make([]byte, 0, CaptureLimit)
-		}
-		c.data = append(c.data, b[:min(room, len(b))]...)
+	room := CaptureLimit - len(c.data)
+	if room <= 0 {
+		return
 	}
+	b = b[:min(room, len(b))]
+	if need := len(c.data) + len(b); need > cap(c.data) {
+		// Grown here, not by append, which would leave the old copy
+		// readable; and as needed: most invocations print a line, and
+		// wiping a whole CaptureLimit for each cost the daemon more than
+		// the rest of its answer.
+		grown := make([]byte, len(c.data), min(CaptureLimit, max(need, 2*cap(c.data), 256)))
+		copy(grown, c.data)
+		clear(c.data)
+		c.data = grown
+	}
+	c.data = append(c.data, b...)
 }
 
 // count records that b passed without keeping it.
@@ -368,7 +377,7 @@ func (e *Entry) scrub() {
 	for _, c := range []*capture{&e.stdin, &e.out, &e.err} {
 		if m := red.Redact(c.data); len(c.data) > 0 && &m[0] != &c.data[0] {
 			c.wipe()
-			c.data = append(make([]byte, 0, max(CaptureLimit, len(m))), m...)
+			c.data = append(make([]byte, 0, len(m)), m...)
 			clear(m)
 		}
 	}
