@@ -115,6 +115,9 @@ environment:
                           on PATH that is not the shim)
   ANSIBLE_BRIDGE_CPUPROFILE
                           a file the daemon writes a CPU profile to
+  ANSIBLE_BRIDGE_MEMPROFILE
+                          a file the daemon writes, as it exits, a heap
+                          profile of what it still holds
   ANSIBLE_BRIDGE_ARGV0    run as this program (ssh, scp, sftp, ansible-bridge) whatever
                           the binary's name; set for the daemon a shim starts
 
@@ -187,6 +190,22 @@ func execWithClobberFree() {
 	_ = syscall.Exec(exe, os.Args, append(env, "GODEBUG="+godebug+"clobberfree=1"))
 }
 
+// writeHeapProfile writes the live heap (after a collection) to path:
+// what the daemon still holds, e.g. after every connection closed.
+func writeHeapProfile(path string) {
+	runtime.GC()
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.WriteHeapProfile(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ansible-bridge daemon: heap profile: %v\n", err)
+	}
+}
+
 func cmdDaemon(args []string) int {
 	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
 	socket := fs.String("socket", wire.SocketPath(), "unix socket to listen on")
@@ -196,6 +215,7 @@ func cmdDaemon(args []string) int {
 	mount := fs.String("mount", os.Getenv("ANSIBLE_BRIDGE_MOUNT"), "mount the debug file system on this `dir` while running")
 	maxInterp := fs.Int("max-interpreters", envInt("ANSIBLE_BRIDGE_MAX_INTERPRETERS", bridge.DefaultMaxInterpreters), "persistent interpreters per target at most")
 	cpuProfile := fs.String("cpuprofile", os.Getenv("ANSIBLE_BRIDGE_CPUPROFILE"), "write a CPU profile (go tool pprof) of the daemon's run to this `file`")
+	memProfile := fs.String("memprofile", os.Getenv("ANSIBLE_BRIDGE_MEMPROFILE"), "write a heap profile (go tool pprof) of what the daemon still holds when it exits to this `file`")
 	journalFlag := fs.String("journal", os.Getenv("ANSIBLE_BRIDGE_JOURNAL"), "0: keep no journal; a `duration`: keep finished invocations that long (default: until their connection closes, 10m at most)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -210,18 +230,6 @@ func cmdDaemon(args []string) int {
 		return 2
 	}
 	execWithClobberFree()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "ansible-bridge daemon: cpu profile: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		defer pprof.StopCPUProfile()
-	}
 	log := logrus.New()
 	if lvl, err := logrus.ParseLevel(*logLevel); err == nil {
 		log.SetLevel(lvl)
@@ -256,6 +264,23 @@ func cmdDaemon(args []string) int {
 		log.WithError(err).Error("listen")
 		fmt.Fprintf(os.Stderr, "ansible-bridge daemon: %v\n", err)
 		return 1
+	}
+	// Only the daemon that serves the socket: one that lost the race to
+	// start must not truncate its profiles.
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "ansible-bridge daemon: cpu profile: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		defer writeHeapProfile(*memProfile)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()

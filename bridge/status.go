@@ -35,13 +35,41 @@ and what the shims ran the real binary for (from the shim log).
 
 // Status is the daemon's state as reported by `ansible-bridge status`.
 type Status struct {
-	PID         int                `json:"pid"`
-	Uptime      string             `json:"uptime"`
-	Invocations uint64             `json:"invocations"`
-	Active      int64              `json:"active"`
-	Goroutines  int                `json:"goroutines"`
+	PID         int    `json:"pid"`
+	Uptime      string `json:"uptime"`
+	Invocations uint64 `json:"invocations"`
+	Active      int64  `json:"active"`
+	Goroutines  int    `json:"goroutines"`
+	// AcceptWaits counts the shims' connections the daemon could not
+	// accept at once for want of file descriptors (ulimit -n) or memory:
+	// each waited until an invocation ended.
+	AcceptWaits uint64             `json:"accept_waits"`
+	Memory      MemoryStatus       `json:"memory"`
 	Targets     []TargetStatus     `json:"targets"`
 	InFlight    []InvocationStatus `json:"in_flight"`
+}
+
+// MemoryStatus is the Go runtime's account of the daemon's memory, in
+// bytes: what is live, and what its RSS holds besides (the bench reads it
+// to tell retained objects from a heap not yet given back).
+type MemoryStatus struct {
+	HeapLive     uint64 `json:"heap_live"`     // reachable objects, and garbage not yet collected
+	HeapInUse    uint64 `json:"heap_in_use"`   // spans holding objects
+	HeapFree     uint64 `json:"heap_free"`     // spans free but kept from the system
+	HeapReleased uint64 `json:"heap_released"` // spans given back
+	Stacks       uint64 `json:"stacks"`
+	Runtime      uint64 `json:"runtime"` // span, cache, GC and profiling metadata
+}
+
+func readMemoryStatus() MemoryStatus {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return MemoryStatus{
+		HeapLive: m.HeapAlloc, HeapInUse: m.HeapInuse,
+		HeapFree: m.HeapIdle - m.HeapReleased, HeapReleased: m.HeapReleased,
+		Stacks:  m.StackSys,
+		Runtime: m.MSpanSys + m.MCacheSys + m.GCSys + m.BuckHashSys + m.OtherSys,
+	}
 }
 
 // TargetStatus describes one target.
@@ -96,6 +124,8 @@ func (s *Server) Status() Status {
 		Invocations: s.nextID.Load(),
 		Active:      s.active.Load(),
 		Goroutines:  runtime.NumGoroutine(),
+		AcceptWaits: s.acceptWaits.Load(),
+		Memory:      readMemoryStatus(),
 	}
 	for _, t := range s.targets.all() {
 		t.mu.Lock()
@@ -196,6 +226,9 @@ func (s *Server) serveCtl(ctx context.Context, iv *invocation) int {
 func writeStatus(iv *invocation, st Status) {
 	w := iv.stdout()
 	fmt.Fprintf(w, "daemon pid %d, up %s, %d invocations (%d active)\n", st.PID, st.Uptime, st.Invocations, st.Active)
+	if st.AcceptWaits > 0 {
+		fmt.Fprintf(w, "%d shim connections waited for a file descriptor (raise ulimit -n)\n", st.AcceptWaits)
+	}
 	if len(st.Targets) == 0 {
 		fmt.Fprintln(w, "no targets")
 		return

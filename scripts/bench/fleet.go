@@ -203,8 +203,9 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 		res.daemonCPU = daemonCPU(daemonPID)
 		res.cpu += res.daemonCPU
 		if err := tl.bridge.closeTargets(ctx, res.mem.idle); err == nil {
+			low := settledRSS(daemonPID)
 			res.mem.after, _ = tl.bridge.sample(ctx)
-			res.mem.after.rssKiB = settledRSS(daemonPID)
+			res.mem.after.rssKiB = min(low, res.mem.after.rssKiB)
 		}
 		_ = tl.bridge.stop(context.WithoutCancel(ctx))
 	}
@@ -323,8 +324,8 @@ func renderFleet(cfg config, rs []fleetResult) string {
 // goroutines, per target.
 func renderFleetMemory(cfg config, rs []fleetResult) string {
 	var b strings.Builder
-	b.WriteString("\n| mode | daemon RSS idle / peak / after close (MiB) | daemon per target: RSS (KiB) | fds | goroutines | target side per target: PSS (MiB) |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n| mode | daemon RSS idle / peak / after close (MiB) | Go heap live idle / after close (MiB) | daemon per target: RSS (KiB) | fds | goroutines | target side per target: PSS (MiB) |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
 	n := float64(cfg.fleetHosts)
 	mib := func(kib int64) float64 { return float64(kib) / 1024 }
 	for _, r := range rs {
@@ -334,14 +335,15 @@ func renderFleetMemory(cfg config, rs []fleetResult) string {
 		m := r.mem
 		target := fmt.Sprintf("%.1f", mib(m.targetPeakKiB)/n)
 		if !r.mode.bridge {
-			fmt.Fprintf(&b, "| %s | — | — | — | — | %s |\n", r.mode.name, target)
+			fmt.Fprintf(&b, "| %s | — | — | — | — | — | %s |\n", r.mode.name, target)
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %.1f / %.1f / %.1f | %.0f | %.1f | %.1f | %s |\n", r.mode.name,
-			mib(m.idle.rssKiB), mib(m.peak.rssKiB), mib(m.after.rssKiB),
+		fmt.Fprintf(&b, "| %s | %.1f / %.1f / %.1f | %.1f / %.1f | %.0f | %.1f | %.1f | %s |\n", r.mode.name,
+			mib(m.idle.rssKiB), mib(m.peak.rssKiB), mib(m.after.rssKiB), mib(m.idle.heapKiB), mib(m.after.heapKiB),
 			float64(m.peak.rssKiB-m.idle.rssKiB)/n, float64(m.peak.fds-m.idle.fds)/n, float64(m.peak.goroutines-m.idle.goroutines)/n, target)
 	}
-	b.WriteString("\nPer target: (peak − idle) ÷ targets, sampled every 0.5 s (goroutines every 2 s); after close: the lowest in the 5 s after every target's connections closed (ssh -O exit on each ControlPath). " +
+	b.WriteString("\nPer target: (peak − idle) ÷ targets, sampled every 0.5 s (goroutines every 2 s); after close: the lowest in the 5 s after every target's connections closed (ssh -O exit on each ControlPath); " +
+		"Go heap live: the objects the daemon still holds (a heap profile of them: ANSIBLE_BRIDGE_MEMPROFILE=FILE, written as the daemon stops). " +
 		"Target side: the proportional set sizes of every process of the lab user (sshd's session processes, interpreters, modules) at their peak, ÷ targets.\n")
 	return b.String()
 }

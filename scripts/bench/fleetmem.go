@@ -23,6 +23,7 @@ import (
 type daemonSample struct {
 	pid        int
 	rssKiB     int64
+	heapKiB    int64 // live on the Go heap (status's memory.heap_live)
 	fds        int
 	goroutines int
 }
@@ -37,7 +38,10 @@ type fleetMemory struct {
 type daemonStatus struct {
 	PID        int `json:"pid"`
 	Goroutines int `json:"goroutines"`
-	Targets    []struct {
+	Memory     struct {
+		HeapLive int64 `json:"heap_live"`
+	} `json:"memory"`
+	Targets []struct {
 		ControlPath string `json:"control_path"`
 		Connections int    `json:"connections"`
 	} `json:"targets"`
@@ -58,7 +62,7 @@ func (b *bridgeBin) sample(ctx context.Context) (daemonSample, error) {
 	if err != nil {
 		return daemonSample{}, err
 	}
-	return daemonSample{pid: st.PID, rssKiB: procRSS(st.PID), fds: procFDs(st.PID), goroutines: st.Goroutines}, nil
+	return daemonSample{pid: st.PID, rssKiB: procRSS(st.PID), heapKiB: st.Memory.HeapLive / 1024, fds: procFDs(st.PID), goroutines: st.Goroutines}, nil
 }
 
 // closeTargets asks the daemon to close every target's connections, as
