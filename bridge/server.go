@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/bootstrap"
@@ -53,14 +54,20 @@ type Server struct {
 	targets *registry
 	started time.Time
 
-	nextID   atomic.Uint64
-	active   atomic.Int64
-	inflight sync.Map // id → *invocation being served
-	journal  *journal.Journal
-	mounts   mounts
-	activity chan struct{}
-	stopOnce sync.Once
-	stopCh   chan struct{}
+	nextID atomic.Uint64
+	// acceptWaits counts the shims that waited to be accepted: for the
+	// budget of shims served at once (inFlightBudget), or after an accept
+	// failed for want of descriptors or memory (status shows it).
+	acceptWaits atomic.Uint64
+	serving     atomic.Int64  // shims accepted and not yet done with
+	freed       chan struct{} // a shim is done (awaitRoom)
+	active      atomic.Int64
+	inflight    sync.Map // id → *invocation being served
+	journal     *journal.Journal
+	mounts      mounts
+	activity    chan struct{}
+	stopOnce    sync.Once
+	stopCh      chan struct{}
 	// freeMemory returns freed memory to the system; tests replace it.
 	freeMemory func()
 	hadConns   bool // a connection was open at the last expireIdle
@@ -83,6 +90,7 @@ func New(cfg Config, log logrus.FieldLogger) *Server {
 		started:    time.Now(),
 		journal:    journal.NewWith(journal.Config{Size: cfg.JournalSize, Keep: cfg.JournalKeep, Off: cfg.JournalOff}),
 		activity:   make(chan struct{}, 1),
+		freed:      make(chan struct{}, 1),
 		stopCh:     make(chan struct{}),
 		freeMemory: debug.FreeOSMemory,
 	}
@@ -114,18 +122,35 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	var err error
+	var wait time.Duration
+	budget := inFlightBudget()
 	for {
-		c, aerr := ln.Accept()
-		if aerr != nil {
-			if ctx.Err() == nil && !s.stopping() {
-				err = fmt.Errorf("accept: %w", aerr)
-			}
+		if !s.awaitRoom(ctx, budget) {
 			break
 		}
+		c, aerr := ln.Accept()
+		if aerr != nil {
+			if ctx.Err() != nil || s.stopping() {
+				break
+			}
+			if !acceptCanWait(aerr) {
+				err = fmt.Errorf("accept: %w", aerr)
+				break
+			}
+			wait = s.acceptWait(ctx, aerr, wait)
+			continue
+		}
+		wait = 0
 		wg.Add(1)
+		s.serving.Add(1)
 		go func() {
 			defer wg.Done()
 			s.serveConn(ctx, c)
+			s.serving.Add(-1)
+			select {
+			case s.freed <- struct{}{}:
+			default:
+			}
 		}()
 	}
 	s.unmountAll()
@@ -134,6 +159,71 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	wg.Wait()
 	s.log.Info("daemon stopped")
 	return err
+}
+
+// inFlightBudget is how many shims the daemon serves at once. Each holds
+// a file descriptor for its connection and opens a few more for a moment
+// (its ssh_config, known hosts, keys, a file it uploads), and the
+// targets' connections and the daemon's own files need some too, all
+// within ulimit -n (which the Go runtime raised to the hard limit). Past
+// the budget, shims wait in the socket's queue: an ssh run alone would
+// not fail for want of the daemon's descriptors, so one through the
+// bridge must not either.
+func inFlightBudget() int64 {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<20 {
+		return 1 << 18
+	}
+	return max(16, (int64(rl.Cur)-64)/4)
+}
+
+// awaitRoom waits until fewer than budget shims are being served; false
+// when the daemon stops meanwhile.
+func (s *Server) awaitRoom(ctx context.Context, budget int64) bool {
+	waited := false
+	for s.serving.Load() >= budget {
+		if !waited {
+			waited = true
+			if s.acceptWaits.Add(1) == 1 {
+				s.log.WithField("budget", budget).Warn("as many shims as ulimit -n allows are being served; the next wait their turn")
+			}
+		}
+		select {
+		case <-s.freed:
+		case <-ctx.Done():
+			return false
+		case <-s.stopCh:
+			return false
+		}
+	}
+	return true
+}
+
+// acceptCanWait reports whether an accept failed for a shortage that
+// ends (out of file descriptors or memory) rather than for the
+// listener's end: the shims queued on the socket are then served once an
+// invocation in flight finishes and frees its descriptor, instead of the
+// daemon exiting and taking every connection down with it.
+func acceptCanWait(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
+}
+
+// acceptWait counts and logs a failed accept, then waits before the next
+// one: 5 ms after the first failure, twice the last wait after each
+// further one, 1 s at most. It returns the wait.
+func (s *Server) acceptWait(ctx context.Context, err error, last time.Duration) time.Duration {
+	wait := min(max(2*last, 5*time.Millisecond), time.Second)
+	if s.acceptWaits.Add(1); last == 0 {
+		s.log.WithError(err).Warn("accept failed; waiting for an invocation to end (see ulimit -n)")
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return wait
 }
 
 // persistWatch expires targets idle for their ControlPersist.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -45,6 +46,13 @@ func newHarness(t *testing.T, maxSessions int) *harness {
 // Dial is the harness's).
 func newHarnessConfig(t *testing.T, maxSessions int, cfg Config) *harness {
 	t.Helper()
+	return newHarnessListener(t, maxSessions, cfg, nil)
+}
+
+// newHarnessListener is newHarnessConfig with the daemon's listener
+// wrapped by wrap (nil: as it is).
+func newHarnessListener(t *testing.T, maxSessions int, cfg Config, wrap func(net.Listener) net.Listener) *harness {
+	t.Helper()
 	ts := newTestServer(t, maxSessions)
 	log := logrus.New()
 	log.SetOutput(testWriter{t})
@@ -74,9 +82,13 @@ func newHarnessConfig(t *testing.T, maxSessions int, cfg Config) *harness {
 	cfg.Dial = dial
 	srv := New(cfg, log)
 	sock := filepath.Join(t.TempDir(), "s", "bridge.sock")
+	var ln net.Listener
 	ln, err := Listen(sock)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -523,6 +535,57 @@ func TestPreserveTimesFailure(t *testing.T) {
 
 // TestUnparsedHelloFallsBack: the daemon never parses argv itself; a
 // hello without the shim's parse of it goes to the real binary.
+// shortListener fails its first accepts with err, as a daemon out of
+// file descriptors sees EMFILE, then accepts.
+type shortListener struct {
+	net.Listener
+	fails int
+	err   error
+}
+
+func (l *shortListener) Accept() (net.Conn, error) {
+	if l.fails > 0 { // Run's accept loop is the only caller
+		l.fails--
+		return nil, &net.OpError{Op: "accept", Net: "unix", Err: os.NewSyscallError("accept4", l.err)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestAcceptWaitsOutFDShortage: a daemon out of file descriptors (ulimit
+// -n) waits and serves the queued shim once one is free; it must not exit
+// and close every target's connection. Another accept error still ends it.
+func TestAcceptWaitsOutFDShortage(t *testing.T) {
+	h := newHarnessListener(t, 0, Config{}, func(ln net.Listener) net.Listener {
+		return &shortListener{Listener: ln, fails: 3, err: syscall.EMFILE}
+	})
+	r := h.run("ssh", h.sshArgs("127.0.0.1", "echo hi"), "")
+	if r.stdout != "hi\n" || r.code != 0 {
+		t.Fatalf("got %+v, want hi and exit 0", r)
+	}
+	if n := h.srv.Status().AcceptWaits; n != 3 {
+		t.Errorf("status accept_waits %d, want 3", n)
+	}
+	warned := 0
+	for _, e := range h.logs.AllEntries() {
+		if strings.HasPrefix(e.Message, "accept failed") {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Errorf("%d warnings for one shortage, want 1", warned)
+	}
+
+	ln, err := Listen(filepath.Join(t.TempDir(), "s", "bridge.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Config{}, logrus.New())
+	err = srv.Run(context.Background(), &shortListener{Listener: ln, fails: 1, err: syscall.EINVAL})
+	if !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("Run after EINVAL from accept: %v, want that error", err)
+	}
+}
+
 func TestUnparsedHelloFallsBack(t *testing.T) {
 	h := newHarness(t, 0)
 	for _, prog := range []string{"ssh", "scp", "sftp"} {

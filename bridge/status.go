@@ -40,9 +40,9 @@ type Status struct {
 	Invocations uint64 `json:"invocations"`
 	Active      int64  `json:"active"`
 	Goroutines  int    `json:"goroutines"`
-	// AcceptWaits counts the shims' connections the daemon could not
-	// accept at once for want of file descriptors (ulimit -n) or memory:
-	// each waited until an invocation ended.
+	// AcceptWaits counts the shims' connections the daemon did not
+	// accept at once, for want of file descriptors (ulimit -n) or
+	// memory: each waited until an invocation ended.
 	AcceptWaits uint64             `json:"accept_waits"`
 	Memory      MemoryStatus       `json:"memory"`
 	Targets     []TargetStatus     `json:"targets"`

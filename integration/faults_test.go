@@ -945,15 +945,17 @@ func dialAsOther(path string) int {
 	return 1
 }
 
-// startDetached starts the private daemon as the shim would, and returns
-// its status once it answers.
-func (d *privateDaemon) startDetached(t *testing.T) abridge.Status {
+// startDetached starts the private daemon as the shim would, under the
+// command wrapper if any (prlimit ...), and returns its status once it
+// answers.
+func (d *privateDaemon) startDetached(t *testing.T, wrapper ...string) abridge.Status {
 	t.Helper()
 	// As fakessh's startDaemon: in a session of its own, not waited for
 	// (it runs until stopped); its output, if any, to a file.
 	out := createFile(t, d.log+".start")
 	defer out.Close()
-	start := exec.Command(suite.bin, "daemon", "--socket", d.socket, "--detached")
+	args := append(wrapper, suite.bin, "daemon", "--socket", d.socket, "--detached")
+	start := exec.Command(args[0], args[1:]...)
 	start.Env = append(cleanEnv(os.Environ()), d.env()...)
 	start.Stdout, start.Stderr = out, out
 	start.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
