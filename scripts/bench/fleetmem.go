@@ -74,6 +74,9 @@ func (b *bridgeBin) closeTargets(ctx context.Context, idle daemonSample) error {
 		return err
 	}
 	for _, t := range st.Targets {
+		if t.Connections == 0 {
+			continue // closed already (the warm-up's target): ssh -O exit would fail
+		}
 		cmd := exec.CommandContext(ctx, filepath.Join(b.shims, "ssh"), "-o", "ControlPath="+t.ControlPath, "-O", "exit", "fleet")
 		cmd.Env = append(os.Environ(), "ANSIBLE_BRIDGE_SOCKET="+b.socket)
 		if out, err := cmd.CombinedOutput(); err != nil {
