@@ -134,13 +134,7 @@ func TestModuleRoute(t *testing.T) {
 			t.Errorf("slow path %q counted %d times", reason, n)
 		}
 	}
-	logged := 0
-	for _, e := range h.logs.AllEntries() {
-		if strings.HasPrefix(e.Message, "slow path") {
-			logged++
-		}
-	}
-	if logged != 1 {
+	if logged := h.logged("slow path"); logged != 1 {
 		t.Errorf("slow path logged %d times, want once", logged)
 	}
 }

@@ -136,6 +136,17 @@ type result struct {
 	via            bool   // the real binary is to reach the target through the bridge
 }
 
+// logged counts the daemon's log entries whose message starts with prefix.
+func (h *harness) logged(prefix string) int {
+	n := 0
+	for _, e := range h.logs.AllEntries() {
+		if strings.HasPrefix(e.Message, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
 // run plays the shim's side of one invocation.
 func (h *harness) run(prog string, argv []string, stdin string) result {
 	h.t.Helper()
@@ -533,8 +544,6 @@ func TestPreserveTimesFailure(t *testing.T) {
 	}
 }
 
-// TestUnparsedHelloFallsBack: the daemon never parses argv itself; a
-// hello without the shim's parse of it goes to the real binary.
 // shortListener fails its first accepts with err, as a daemon out of
 // file descriptors sees EMFILE, then accepts.
 type shortListener struct {
@@ -565,13 +574,7 @@ func TestAcceptWaitsOutFDShortage(t *testing.T) {
 	if n := h.srv.Status().AcceptWaits; n != 3 {
 		t.Errorf("status accept_waits %d, want 3", n)
 	}
-	warned := 0
-	for _, e := range h.logs.AllEntries() {
-		if strings.HasPrefix(e.Message, "accept failed") {
-			warned++
-		}
-	}
-	if warned != 1 {
+	if warned := h.logged("accept failed"); warned != 1 {
 		t.Errorf("%d warnings for one shortage, want 1", warned)
 	}
 
@@ -586,6 +589,8 @@ func TestAcceptWaitsOutFDShortage(t *testing.T) {
 	}
 }
 
+// TestUnparsedHelloFallsBack: the daemon never parses argv itself; a
+// hello without the shim's parse of it goes to the real binary.
 func TestUnparsedHelloFallsBack(t *testing.T) {
 	h := newHarness(t, 0)
 	for _, prog := range []string{"ssh", "scp", "sftp"} {
