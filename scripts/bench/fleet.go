@@ -212,9 +212,7 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 		res.daemonCPU = daemonCPU(daemonPID) - warmCPU
 		res.cpu += res.daemonCPU
 		if err := tl.bridge.closeTargets(ctx, res.mem.idle); err == nil {
-			low := settledRSS(daemonPID)
-			res.mem.after, _ = tl.bridge.sample(ctx)
-			res.mem.after.rssKiB = min(low, res.mem.after.rssKiB)
+			res.mem.after, _ = tl.bridge.settledSample(ctx, daemonPID)
 		}
 		_ = tl.bridge.stop(context.WithoutCancel(ctx))
 	}
@@ -232,7 +230,6 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 	return res
 }
 
-// daemonCPU is the CPU time the daemon pid has used so far.
 // warmIdle runs book once on one target outside the fleet (the lab's
 // sshd itself, no relay), closes its connection and takes the daemon's
 // idle sample then: the daemon as it idles after any run, its code paged
@@ -254,16 +251,15 @@ func warmIdle(ctx context.Context, cfg config, dir, book string, env []string, l
 	if err := b.closeTargets(ctx, *idle); err != nil {
 		return err
 	}
-	low := settledRSS(idle.pid)
-	s, err := b.sample(ctx)
+	s, err := b.settledSample(ctx, idle.pid)
 	if err != nil {
 		return err
 	}
-	s.rssKiB = min(low, s.rssKiB)
 	*idle = s
 	return nil
 }
 
+// daemonCPU is the CPU time the daemon pid has used so far.
 func daemonCPU(pid int) time.Duration {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {

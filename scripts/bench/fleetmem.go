@@ -113,6 +113,15 @@ func settledRSS(pid int) int64 {
 	return low
 }
 
+// settledSample is the daemon's footprint once its connections have
+// closed, with the lowest RSS settledRSS saw.
+func (b *bridgeBin) settledSample(ctx context.Context, pid int) (daemonSample, error) {
+	low := settledRSS(pid)
+	s, err := b.sample(ctx)
+	s.rssKiB = min(low, s.rssKiB)
+	return s, err
+}
+
 // watchFleet samples the daemon (pid 0: none) and uid's processes every
 // half second until stop is called, which returns the peaks.
 func watchFleet(ctx context.Context, b *bridgeBin, pid, uid int) (stop func() (daemonSample, int64)) {
