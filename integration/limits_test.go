@@ -16,17 +16,16 @@ import (
 // descriptors (ulimit -n), which bound the shims it serves at once.
 
 // runSSH runs cmd and returns its stdout, its stderr as sshMessage has it
-// (the port numbered N) and its exit status.
-func runSSH(t *testing.T, cmd *exec.Cmd) (stdout, message string, code int) {
-	t.Helper()
+// (the port numbered N) and its exit status; -1 and the error as the
+// message if it did not run to an exit. It calls nothing on t, so that
+// goroutines may use it.
+func runSSH(cmd *exec.Cmd) (stdout, message string, code int) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code = cmd.ProcessState.ExitCode()
-	if code < 0 {
-		t.Fatalf("%v: %v", cmd.Args, err)
+	if err := cmd.Run(); cmd.ProcessState == nil || cmd.ProcessState.ExitCode() < 0 {
+		return out.String(), fmt.Sprintf("%v: %v", cmd.Args, err), -1
 	}
-	return out.String(), normalizePort(sshMessage(errb.String())), code
+	return out.String(), normalizePort(sshMessage(errb.String())), cmd.ProcessState.ExitCode()
 }
 
 // TestDaemonFDLimit: a daemon with few file descriptors (ulimit -n 96)
@@ -48,7 +47,7 @@ func TestDaemonFDLimit(t *testing.T) {
 		return sshCmd(ctx, bridge, d, port, []string{"-o", "ControlMaster=auto", "-o", "ControlPersist=60s",
 			"-o", "ControlPath=" + filepath.Join(cpDir, "%C")}, command)
 	}
-	if out, msg, code := runSSH(t, ssh("echo first")); code != 0 || out != "first\n" {
+	if out, msg, code := runSSH(ssh("echo first")); code != 0 || out != "first\n" {
 		t.Fatalf("first invocation: exit %d, %q, %q", code, out, msg)
 	}
 
@@ -61,7 +60,7 @@ func TestDaemonFDLimit(t *testing.T) {
 			defer wg.Done()
 			want := fmt.Sprintf("shim %d\n", i)
 			// Each holds its descriptor for a while, so that they overlap.
-			if out, msg, code := runSSH(t, ssh(fmt.Sprintf("sleep 2; echo shim %d", i))); code != 0 || out != want {
+			if out, msg, code := runSSH(ssh(fmt.Sprintf("sleep 2; echo shim %d", i))); code != 0 || out != want {
 				errs <- fmt.Sprintf("shim %d: exit %d, stdout %q, message %q", i, code, out, msg)
 			}
 		}()
