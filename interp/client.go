@@ -81,7 +81,10 @@ type Client struct {
 	log  logrus.FieldLogger
 	conn Conn
 	info AgentInfo
-	br   *bufio.Reader
+	// br is small: it lives as long as the interpreter (one per connected
+	// target in a fleet), and a frame's payload larger than it is read
+	// straight into the payload.
+	br *bufio.Reader
 
 	mu      sync.Mutex
 	pending map[uint32]*call
@@ -151,7 +154,7 @@ func NewClient(ctx context.Context, conn Conn, log logrus.FieldLogger) (*Client,
 	c := &Client{
 		log:        log,
 		conn:       conn,
-		br:         bufio.NewReaderSize(conn.Stdout, 64<<10),
+		br:         bufio.NewReaderSize(conn.Stdout, 8<<10),
 		pending:    map[uint32]*call{},
 		zips:       map[[32]byte]*zipState{},
 		done:       make(chan struct{}),
@@ -408,6 +411,13 @@ func (c *Client) fail(cause error) {
 	c.qmu.Unlock()
 }
 
+// writeChunk bounds each write to the agent's channel: x/crypto keeps,
+// for a channel's life, a packet buffer as large as its largest write,
+// and for a connection's life a cipher buffer as large as its largest
+// packet. An interpreter's channel lasts as long as its target's
+// connection, so in a fleet both count per connected target.
+const writeChunk = 8 << 10
+
 func (c *Client) writeLoop() {
 	defer close(c.wdone)
 	for {
@@ -429,7 +439,10 @@ func (c *Client) writeLoop() {
 		for _, b := range q {
 			buf = append(buf, b...)
 		}
-		_, err := c.conn.Stdin.Write(buf)
+		var err error
+		for rest := buf; len(rest) > 0 && err == nil; rest = rest[min(writeChunk, len(rest)):] {
+			_, err = c.conn.Stdin.Write(rest[:min(writeChunk, len(rest))])
+		}
 		// Written (or never to be): requests carry tasks' arguments,
 		// which must not linger in freed memory.
 		clear(buf)
