@@ -31,6 +31,7 @@ type daemonSample struct {
 // fleetMemory is a fleet run's footprint.
 type fleetMemory struct {
 	idle, peak, after daemonSample // the daemon (bridge modes)
+	again             daemonSample // after a second run on the same daemon
 	targetPeakKiB     int64        // the lab user's processes' PSS, summed
 }
 

@@ -35,13 +35,14 @@ func TestRenderFleetMemory(t *testing.T) {
 			idle:          daemonSample{rssKiB: 10 << 10, heapKiB: 2 << 10, fds: 12, goroutines: 20},
 			peak:          daemonSample{rssKiB: 110 << 10, fds: 212, goroutines: 1420},
 			after:         daemonSample{rssKiB: 11 << 10, heapKiB: 3 << 10},
+			again:         daemonSample{pid: 7, rssKiB: 11<<10 + 512, heapKiB: 3 << 10},
 			targetPeakKiB: 3000 << 10,
 		}},
 		{mode: mitogen, ran: true, mem: fleetMemory{targetPeakKiB: 2000 << 10}},
 	}
 	got := renderFleetMemory(config{fleetHosts: 100}, rs)
 	for _, want := range []string{
-		"| bridge-pipelining | 10.0 / 110.0 / 11.0 | 2.0 / 3.0 | 1024 | 2.0 | 14.0 | 30.0 |",
+		"| bridge-pipelining | 10.0 / 110.0 / 11.0 / 11.5 | 2.0 / 3.0 / 3.0 | 1024 | 2.0 | 14.0 | 30.0 |",
 		"| mitogen | — | — | — | — | — | 20.0 |",
 	} {
 		if !strings.Contains(got, want) {

@@ -69,7 +69,8 @@
 // `command: hostname` tasks each, in stock-pipelining, mitogen and
 // bridge-pipelining. The table gives wall time, the controller's CPU time
 // (ansible-playbook, every process it waited for, and the bridge daemon)
-// per task, and TCP connections per target.
+// per task, and TCP connections per target. -fleet-latency D puts the
+// fleet behind a WAN: each relay adds one-way latency D (RTT +2D).
 //
 // # First task
 //
@@ -125,6 +126,8 @@ type config struct {
 	// The fleet scenario: fleetHosts targets at once (0: off), fleetTasks
 	// tasks each, fleetForks forks (0: fleetHosts).
 	fleetHosts, fleetTasks, fleetForks int
+	// fleetLatency is the one-way delay each fleet target's relay adds.
+	fleetLatency time.Duration
 	// firstRuns is the runs per mode of the first-task scenario (0: off).
 	firstRuns int
 
@@ -155,6 +158,7 @@ func main() {
 	flag.IntVar(&cfg.fleetHosts, "fleet", 0, "after the tables, run the fleet scenario with this many `targets` (127.0.0.2 on; 0: off) in modes "+strings.Join(fleetModes, ", "))
 	flag.IntVar(&cfg.fleetTasks, "fleet-tasks", 20, "tasks per target in the fleet scenario")
 	flag.IntVar(&cfg.fleetForks, "fleet-forks", 0, "Ansible's forks in the fleet scenario (0: as many as targets)")
+	flag.DurationVar(&cfg.fleetLatency, "fleet-latency", 0, "one-way `delay` each fleet target's relay adds in each direction (a WAN fleet; 0: none)")
 	flag.IntVar(&cfg.firstRuns, "first", 0, "after the tables, time the first task of a cold run this many `times` per mode (0: off) in modes "+strings.Join(firstModes, ", "))
 	flag.IntVar(&cfg.repeat, "repeat", 1, "runs of each playbook and mode in the main table, interleaved; the table shows the run with the median wall time")
 	versions := flag.Bool("versions", false, "compare the `JSON` files earlier runs wrote next to -out (the arguments; the first is the reference, normally 2.14) across ansible-core versions, print the table (and write it to -out), and exit")
