@@ -174,7 +174,10 @@ soak:
 
 # BENCHFLAGS are scripts/bench's flags; e.g. BENCHFLAGS='-repeat 3
 # -latency-run 10ms -latency-n 100' leaves out the 50-target and first-task
-# scenarios (a version then took 22-24 minutes on 2026-11-26, a slow day).
+# scenarios (a version then took 22-24 minutes on 2026-11-26, a slow day);
+# BENCHFLAGS='-modes stock-pipelining,mitogen,bridge-pipelining -playbooks
+# loop -n 1 -fleet 50 -fleet-latency 25ms' is the WAN fleet (each target's
+# relay adds 25 ms each way).
 # ANSIBLE may also be a list
 # (ANSIBLE=2.14,2.22). With more than one version, bench-versions.md
 # compares them (scripts/bench -versions, the first listed the reference).
