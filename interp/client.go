@@ -440,8 +440,10 @@ func (c *Client) writeLoop() {
 			buf = append(buf, b...)
 		}
 		var err error
-		for rest := buf; len(rest) > 0 && err == nil; rest = rest[min(writeChunk, len(rest)):] {
-			_, err = c.conn.Stdin.Write(rest[:min(writeChunk, len(rest))])
+		for rest := buf; len(rest) > 0 && err == nil; {
+			k := min(writeChunk, len(rest))
+			_, err = c.conn.Stdin.Write(rest[:k])
+			rest = rest[k:]
 		}
 		// Written (or never to be): requests carry tasks' arguments,
 		// which must not linger in freed memory.

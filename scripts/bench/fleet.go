@@ -185,15 +185,15 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 	}
 	runCtx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	playbook := func() *exec.Cmd {
-		cmd := exec.CommandContext(runCtx, "ansible-playbook", "-i", invPath, book)
+	playbook := func(ctx context.Context) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, "ansible-playbook", "-i", invPath, book)
 		cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, logf, logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 		cmd.WaitDelay = 10 * time.Second
 		return cmd
 	}
-	cmd := playbook()
+	cmd := playbook(runCtx)
 	var warmCPU time.Duration
 	if m.bridge {
 		if err := warmIdle(runCtx, cfg, dir, book, env, logf, tl.bridge, &res.mem.idle); err != nil {
@@ -221,11 +221,14 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 		}
 		defer func() {
 			if closed == nil && res.err == nil {
-				res.mem.again = againSample(ctx, playbook(), tl.bridge, res.mem.idle)
+				againCtx, cancel := context.WithTimeout(ctx, cfg.timeout)
+				defer cancel()
+				res.mem.again = againSample(againCtx, playbook(againCtx), tl.bridge, res.mem.idle)
 			}
 			_ = tl.bridge.stop(context.WithoutCancel(ctx))
 		}()
 	}
+	_ = stopMasters(context.WithoutCancel(ctx), cpDir)
 	for _, rl := range relays {
 		st := rl.Stats()
 		res.conns = append(res.conns, st.Connections)
@@ -234,7 +237,6 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 	logf.Sync()
 	out, _ := os.ReadFile(logPath)
 	res.err = verifyFleet(runErr, string(out), cfg.fleetHosts, cfg.fleetTasks)
-	_ = stopMasters(context.WithoutCancel(ctx), cpDir)
 	return res
 }
 
