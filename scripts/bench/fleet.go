@@ -215,12 +215,12 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 	if m.bridge {
 		res.daemonCPU = daemonCPU(daemonPID) - warmCPU
 		res.cpu += res.daemonCPU
-		closed := tl.bridge.closeTargets(ctx, res.mem.idle)
-		if closed == nil {
+		closeErr := tl.bridge.closeTargets(ctx, res.mem.idle)
+		if closeErr == nil {
 			res.mem.after, _ = tl.bridge.settledSample(ctx, daemonPID)
 		}
 		defer func() {
-			if closed == nil && res.err == nil {
+			if closeErr == nil && res.err == nil {
 				againCtx, cancel := context.WithTimeout(ctx, cfg.timeout)
 				defer cancel()
 				res.mem.again = againSample(againCtx, playbook(againCtx), tl.bridge, res.mem.idle)
