@@ -529,6 +529,19 @@ def blank_params(tpl, span):
         put(tpl, start, b"'" + b' ' * (stop - start - 2) + b"'")
 
 
+def shape_digest(tpl, params, time_at):
+    """What WrapperCompiler.learn keys a template's shape on, as a digest:
+    the template without its parameters' and time literals."""
+    h = hashlib.sha256()
+    at = 0
+    for span in sorted(s for s in (params, time_at) if s is not None):
+        h.update(memoryview(tpl)[at:span[0]])
+        h.update(b'\0')
+        at = span[1]
+    h.update(memoryview(tpl)[at:])
+    return h.digest()
+
+
 def task_time(expr):
     """The datetime expr (DATETIME_HEAD int, ... DATETIME_TAIL) gives, or
     None."""
@@ -1433,8 +1446,9 @@ class ZygoteServer(object):
         if self.handed == msg['used']:
             self.handed = None
         self.task_started(msg['used'], msg['id'])
-        # The next tasks' forks inherit the compiled shape.
-        self.wc.learn(bytes(tpl), task_spans(msg))
+        # The next tasks' forks inherit the compiled shape (sent until learned).
+        if tpl:
+            self.wc.learn(bytes(tpl), task_spans(msg))
         if self.held is None:
             self.held = self.fork_spare()
 
@@ -1516,8 +1530,11 @@ class ZygoteServer(object):
     def spare_main(self, ctl):
         """In a spare: wait for the task on ctl, then run it. Never returns."""
         try:
-            self.detach_spare(ctl)
+            # Copy ahead first: the pages detaching writes are among those
+            # learned, and madvise copies a page for less than a write
+            # fault does.
             self.pf.prefault()
+            self.detach_spare(ctl)
             msg, tpl = self.receive_task(ctl)
         except BaseException:
             os._exit(127)
@@ -1609,6 +1626,7 @@ class Zygote(object):
         self.events = selectors.EVENT_READ
         self.last_used = self.born
         self.spare = None  # (pid, control socket, learn): a fork awaiting a task
+        self.shapes = set()  # shape_digest of the templates it learned
         self.deps = None  # its import_snapshot, once warm; tasks wait for it
         self.fdq = []  # fds received, for the spare offers not yet read
 
@@ -2329,12 +2347,20 @@ class Agent(object):
         for fd in tfds:
             os.close(fd)
         p.pid = pid
-        used = {'used': pid, 'id': p.id, 'params': msg['params'], 'time': msg['time'], 'payload': msg['payload']}
+        used = {'used': pid, 'id': p.id}
         if msg.get('res_init'):
             used['res_init'] = True
-        # The zygote learns the template's shape, not the task's arguments.
-        shape = bytearray(tpl)
-        blank_params(shape, msg['params'])
+        # The zygote learns the template's shape, not the task's arguments,
+        # and only once: every write it makes after a fork copies a page.
+        shape = b''
+        digest = shape_digest(tpl, msg['params'], msg['time'])
+        if digest not in z.shapes:
+            if len(z.shapes) >= WrapperCompiler.MAX:
+                z.shapes.clear()
+            z.shapes.add(digest)
+            used.update(params=msg['params'], time=msg['time'], payload=msg['payload'])
+            shape = bytearray(tpl)
+            blank_params(shape, msg['params'])
         z.outq.append([encode_msg(used, shape), None, None, 0, 0])
         self.zflush(z)
         return True

@@ -156,6 +156,25 @@ class WrapperCompilerTest(unittest.TestCase):
                 self.assertTrue(any('"_ansible_check_mode": true' in c for c in consts))
                 self.assertFalse(any(agent.PARAMS_MARKER in c or agent.DATETIME_MARKER in c for c in consts))
 
+    def test_shape_digest_follows_the_cache_key(self):
+        """The agent sends a zygote a template's shape until it has learned
+        it: two tasks' templates share a shape_digest exactly when learn
+        gives them one cache key."""
+        keys, digests = [], []
+        for path in WRAPPERS:
+            tpl, b64 = template(read(path))
+            wc = agent.WrapperCompiler(b64)
+            if not wc.ok:
+                self.skipTest('python < 3.8 has no code.replace: the full source is compiled')
+            for t in (tpl, another_task(tpl)):
+                sp = spans(t)
+                keys.append(wc._split(t, sp)[0])
+                digests.append(agent.shape_digest(t, sp[0], sp[1]))
+        self.assertEqual(len(set(keys)), len(WRAPPERS), 'one key per wrapper')
+        for i, (k, d) in enumerate(zip(keys, digests)):
+            for j in range(i):
+                self.assertEqual(k == keys[j], d == digests[j], (WRAPPERS[i // 2], WRAPPERS[j // 2]))
+
     def test_runs_every_version(self):
         """The compiled wrapper runs the module as the version's own
         wrapper would: ping answers pong."""

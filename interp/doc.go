@@ -91,7 +91,8 @@
 // compiled shape (the template with its ZIPDATA and ANSIBALLZ_PARAMS
 // literals as markers; the request gives the parameters' and 2.19+'s
 // date_time offsets in the template, which package ansiballz found, so
-// the agent does not search for them), so a task swaps two constants (and its file name:
+// the agent does not search for them; the agent sends a zygote each shape
+// once, as every write a zygote makes after a fork copies a page), so a task swaps two constants (and its file name:
 // without pipelining each task's script has its own path) instead of
 // compiling ~140 KB of source. That cached shape also runs the module
 // from the zygote's zip on disk (read-only, 0400), where the wrapper
@@ -111,8 +112,9 @@
 // which forks one on the spot. Its first three tasks report which pages they came to own (copied
 // on write from the zygote; /proc/self/pagemap); later spares copy those
 // pages while they wait (madvise MADV_POPULATE_WRITE, Linux 5.14+;
-// contents unchanged), which takes most page-fault time off a task's path
-// for some MiB more per spare. A task is the spare: it receives stdout/stderr pipes and an
+// contents unchanged), first thing after the fork, which takes most
+// page-fault time off a task's path for some MiB more per spare (and
+// copies a page for less than a write fault does). A task is the spare: it receives stdout/stderr pipes and an
 // exit-status pipe from the agent (SCM_RIGHTS), gets
 // /dev/null as stdin, its own session, the environment with the
 // request's Env on top, the agent's cwd (the login directory), and runs
