@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import io
 import json
+import marshal
 import os
 import selectors
 import shutil
@@ -229,10 +230,15 @@ def decode_request(payload):
     return json.loads(bytes(payload[4:4 + jl]).decode('utf-8')), memoryview(payload)[4 + jl:]
 
 
+# Messages carry their value in marshal's format, not JSON: their ends are
+# one python (the agent and its forks), and json's encoder and decoder,
+# partly Python code, write to ~90 pages after a fork where marshal writes
+# to ~10 (each a page copied in a zygote, every fork cycle).
+
 def encode_msg(obj, blob=b''):
     """A length-prefixed message, in one bytearray: uint32 size | uint32
-    JSON size | JSON | blob."""
-    js = json.dumps(obj).encode('utf-8')
+    value size | value (marshal) | blob."""
+    js = marshal.dumps(obj)
     out = bytearray(8 + len(js) + len(blob))
     U32.pack_into(out, 0, 4 + len(js) + len(blob))
     U32.pack_into(out, 4, len(js))
@@ -281,7 +287,7 @@ def fds_of(anc):
 
 def recv_msg(sock):
     """Blocking read of one message and the fds sent with its first byte:
-    (JSON value, blob, fds), blob a writable view for the caller to zero."""
+    (value, blob, fds), blob a writable view for the caller to zero."""
     fds = []
     hdr = b''
     while len(hdr) < 4:
@@ -292,7 +298,8 @@ def recv_msg(sock):
         fds.extend(fds_of(anc))
     body = recv_exact(sock, U32.unpack(hdr)[0])
     jl = U32.unpack_from(body)[0]
-    return json.loads(bytes(body[4:4 + jl]).decode('utf-8')), memoryview(body)[4 + jl:], fds
+    view = memoryview(body)
+    return marshal.loads(view[4:4 + jl]), view[4 + jl:], fds
 
 
 class MsgReader(object):
@@ -311,7 +318,7 @@ class MsgReader(object):
             body = bytes(self.buf[4:4 + n])
             del self.buf[:4 + n]
             jl = U32.unpack(body[:4])[0]
-            out.append(json.loads(body[4:4 + jl].decode('utf-8')))
+            out.append(marshal.loads(body[4:4 + jl]))
         return out
 
 
@@ -849,7 +856,7 @@ def cache_module_code(fqn):
 
 def stat_key(path):
     """What says a file or directory changed: its device, inode, size,
-    mtime and ctime (ns, as a list: it travels as JSON); None if it is
+    mtime and ctime (ns, as a list, which stale compares); None if it is
     gone."""
     try:
         st = os.stat(path)
