@@ -549,6 +549,30 @@ def shape_digest(tpl, params, time_at):
     return h.digest()
 
 
+# What a single-quoted str literal may hold and stand for itself: no
+# quote, backslash or control character (repr(), as Ansible writes the
+# parameters' literal, escapes those).
+PLAIN_LITERAL_BYTES = bytes(b for b in range(0x20, 0x100) if b not in b"'\\\x7f")
+
+
+def str_literal(text):
+    """The str that text, a Python str literal in UTF-8 source, stands
+    for, or None if it is not one. Parameters repr() wrote without escapes
+    need no parsing: ast's parser would make a task copy ~45 more pages
+    of its zygote's."""
+    if len(text) >= 2 and text[:1] == text[-1:] == b"'" and not text[1:-1].translate(None, PLAIN_LITERAL_BYTES):
+        try:
+            return text[1:-1].decode('utf-8')
+        except UnicodeDecodeError:
+            return None  # not UTF-8: python would not compile it either
+    import ast
+    try:
+        value = ast.literal_eval(text.decode('utf-8'))
+    except (ValueError, SyntaxError):
+        return None
+    return value if type(value) is str else None
+
+
 def task_time(expr):
     """The datetime expr (DATETIME_HEAD int, ... DATETIME_TAIL) gives, or
     None."""
@@ -642,13 +666,9 @@ class WrapperCompiler(object):
                 continue
             text = tpl[start:stop]
             if marker == PARAMS_MARKER:
-                import ast
-                try:
-                    value = ast.literal_eval(text.decode('utf-8'))
-                except (ValueError, SyntaxError):
+                value = str_literal(text)
+                if value is None:
                     return None, None  # not a literal this can swap: the full source is compiled
-                if type(value) is not str:
-                    return None, None
             else:
                 value = task_time(text)
                 if value is None:

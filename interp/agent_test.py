@@ -279,6 +279,30 @@ def run_in_child(code, prep=None):
     return b''.join(chunks)
 
 
+class StrLiteralTest(unittest.TestCase):
+
+    def reference(self, text):
+        """What the full parse gives: the str, or None."""
+        try:
+            value = ast.literal_eval(text.decode('utf-8'))
+        except (ValueError, SyntaxError):
+            return None
+        return value if type(value) is str else None
+
+    def test_as_python_reads_it(self):
+        """str_literal reads a literal as python does, with or without the
+        shortcut: repr()s of parameters, and literals repr() never writes."""
+        values = ['', 'plain', '{"a": "b"}', "it's", 'back\\slash', 'tab\there', 'line\nfeed',
+                  'caf\u00e9 \u2028 \U0001f600', '\x00nul', '\x7fdel', '"\'both\'"', 'cr\rx']
+        texts = [repr(v).encode('utf-8') for v in values]
+        texts += [repr(json.dumps({'ANSIBLE_MODULE_ARGS': {'_raw_params': v}})).encode('utf-8') for v in values]
+        texts += [b"'a' 'b'", b'"x"', b"b'x'", b"'''x'''", b"r'x'", b"'\x00'", b"'a\x00b'", b"'a\rb'",
+                  b"'a\nb'", b"'\xff'", b"'\xc3\xa9'", b"'", b"''", b"1", b"'x' + 'y'", b"('x')"]
+        for text in texts:
+            with self.subTest(text):
+                self.assertEqual(agent.str_literal(text), self.reference(text))
+
+
 class PingParamsTest(unittest.TestCase):
 
     def test_spans_every_format(self):
