@@ -109,7 +109,10 @@
 // SCM_RIGHTS): the agent sends the next task straight to it, then tells
 // the zygote, which forks the next spare. A task that finds no spare at
 // the agent (the first, or one whose spare died) goes through the zygote,
-// which forks one on the spot. Its first three tasks report which pages they came to own (copied
+// which forks one on the spot. The agent, its zygotes and their spares
+// pass messages in marshal's format, not JSON: they are one python, and
+// json's partly-Python encoder and decoder would write to many more pages
+// after each fork. Its first three tasks report which pages they came to own (copied
 // on write from the zygote; /proc/self/pagemap); later spares copy those
 // pages while they wait (madvise MADV_POPULATE_WRITE, Linux 5.14+;
 // contents unchanged), first thing after the fork, which takes most
