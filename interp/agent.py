@@ -238,12 +238,12 @@ def decode_request(payload):
 def encode_msg(obj, blob=b''):
     """A length-prefixed message, in one bytearray: uint32 size | uint32
     value size | value (marshal) | blob."""
-    js = marshal.dumps(obj)
-    out = bytearray(8 + len(js) + len(blob))
-    U32.pack_into(out, 0, 4 + len(js) + len(blob))
-    U32.pack_into(out, 4, len(js))
-    put(out, 8, js)
-    put(out, 8 + len(js), blob)
+    val = marshal.dumps(obj)
+    out = bytearray(8 + len(val) + len(blob))
+    U32.pack_into(out, 0, 4 + len(val) + len(blob))
+    U32.pack_into(out, 4, len(val))
+    put(out, 8, val)
+    put(out, 8 + len(val), blob)
     return out
 
 
@@ -1339,10 +1339,11 @@ class ZygoteServer(object):
                        {'spare': pid, 'learn': bool} + the spare's control
                        socket; {'id', 'pid'}: task id was forked here;
                        {'id', 'status'}: task id exited (waitpid status)
-      agent -> zygote  {'used': pid, 'id'} + template: the agent sent task
-                       id to spare pid; a task ({'id', ...} + template +
-                       its fds) when the agent held no spare. Either may
-                       carry 'res_init'.
+      agent -> zygote  {'used': pid, 'id'}: the agent sent task id to
+                       spare pid (with the template's spans and shape
+                       until the zygote has learned that shape); a task
+                       ({'id', ...} + template + its fds) when the agent
+                       held no spare. Either may carry 'res_init'.
     """
 
     def __init__(self, sock, zippath, fqn, b64, stdio_like, pyc_dir):
