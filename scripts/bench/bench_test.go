@@ -212,6 +212,30 @@ func TestReportFloorColumn(t *testing.T) {
 	}
 }
 
+// TestReportMitogenTable checks the bridge ÷ Mitogen marks, and that the
+// floor's share shows when a target is out of any ssh replacement's reach.
+func TestReportMitogenTable(t *testing.T) {
+	cfg := config{n: 10, playbooks: []string{"loop", "tasks"}, lab: labEnv{port: 2222, user: "abtest"}}
+	run := func(pb, name string, secs float64) result {
+		return result{playbook: pb, mode: modeByName(t, name), ran: true, wall: time.Duration(secs * float64(time.Second))}
+	}
+	results := []result{
+		run("loop", "mitogen", 4), run("loop", "floor-pipelining", 2),
+		run("loop", "bridge-pipelining", 2.8), run("loop", "bridge-default", 5.2),
+		run("tasks", "mitogen", 6), run("tasks", "floor-pipelining", 5),
+		run("tasks", "bridge-pipelining", 5.5), run("tasks", "bridge-default", 7),
+	}
+	got := renderReport(cfg, "ansible-core 2.14", results)
+	for _, want := range []string{
+		"| 10-item loop | 4.00 | 0.70 ✓ | 1.30 ✗ | 0.50 | 0.40 ✓ |",
+		"| 10 tasks | 6.00 | 0.92 ✗ | 1.17 ✓ | 0.83 | 0.50 ✓ |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+}
+
 func TestChartIsWellFormedSVG(t *testing.T) {
 	cfg := config{n: 10, playbooks: []string{"loop", "tasks"}}
 	ms := allModes()

@@ -48,10 +48,17 @@ func renderReport(cfg config, version string, results []result) string {
 
 	if m := mitogenRows(cfg, results); m != "" {
 		b.WriteString("\n### bridge ÷ Mitogen (lower is better)\n\n")
-		fmt.Fprintf(&b, "Targets: bridge-pipelining ≤ %.1f × Mitogen, bridge-default ≤ %.1f × Mitogen (✓ met, ✗ not).\n\n", mitogenTarget, mitogenDefaultTarget)
-		b.WriteString("| playbook | Mitogen wall (s) | bridge-pipelining ÷ Mitogen | bridge-default ÷ Mitogen | Mitogen bytes/task | Mitogen turns/task |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "Targets: bridge-pipelining ≤ %.2f × Mitogen, bridge-default ≤ %.2f × Mitogen, "+
+			"and (bridge-pipelining − floor) ≤ %.1f × (Mitogen − floor) (✓ met, ✗ not).\n\n",
+			mitogenTarget, mitogenDefaultTarget, mitogenAboveFloorTarget)
+		b.WriteString("| playbook | Mitogen wall (s) | bridge-pipelining ÷ Mitogen | bridge-default ÷ Mitogen | " +
+			"floor-pipelining ÷ Mitogen | above floor ÷ Mitogen's | Mitogen bytes/task | Mitogen turns/task |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 		b.WriteString(m)
+		b.WriteString("\nfloor-pipelining ÷ Mitogen: Ansible's own time (the floor, which Mitogen's strategy partly skips) " +
+			"against Mitogen's; where it is above the pipelining target, no ssh replacement can meet that target. " +
+			"above floor ÷ Mitogen's: (bridge-pipelining − floor-pipelining) ÷ (Mitogen − floor-pipelining), " +
+			"what each spends beyond Ansible's own time.\n")
 	}
 	ratios := ratioRows(cfg, results)
 	if ratios != "" {
@@ -207,8 +214,9 @@ func ratioRows(cfg config, results []result) string {
 
 // The bridge's targets against Mitogen (wall time, same playbook).
 const (
-	mitogenTarget        = 0.9 // bridge with pipelining
-	mitogenDefaultTarget = 1.5 // bridge with Ansible's defaults
+	mitogenTarget           = 0.75 // bridge with pipelining
+	mitogenDefaultTarget    = 1.25 // bridge with Ansible's defaults
+	mitogenAboveFloorTarget = 0.6  // (bridge − floor) ÷ (Mitogen − floor), pipelining
 )
 
 // mitogenRows returns one row per playbook with a Mitogen run: the bridge
@@ -239,8 +247,21 @@ func mitogenRows(cfg config, results []result) string {
 			}
 			return fmt.Sprintf("%.2f %s", x, mark)
 		}
-		fmt.Fprintf(&b, "| %s | %.2f | %s | %s | %.1f KiB | %.2f |\n", pbLabel(pb, cfg.n), mg.wall.Seconds(),
-			ratio("bridge-pipelining", mitogenTarget), ratio("bridge-default", mitogenDefaultTarget),
+		floorShare, above := "—", "—"
+		if fl := findResult(results, pb, "floor-pipelining"); fl != nil && fl.err == nil && fl.ran && fl.wall > 0 {
+			floorShare = fmt.Sprintf("%.2f", fl.wall.Seconds()/mg.wall.Seconds())
+			if br := findResult(results, pb, "bridge-pipelining"); br != nil && br.err == nil && br.ran {
+				if x, ok := aboveFloorRatio(br.wall.Seconds(), fl.wall.Seconds(), mg.wall.Seconds()); ok {
+					mark := "✓"
+					if x > mitogenAboveFloorTarget {
+						mark = "✗"
+					}
+					above = fmt.Sprintf("%.2f %s", x, mark)
+				}
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %s | %s | %s | %s | %.1f KiB | %.2f |\n", pbLabel(pb, cfg.n), mg.wall.Seconds(),
+			ratio("bridge-pipelining", mitogenTarget), ratio("bridge-default", mitogenDefaultTarget), floorShare, above,
 			float64(mg.stats.BytesUp+mg.stats.BytesDown)/float64(cfg.n)/1024, float64(mg.stats.Turns)/float64(cfg.n))
 	}
 	return b.String()
