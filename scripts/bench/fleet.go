@@ -22,8 +22,9 @@ import (
 // address (127.0.0.2 and up, a relay on each), so Ansible and the bridge
 // see distinct hosts; forks equals the number of hosts.
 
-// fleetModes are the modes the fleet scenario compares.
-var fleetModes = []string{"stock-pipelining", "mitogen", "bridge-pipelining"}
+// fleetModes are the modes the fleet scenario compares. The floor's run
+// is Ansible's own cost at that scale, which every mode pays.
+var fleetModes = []string{"stock-pipelining", "mitogen", "bridge-pipelining", "floor-pipelining"}
 
 // fleetResult is one run of the fleet playbook.
 type fleetResult struct {
@@ -112,6 +113,9 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 	case m.mitogen && tl.mitogenDir == "":
 		res.err = fmt.Errorf("not run: %w", firstLine(tl.mitogenErr))
 		return res
+	case m.floor && tl.floorDir == "":
+		res.err = fmt.Errorf("not run: %w", firstLine(tl.floorErr))
+		return res
 	}
 	tag := fmt.Sprintf("fleet-%s-%d", m.name, round)
 	cpDir := filepath.Join(dir, "cp-"+tag)
@@ -182,6 +186,8 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 		env = append(env, "PATH="+tl.bridge.shims+string(os.PathListSeparator)+os.Getenv("PATH"), "ANSIBLE_BRIDGE_SOCKET="+tl.bridge.socket)
 	case m.mitogen:
 		env = append(env, "ANSIBLE_STRATEGY_PLUGINS="+tl.mitogenDir, "ANSIBLE_STRATEGY=mitogen_linear")
+	case m.floor:
+		env = append(env, "PATH="+tl.floorDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
 	runCtx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
@@ -363,7 +369,7 @@ func renderFleet(cfg config, rs []fleetResult) string {
 			r.cpu.Seconds(), float64(r.cpu.Microseconds())/1000/float64(n), daemon, conns, float64(r.bytes)/float64(n)/1024)
 	}
 	b.WriteString(renderFleetMemory(cfg, rs))
-	br, mg, st := find("bridge-pipelining"), find("mitogen"), find("stock-pipelining")
+	br, mg, st, fl := find("bridge-pipelining"), find("mitogen"), find("stock-pipelining"), find("floor-pipelining")
 	ratio := func(a, b *fleetResult, target float64, of func(*fleetResult) time.Duration) string {
 		if a == nil || b == nil {
 			return "—"
@@ -381,6 +387,17 @@ func renderFleet(cfg config, rs []fleetResult) string {
 		"Controller CPU: ansible-playbook and every process it waited for (workers, ssh or shims, Mitogen's), plus the bridge daemon; "+
 		"the targets (sshd, interpreters, modules) share the same cores.\n",
 		ratio(br, mg, 0.7, wall), ratio(br, st, 0.3, wall), ratio(br, mg, 0.8, cpu))
+	if br != nil && mg != nil && fl != nil {
+		above := func(of func(*fleetResult) time.Duration) string {
+			x, ok := aboveFloorRatio(of(br).Seconds(), of(fl).Seconds(), of(mg).Seconds())
+			if !ok {
+				return "—"
+			}
+			return fmt.Sprintf("%.2f", x)
+		}
+		fmt.Fprintf(&b, "Beyond the floor (Ansible's own cost at this scale, floor-pipelining's run), (bridge − floor) ÷ (Mitogen − floor): "+
+			"wall %s, controller CPU %s.\n", above(wall), above(cpu))
+	}
 	return b.String()
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStatusField(t *testing.T) {
@@ -47,6 +48,25 @@ func TestRenderFleetMemory(t *testing.T) {
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+}
+
+// TestRenderFleetBeyondFloor checks the fleet's ratios, those beyond the
+// floor's run included.
+func TestRenderFleetBeyondFloor(t *testing.T) {
+	cfg := config{fleetHosts: 10, fleetTasks: 2}
+	run := func(name string, wall, cpu float64) fleetResult {
+		return fleetResult{mode: modeByName(t, name), ran: true, wall: time.Duration(wall * float64(time.Second)), cpu: time.Duration(cpu * float64(time.Second))}
+	}
+	got := renderFleet(cfg, []fleetResult{run("bridge-pipelining", 60, 50), run("mitogen", 100, 60), run("floor-pipelining", 20, 40)})
+	for _, want := range []string{
+		"Wall time, bridge-pipelining ÷ Mitogen: 0.60 ✓ (target ≤ 0.7)",
+		"Controller CPU ÷ Mitogen's: 0.83 ✗ (target ≤ 0.8)",
+		"(bridge − floor) ÷ (Mitogen − floor): wall 0.50, controller CPU 0.50.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("fleet report lacks %q:\n%s", want, got)
 		}
 	}
 }

@@ -67,10 +67,12 @@
 //
 // With -fleet N (make bench uses 50), N targets at once: the lab's sshd at
 // 127.0.0.2 and up (a relay on each address), forks=N, -fleet-tasks
-// `command: hostname` tasks each, in stock-pipelining, mitogen and
-// bridge-pipelining. The table gives wall time, the controller's CPU time
+// `command: hostname` tasks each, in stock-pipelining, mitogen,
+// bridge-pipelining and floor-pipelining (Ansible's own cost at that
+// scale). The table gives wall time, the controller's CPU time
 // (ansible-playbook, every process it waited for, and the bridge daemon)
-// per task, and TCP connections per target. -fleet-latency D puts the
+// per task, TCP connections per target, and what the bridge and Mitogen
+// spend beyond the floor. -fleet-latency D puts the
 // fleet behind a WAN: each relay adds one-way latency D (RTT +2D).
 //
 // # First task
