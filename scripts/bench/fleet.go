@@ -427,6 +427,14 @@ func renderFleetMemory(cfg config, rs []fleetResult) string {
 			mib(m.idle.rssKiB), mib(m.peak.rssKiB), mib(m.after.rssKiB), again, mib(m.idle.heapKiB), mib(m.after.heapKiB), againHeap,
 			float64(m.peak.rssKiB-m.idle.rssKiB)/n, float64(m.peak.fds-m.idle.fds)/n, float64(m.peak.goroutines-m.idle.goroutines)/n, target)
 	}
+	for _, r := range rs {
+		if m := r.mem; r.ran && r.mode.bridge && m.after.pid != 0 {
+			fmt.Fprintf(&b, "\n%s kept after close, beyond idle: heap in use %+.1f MiB (live %+.1f), goroutine stacks %+.1f MiB, "+
+				"the runtime's span, cache and GC metadata %+.1f MiB (status's memory fields; Go keeps the metadata for its peak).\n",
+				r.mode.name, mib(m.after.heapInUseKiB-m.idle.heapInUseKiB), mib(m.after.heapKiB-m.idle.heapKiB),
+				mib(m.after.stacksKiB-m.idle.stacksKiB), mib(m.after.runtimeKiB-m.idle.runtimeKiB))
+		}
+	}
 	b.WriteString("\nIdle: after the playbook's run on one target outside the fleet, its connection closed (the code paged in, lazy tables built). Per target: (peak − idle) ÷ targets, sampled every 0.5 s (goroutines every 2 s); after close: the lowest in the 5 s after every target's connections closed (ssh -O exit on each ControlPath); " +
 		"after a second run: the same, once the same fleet ran again on the same daemon (what it adds to after close is what each run leaves behind); " +
 		"Go heap live: the objects the daemon still holds (a heap profile of them: ANSIBLE_BRIDGE_MEMPROFILE=FILE, written as the daemon stops). " +

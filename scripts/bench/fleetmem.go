@@ -21,11 +21,14 @@ import (
 
 // daemonSample is the daemon's footprint at one moment.
 type daemonSample struct {
-	pid        int
-	rssKiB     int64
-	heapKiB    int64 // live on the Go heap (status's memory.heap_live)
-	fds        int
-	goroutines int
+	pid     int
+	rssKiB  int64
+	heapKiB int64 // live on the Go heap (status's memory.heap_live)
+	// What else the runtime holds (status's memory): spans with objects,
+	// goroutine stacks, and its span, cache and GC metadata.
+	heapInUseKiB, stacksKiB, runtimeKiB int64
+	fds                                 int
+	goroutines                          int
 }
 
 // fleetMemory is a fleet run's footprint.
@@ -40,7 +43,10 @@ type daemonStatus struct {
 	PID        int `json:"pid"`
 	Goroutines int `json:"goroutines"`
 	Memory     struct {
-		HeapLive int64 `json:"heap_live"`
+		HeapLive  int64 `json:"heap_live"`
+		HeapInUse int64 `json:"heap_in_use"`
+		Stacks    int64 `json:"stacks"`
+		Runtime   int64 `json:"runtime"`
 	} `json:"memory"`
 	Targets []struct {
 		ControlPath string `json:"control_path"`
@@ -63,7 +69,10 @@ func (b *bridgeBin) sample(ctx context.Context) (daemonSample, error) {
 	if err != nil {
 		return daemonSample{}, err
 	}
-	return daemonSample{pid: st.PID, rssKiB: procRSS(st.PID), heapKiB: st.Memory.HeapLive / 1024, fds: procFDs(st.PID), goroutines: st.Goroutines}, nil
+	m := st.Memory
+	return daemonSample{pid: st.PID, rssKiB: procRSS(st.PID), heapKiB: m.HeapLive / 1024,
+		heapInUseKiB: m.HeapInUse / 1024, stacksKiB: m.Stacks / 1024, runtimeKiB: m.Runtime / 1024,
+		fds: procFDs(st.PID), goroutines: st.Goroutines}, nil
 }
 
 // closeTargets asks the daemon to close every target's connections, as

@@ -33,9 +33,9 @@ func TestRenderFleetMemory(t *testing.T) {
 	}
 	rs := []fleetResult{
 		{mode: bridge, ran: true, mem: fleetMemory{
-			idle:          daemonSample{rssKiB: 10 << 10, heapKiB: 2 << 10, fds: 12, goroutines: 20},
+			idle:          daemonSample{pid: 7, rssKiB: 10 << 10, heapKiB: 2 << 10, heapInUseKiB: 3 << 10, stacksKiB: 512, runtimeKiB: 4 << 10, fds: 12, goroutines: 20},
 			peak:          daemonSample{rssKiB: 110 << 10, fds: 212, goroutines: 1420},
-			after:         daemonSample{rssKiB: 11 << 10, heapKiB: 3 << 10},
+			after:         daemonSample{pid: 7, rssKiB: 11 << 10, heapKiB: 3 << 10, heapInUseKiB: 4<<10 + 512, stacksKiB: 1024, runtimeKiB: 5 << 10},
 			again:         daemonSample{pid: 7, rssKiB: 11<<10 + 512, heapKiB: 3 << 10},
 			targetPeakKiB: 3000 << 10,
 		}},
@@ -45,6 +45,7 @@ func TestRenderFleetMemory(t *testing.T) {
 	for _, want := range []string{
 		"| bridge-pipelining | 10.0 / 110.0 / 11.0 / 11.5 | 2.0 / 3.0 / 3.0 | 1024 | 2.0 | 14.0 | 30.0 |",
 		"| mitogen | — | — | — | — | — | 20.0 |",
+		"bridge-pipelining kept after close, beyond idle: heap in use +1.5 MiB (live +1.0), goroutine stacks +0.5 MiB, the runtime's span, cache and GC metadata +1.0 MiB",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in\n%s", want, got)
