@@ -215,11 +215,13 @@ func TestReportFloorColumn(t *testing.T) {
 // TestReportMitogenTable checks the bridge ÷ Mitogen marks, and that the
 // floor's share shows when a target is out of any ssh replacement's reach.
 func TestReportMitogenTable(t *testing.T) {
-	cfg := config{n: 10, playbooks: []string{"loop", "tasks"}, lab: labEnv{port: 2222, user: "abtest"}}
+	cfg := config{n: 10, playbooks: []string{"loop", "tasks", "become"}, lab: labEnv{port: 2222, user: "abtest"}}
 	run := func(pb, name string, secs float64) result {
 		return result{playbook: pb, mode: modeByName(t, name), ran: true, wall: time.Duration(secs * float64(time.Second))}
 	}
-	results := []result{
+	failed := run("become", "mitogen", 4)
+	failed.err = errors.New("recap ok=0")
+	results := []result{failed,
 		run("loop", "mitogen", 4), run("loop", "floor-pipelining", 2),
 		run("loop", "bridge-pipelining", 2.8), run("loop", "bridge-default", 5.2),
 		run("tasks", "mitogen", 6), run("tasks", "floor-pipelining", 5),
@@ -229,6 +231,7 @@ func TestReportMitogenTable(t *testing.T) {
 	for _, want := range []string{
 		"| 10-item loop | 4.00 | 0.70 ✓ | 1.30 ✗ | 0.50 | 0.40 ✓ |",
 		"| 10 tasks | 6.00 | 0.92 ✗ | 1.17 ✓ | 0.83 | 0.50 ✓ |",
+		"| 10 become tasks | n/a (failed) | — | — | — | — | — | — |\n", // every column of the table
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("report lacks %q:\n%s", want, got)

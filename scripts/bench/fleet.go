@@ -374,12 +374,7 @@ func renderFleet(cfg config, rs []fleetResult) string {
 		if a == nil || b == nil {
 			return "—"
 		}
-		x := of(a).Seconds() / of(b).Seconds()
-		mark := "✓"
-		if x > target {
-			mark = "✗"
-		}
-		return fmt.Sprintf("%.2f %s (target ≤ %.1f)", x, mark, target)
+		return fmt.Sprintf("%s (target ≤ %.1f)", marked(of(a).Seconds()/of(b).Seconds(), target), target)
 	}
 	wall := func(r *fleetResult) time.Duration { return r.wall }
 	cpu := func(r *fleetResult) time.Duration { return r.cpu }

@@ -164,11 +164,15 @@ func floorCell(r result, results []result) string {
 	if !r.mode.bridge {
 		return fmt.Sprintf("%.2f", x)
 	}
-	mark := "✓"
-	if x > targetOf(r.playbook) {
-		mark = "✗"
+	return marked(x, targetOf(r.playbook))
+}
+
+// marked is ratio x with ✓ if it meets target (at most), ✗ if not.
+func marked(x, target float64) string {
+	if x > target {
+		return fmt.Sprintf("%.2f ✗", x)
 	}
-	return fmt.Sprintf("%.2f %s", x, mark)
+	return fmt.Sprintf("%.2f ✓", x)
 }
 
 // ratioRows returns one table row per bridge run, comparing it with the
@@ -229,7 +233,7 @@ func mitogenRows(cfg config, results []result) string {
 			continue
 		}
 		if mg.err != nil || !mg.ran || mg.wall <= 0 {
-			fmt.Fprintf(&b, "| %s | n/a (failed) | — | — | — | — |\n", pbLabel(pb, cfg.n))
+			fmt.Fprintf(&b, "| %s | n/a (failed) | — | — | — | — | — | — |\n", pbLabel(pb, cfg.n))
 			continue
 		}
 		ratio := func(name string, target float64) string {
@@ -240,23 +244,15 @@ func mitogenRows(cfg config, results []result) string {
 			case br.err != nil || !br.ran:
 				return "n/a (failed)"
 			}
-			x := br.wall.Seconds() / mg.wall.Seconds()
-			mark := "✓"
-			if x > target {
-				mark = "✗"
-			}
-			return fmt.Sprintf("%.2f %s", x, mark)
+			return marked(br.wall.Seconds()/mg.wall.Seconds(), target)
 		}
+		// Mitogen's mode pipelines, so its floor is floor-pipelining's.
 		floorShare, above := "—", "—"
-		if fl := findResult(results, pb, "floor-pipelining"); fl != nil && fl.err == nil && fl.ran && fl.wall > 0 {
-			floorShare = fmt.Sprintf("%.2f", fl.wall.Seconds()/mg.wall.Seconds())
+		if fw, ok := floorOf(*mg, results); ok {
+			floorShare = fmt.Sprintf("%.2f", fw.Seconds()/mg.wall.Seconds())
 			if br := findResult(results, pb, "bridge-pipelining"); br != nil && br.err == nil && br.ran {
-				if x, ok := aboveFloorRatio(br.wall.Seconds(), fl.wall.Seconds(), mg.wall.Seconds()); ok {
-					mark := "✓"
-					if x > mitogenAboveFloorTarget {
-						mark = "✗"
-					}
-					above = fmt.Sprintf("%.2f %s", x, mark)
+				if x, ok := aboveFloorRatio(br.wall.Seconds(), fw.Seconds(), mg.wall.Seconds()); ok {
+					above = marked(x, mitogenAboveFloorTarget)
 				}
 			}
 		}
