@@ -968,6 +968,175 @@ def res_init():
             return
 
 
+# ---------------------------------------------------------------- spawning
+# Ansible's run_command hands subprocess a preexec_fn that, on python 3,
+# does nothing unless it is given a umask (before 2.18 it also calls
+# _restore_signal_handlers, which acts on python 2 only). Any preexec_fn
+# makes python fork the task's whole address space and run python in the
+# child before the exec; without one, python 3.10+ spawns with vfork. The
+# program, fds, environment, cwd, umask and signal dispositions it execs
+# with are the same either way.
+
+# The run_command preexec functions this zygote's basic.py defines, found
+# by their bytecode to be these (as this python compiles them): code
+# object -> whether it calls self._restore_signal_handlers first.
+NOOP_PREEXEC = {}
+# The AnsibleModule._restore_signal_handlers found to be this one.
+NOOP_RESTORE = []
+# (Module imports as in basic.py: python 3.11+ compiles a call of an
+# imported module's function differently.)
+PREEXEC_SOURCES = (
+    (False, 'import os\n'
+            'def run_command(umask):\n'
+            '    def preexec():\n'
+            '        if umask:\n'
+            '            os.umask(umask)\n'),
+    (True, 'import os\n'
+           'def run_command(self, umask):\n'
+           '    def preexec():\n'
+           '        self._restore_signal_handlers()\n'
+           '        if umask:\n'
+           '            os.umask(umask)\n'),
+)
+RESTORE_SOURCE = ('import signal, sys\n'
+                  'def _restore_signal_handlers(self):\n'
+                  '    if PY2 and sys.platform != "win32":\n'
+                  '        signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n')
+SPAWN_PLACEHOLDER = '\0ansible-bridge: spawn_preexec'
+
+
+def _code_consts(code, name):
+    return [c for c in code.co_consts if isinstance(c, type(code)) and c.co_name == name]
+
+
+def _names(code):
+    """The global and attribute names code and the code in it use."""
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, type(code)):
+            names |= _names(c)
+    return names
+
+
+def _same_body(a, b):
+    """Whether two code objects do the same, line numbers aside."""
+    return (a.co_code == b.co_code and a.co_consts == b.co_consts and a.co_names == b.co_names
+            and a.co_varnames == b.co_varnames and a.co_freevars == b.co_freevars)
+
+
+def spawn_preexec(fn):
+    """fn, or None where fn is a run_command preexec that would do
+    nothing. Never raises, and runs no code of fn's."""
+    if type(fn) is not type(spawn_preexec):
+        return fn
+    try:
+        restores = NOOP_PREEXEC.get(fn.__code__)
+        if restores is None:
+            return fn
+        cells = dict(zip(fn.__code__.co_freevars, fn.__closure__))
+        umask = cells['umask'].cell_contents
+        if umask is not None and not (type(umask) is int and umask == 0):
+            return fn
+        if restores and not _restores_nothing(cells['self'].cell_contents):
+            return fn
+        return None
+    except Exception:
+        return fn
+
+
+def _restores_nothing(module):
+    """Whether module._restore_signal_handlers() is the one found to do
+    nothing on python 3, and PY2 is still False; without running any of
+    module's code (no attribute lookup hooks)."""
+    if '_restore_signal_handlers' in object.__getattribute__(module, '__dict__'):
+        return False
+    for klass in type(module).__mro__:
+        f = klass.__dict__.get('_restore_signal_handlers')
+        if f is not None:
+            return any(f is r for r in NOOP_RESTORE) and f.__globals__.get('PY2') is False
+    return False
+
+
+def note_run_command_preexec():
+    """Find which of basic.py's run_command preexec functions (and its
+    _restore_signal_handlers) do nothing on python 3."""
+    basic = sys.modules.get('ansible.module_utils.basic')
+    cls = getattr(basic, 'AnsibleModule', None)
+    run_command = getattr(cls, '__dict__', {}).get('run_command')
+    code = getattr(run_command, '__code__', None)
+    if code is None:
+        return
+    restore = cls.__dict__.get('_restore_signal_handlers')
+    ref = _code_consts(compile(RESTORE_SOURCE, '<ref>', 'exec'), '_restore_signal_handlers')[0]
+    if getattr(restore, '__code__', None) is not None and _same_body(restore.__code__, ref) \
+            and restore.__globals__.get('PY2') is False:
+        NOOP_RESTORE.append(restore)
+    for restores, src in PREEXEC_SOURCES:
+        outer = _code_consts(compile(src, '<ref>', 'exec'), 'run_command')[0]
+        ref = _code_consts(outer, 'preexec')[0]
+        for c in _code_consts(code, 'preexec'):
+            if _same_body(c, ref):
+                NOOP_PREEXEC[c] = restores
+
+
+def spawn_without_noop_preexec():
+    """Have subprocess.Popen (python 3.10+, Linux) spawn without a
+    preexec_fn that spawn_preexec finds does nothing. The change is one
+    statement at the top of Popen._execute_child's own code, recompiled
+    from its source with its line numbers and columns, so that a
+    traceback through it reads as stock's. Done only where recompiling
+    the source unchanged gives back exactly the code python has."""
+    if sys.version_info < (3, 10) or not sys.platform.startswith('linux'):
+        return False
+    import ast
+    import warnings
+    func = subprocess.Popen.__dict__.get('_execute_child')
+    code = getattr(func, '__code__', None)
+    try:
+        lines = subprocess.__loader__.get_source(subprocess.__name__).splitlines(True)
+    except Exception:
+        return False  # no source: leave it as it is
+    if code is None or code.co_freevars or code.co_firstlineno < 3:
+        return False
+    first = code.co_firstlineno
+    last = max(line for _, _, line in code.co_lines() if line is not None)
+    indent = len(lines[first - 1]) - len(lines[first - 1].lstrip())
+    while last < len(lines) and (not lines[last].strip() or
+                                 len(lines[last]) - len(lines[last].lstrip()) > indent):
+        last += 1
+    # The class and a block around the def give it the qualified name and
+    # indentation it has in the file; the blank lines its line numbers; an
+    # import of each module it names, its calls (python 3.11+ compiles a
+    # call of an imported module's function as an attribute, not a method).
+    imports = '; '.join('import %s' % n for n in sorted(_names(code))
+                        if isinstance(vars(subprocess).get(n), type(subprocess)))
+    src = (imports + '\n' * (first - 3) + 'class Popen:\n if 1:\n' +
+           ''.join(lines[first - 1:last]))
+
+    def compiled(tree):
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')  # calling a str constant: the placeholder
+            mod = compile(tree, code.co_filename, 'exec')
+        return _code_consts(_code_consts(mod, 'Popen')[0], '_execute_child')[0]
+    try:
+        tree = ast.parse(src, code.co_filename)
+        fdef = tree.body[-1].body[0].body[0]
+        if compiled(tree) != code or [a.arg for a in fdef.args.args[:4]] != ['self', 'args', 'executable', 'preexec_fn']:
+            return False
+        at = 1 if ast.get_docstring(fdef) is not None else 0
+        stmt = ast.parse('preexec_fn = PLACEHOLDER(preexec_fn)').body[0]
+        stmt.value.func = ast.Constant(SPAWN_PLACEHOLDER)
+        for node in ast.walk(stmt):
+            ast.copy_location(node, fdef.body[at])
+        fdef.body.insert(at, stmt)
+        new = compiled(tree)
+    except Exception:
+        return False
+    consts = tuple(spawn_preexec if type(c) is str and c == SPAWN_PLACEHOLDER else c for c in new.co_consts)
+    func.__code__ = new.replace(co_consts=consts)
+    return True
+
+
 # ---------------------------------------------------------------- prefault
 # The pages a spare copies on write while it waits, instead of its task.
 
@@ -1416,6 +1585,12 @@ class ZygoteServer(object):
         self.sel.register(self.wake_r, selectors.EVENT_READ)
         self.sel.register(self.learn_r, selectors.EVENT_READ)
         self.held = self.fork_spare()
+        # The first task need not wait for this (~7 ms): its spare runs
+        # run_command as python does; the later ones inherit the change.
+        if spawn_without_noop_preexec():
+            note_run_command_preexec()
+            import gc
+            gc.freeze()
 
     # ---- loop
 

@@ -775,6 +775,123 @@ class PrefaultTest(unittest.TestCase):
         self.assertFalse(pf.learning())
 
 
+def wrapper_zip(src):
+    """A temp file holding the zip of wrapper source src."""
+    f = tempfile.NamedTemporaryFile(suffix='.zip')
+    f.write(base64.b64decode(template(src)[1]))
+    f.flush()
+    return f
+
+
+def spawn_observed(**popen):
+    """In a fork: run true through subprocess.Popen(**popen) and say
+    whether python ran its fork hooks around the spawn, which it does
+    only for a preexec_fn (a fork, not a vfork)."""
+    hooks = []
+    os.register_at_fork(before=lambda: hooks.append(1))
+    subprocess.Popen(['true'], **popen).wait()
+    return 10 if hooks else 0
+
+
+def noop_preexec_like_ansible(umask):
+    def preexec():
+        if umask:
+            os.umask(umask)
+    return preexec
+
+
+@unittest.skipUnless(sys.version_info >= (3, 10) and sys.platform.startswith('linux'),
+                     'python spawns with vfork from 3.10, on Linux')
+class SpawnTest(unittest.TestCase):
+    """subprocess without run_command's preexec_fn where it does nothing."""
+
+    def test_spawns_without_noop_preexec(self):
+        """A registered preexec that would do nothing gives way to vfork;
+        one that sets a umask, or any other, still runs, as does the umask
+        it sets."""
+        def check(preexec, register):
+            def fn():
+                self.assertTrue(agent.spawn_without_noop_preexec())
+                if register:
+                    agent.NOOP_PREEXEC[preexec.__code__] = False
+                return spawn_observed(preexec_fn=preexec)
+            return in_child(fn)[0]
+        self.assertEqual(check(noop_preexec_like_ansible(None), True), 0)
+        self.assertEqual(check(noop_preexec_like_ansible(0), True), 0)
+        self.assertEqual(check(noop_preexec_like_ansible(0o27), True), 10)
+        self.assertEqual(check(noop_preexec_like_ansible(None), False), 10)
+        self.assertEqual(check(lambda: None, True), 10)
+
+        def umask_kept():
+            agent.spawn_without_noop_preexec()
+            preexec = noop_preexec_like_ansible(0o27)
+            agent.NOOP_PREEXEC[preexec.__code__] = False
+            out = subprocess.check_output(['sh', '-c', 'umask'], preexec_fn=preexec)
+            return int(out, 8)
+        self.assertEqual(in_child(umask_kept)[0], 0o27)
+
+    def test_tracebacks_as_stock(self):
+        """Errors raised through the changed Popen._execute_child read as
+        python's own: same message, frames, lines."""
+        def failures(patch):
+            def fn():
+                if patch:
+                    self.assertTrue(agent.spawn_without_noop_preexec())
+                import traceback
+                for args in (['/nonexistent/abtest'], ['true\0'], ['true'], 5):
+                    try:
+                        subprocess.Popen(args, preexec_fn=None if args == ['true'] else os.getpid, cwd='/nonexistent' if args == ['true'] else None)
+                    except Exception:
+                        sys.stdout.write(traceback.format_exc())
+                sys.stdout.flush()
+            rc, out, err = in_child(fn)
+            self.assertEqual((rc, err), (0, b''))
+            return out.decode()
+        stock = failures(False)
+        self.assertEqual(stock.count('Traceback'), 4, stock)
+        self.assertEqual(failures(True), stock)
+
+    def test_run_command_preexec_of_each_version(self):
+        """Each ansible-core version's run_command preexec is found to do
+        nothing without a umask, and to do something with one, when its
+        module's _restore_signal_handlers is overridden, or when PY2 is
+        set."""
+        for name, version, src in ping_wrappers():
+            with self.subTest(version=version):
+                skip_unless_runs(self, version)
+                with wrapper_zip(src) as z:
+                    rc, out, err = in_child(lambda: self.verdicts(z.name))
+                self.assertEqual(rc, 0, err.decode())
+                self.assertEqual(out.decode(), 'None preexec preexec preexec\n')
+
+    def verdicts(self, zippath):
+        """In a fork: what spawn_preexec makes of the zip's run_command
+        preexec in each case test_run_command_preexec_of_each_version names."""
+        import types
+        sys.path.insert(0, zippath)
+        basic = importlib.import_module('ansible.module_utils.basic')
+        agent.note_run_command_preexec()
+        [code] = [c for c in basic.AnsibleModule.run_command.__code__.co_consts
+                  if isinstance(c, types.CodeType) and c.co_name == 'preexec']
+
+        class Overriding(basic.AnsibleModule):
+            def _restore_signal_handlers(self):
+                pass
+
+        def preexec(module_class, umask):
+            cells = {'self': object.__new__(module_class), 'umask': umask}
+            return types.FunctionType(code, basic.__dict__, 'preexec', None,
+                                      tuple(types.CellType(cells[n]) for n in code.co_freevars))
+        got = [agent.spawn_preexec(preexec(basic.AnsibleModule, None)),
+               agent.spawn_preexec(preexec(basic.AnsibleModule, 0o22))]
+        restores = 'self' in code.co_freevars
+        got.append(agent.spawn_preexec(preexec(Overriding, None)) if restores else 'preexec')
+        if restores:
+            basic.PY2 = True
+        got.append(agent.spawn_preexec(preexec(basic.AnsibleModule, None)) if restores else 'preexec')
+        print(' '.join('None' if g is None else getattr(g, '__name__', g) for g in got))
+
+
 TASK_TPL = (b"import atexit, os, sys\n"
             b"ZIP = '" + agent.ZIP_MARKER + b"'\n"
             b"atexit.register(lambda: print('atexit ran'))\n"
