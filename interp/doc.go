@@ -155,13 +155,13 @@
 //
 // Ansible's run_command passes subprocess a preexec_fn that does nothing
 // on python 3 unless it is given a umask. Any preexec_fn makes python
-// fork the whole task and run python in the child before the exec; on
-// python 3.10+ the zygote (once its first spare is forked) has
+// fork the whole task and run python in the child before the exec. On
+// python 3.10+ the agent, before its first zygote, has
 // Popen._execute_child drop one found to do nothing (its bytecode is the
 // one ansible-core 2.14-2.22 compile to, the umask is unset, and before
 // 2.18 the module's _restore_signal_handlers is theirs and PY2 false), so
-// python spawns with vfork: ~3 ms less per command on this code's test
-// machine. The change is one statement compiled into
+// python spawns with vfork: ~2.5 ms less CPU per command on this code's
+// test machine. The change is one statement compiled into
 // _execute_child's code from its own source, with its line numbers, so
 // tracebacks read as stock's; where recompiling the unchanged source
 // does not give back the very code python loaded, nothing changes.
