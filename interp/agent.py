@@ -1003,6 +1003,7 @@ RESTORE_SOURCE = ('import signal, sys\n'
                   '    if PY2 and sys.platform != "win32":\n'
                   '        signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n')
 SPAWN_PLACEHOLDER = '\0ansible-bridge: spawn_preexec'
+SPAWNS_WITH_VFORK = sys.version_info >= (3, 10) and sys.platform.startswith('linux')
 
 
 def _code_consts(code, name):
@@ -1060,6 +1061,8 @@ def _restores_nothing(module):
 def note_run_command_preexec():
     """Find which of basic.py's run_command preexec functions (and its
     _restore_signal_handlers) do nothing on python 3."""
+    if not SPAWNS_WITH_VFORK:
+        return
     basic = sys.modules.get('ansible.module_utils.basic')
     cls = getattr(basic, 'AnsibleModule', None)
     run_command = getattr(cls, '__dict__', {}).get('run_command')
@@ -1086,7 +1089,7 @@ def spawn_without_noop_preexec():
     from its source with its line numbers and columns, so that a
     traceback through it reads as stock's. Done only where recompiling
     the source unchanged gives back exactly the code python has."""
-    if sys.version_info < (3, 10) or not sys.platform.startswith('linux'):
+    if not SPAWNS_WITH_VFORK:
         return False
     import ast
     import warnings

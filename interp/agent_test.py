@@ -800,8 +800,7 @@ def noop_preexec_like_ansible(umask):
     return preexec
 
 
-@unittest.skipUnless(sys.version_info >= (3, 10) and sys.platform.startswith('linux'),
-                     'python spawns with vfork from 3.10, on Linux')
+@unittest.skipUnless(agent.SPAWNS_WITH_VFORK, 'python spawns with vfork from 3.10, on Linux')
 class SpawnTest(unittest.TestCase):
     """subprocess without run_command's preexec_fn where it does nothing."""
 
