@@ -983,6 +983,10 @@ def res_init():
 NOOP_PREEXEC = {}
 # The AnsibleModule._restore_signal_handlers found to be this one.
 NOOP_RESTORE = []
+# The sources below as this python compiles them, once subprocess is
+# changed (in the agent, for every zygote): 'restore' the code of
+# RESTORE_SOURCE's function, 'preexec' (calls restore?, code) pairs.
+NOOP_REFERENCES = {}
 # (Module imports as in basic.py: python 3.11+ compiles a call of an
 # imported module's function differently.)
 PREEXEC_SOURCES = (
@@ -1061,8 +1065,8 @@ def _restores_nothing(module):
 def note_run_command_preexec():
     """Find which of basic.py's run_command preexec functions (and its
     _restore_signal_handlers) do nothing on python 3."""
-    if not SPAWNS_WITH_VFORK:
-        return
+    if not NOOP_REFERENCES:
+        return  # subprocess is as it was: nothing would use them
     basic = sys.modules.get('ansible.module_utils.basic')
     cls = getattr(basic, 'AnsibleModule', None)
     run_command = getattr(cls, '__dict__', {}).get('run_command')
@@ -1070,13 +1074,10 @@ def note_run_command_preexec():
     if code is None:
         return
     restore = cls.__dict__.get('_restore_signal_handlers')
-    ref = _code_consts(compile(RESTORE_SOURCE, '<ref>', 'exec'), '_restore_signal_handlers')[0]
-    if getattr(restore, '__code__', None) is not None and _same_body(restore.__code__, ref) \
+    if getattr(restore, '__code__', None) is not None and _same_body(restore.__code__, NOOP_REFERENCES['restore']) \
             and restore.__globals__.get('PY2') is False:
         NOOP_RESTORE.append(restore)
-    for restores, src in PREEXEC_SOURCES:
-        outer = _code_consts(compile(src, '<ref>', 'exec'), 'run_command')[0]
-        ref = _code_consts(outer, 'preexec')[0]
+    for restores, ref in NOOP_REFERENCES['preexec']:
         for c in _code_consts(code, 'preexec'):
             if _same_body(c, ref):
                 NOOP_PREEXEC[c] = restores
@@ -1135,8 +1136,15 @@ def spawn_without_noop_preexec():
         new = compiled(tree)
     except Exception:
         return False
-    consts = tuple(spawn_preexec if type(c) is str and c == SPAWN_PLACEHOLDER else c for c in new.co_consts)
-    func.__code__ = new.replace(co_consts=consts)
+    hits = {}
+    new = _swap_consts(new, {SPAWN_PLACEHOLDER: spawn_preexec}, hits, code.co_filename)
+    if hits != {SPAWN_PLACEHOLDER: 1}:
+        return False
+    func.__code__ = new
+    NOOP_REFERENCES['restore'] = _code_consts(compile(RESTORE_SOURCE, '<ref>', 'exec'), '_restore_signal_handlers')[0]
+    NOOP_REFERENCES['preexec'] = [
+        (restores, _code_consts(_code_consts(compile(src, '<ref>', 'exec'), 'run_command')[0], 'preexec')[0])
+        for restores, src in PREEXEC_SOURCES]
     return True
 
 

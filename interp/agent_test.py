@@ -869,6 +869,7 @@ class SpawnTest(unittest.TestCase):
         import types
         sys.path.insert(0, zippath)
         basic = importlib.import_module('ansible.module_utils.basic')
+        self.assertTrue(agent.spawn_without_noop_preexec())  # the agent's, before its zygotes
         agent.note_run_command_preexec()
         [code] = [c for c in basic.AnsibleModule.run_command.__code__.co_consts
                   if isinstance(c, types.CodeType) and c.co_name == 'preexec']
