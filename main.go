@@ -120,6 +120,8 @@ environment:
                           profile of what it still holds
   ANSIBLE_BRIDGE_ARGV0    run as this program (ssh, scp, sftp, ansible-bridge) whatever
                           the binary's name; set for the daemon a shim starts
+  ANSIBLE_BRIDGE_RESUME   set by the shim's C front for the Go shim it hands a
+                          conversation to: not for users
 
 also read: PATH (where the real ssh, scp and sftp are), XDG_RUNTIME_DIR (the
 default socket), XDG_DATA_HOME (env's default DIR), ANSIBLE_CONFIG,
@@ -334,7 +336,7 @@ func envDuration(key string, def time.Duration) time.Duration {
 
 func cmdShims(args []string) int {
 	if len(args) != 1 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(os.Stderr, "usage: ansible-bridge shims DIR\n\ncreates ssh, scp and sftp in DIR as links to ansible-bridge-shim next to this binary, or to this binary")
+		fmt.Fprintln(os.Stderr, "usage: ansible-bridge shims DIR\n\ncreates ssh, scp and sftp in DIR as links to ansible-bridge-front (or ansible-bridge-shim) next to this binary, or to this binary")
 		return 2
 	}
 	dir := args[0]
@@ -352,6 +354,10 @@ func cmdShims(args []string) int {
 	target := self
 	if lean := filepath.Join(filepath.Dir(self), fakessh.ShimBinary); isExecutable(lean) {
 		target = lean
+		// The C front execs the Go shim beside it for what it leaves.
+		if front := filepath.Join(filepath.Dir(self), fakessh.FrontBinary); isExecutable(front) {
+			target = front
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %v\n", err)

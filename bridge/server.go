@@ -374,6 +374,12 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	iv.log = log.WithField("prog", iv.hello.Prog)
+	if iv.hello.Front && iv.hello.Parse() != "" {
+		// What the front cannot pass on, the Go shim falls back on or
+		// explains, as it would have from the start.
+		_ = wire.Write(c, wire.Handover, nil)
+		return
+	}
 	if iv.hello.Prog != "ctl" {
 		iv.entry = s.journal.Begin("", "", append([]string{iv.hello.Prog}, iv.hello.Argv...))
 	}

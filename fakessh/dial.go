@@ -56,6 +56,11 @@ func DialDaemon(ctx context.Context, path string) (net.Conn, error) {
 // installs next to the full ansible-bridge binary.
 const ShimBinary = "ansible-bridge-shim"
 
+// FrontBinary is the name of the shim's C front (fakessh/front), which
+// `ansible-bridge shims` links to when it sits beside ShimBinary: it
+// serves the daemon's plain invocations and execs ShimBinary for the rest.
+const FrontBinary = "ansible-bridge-front"
+
 // DaemonBinary returns the binary that runs the daemon: this one, or for
 // the shim-only binary, ansible-bridge in its directory.
 func DaemonBinary() (string, error) {

@@ -101,10 +101,11 @@ func IsBridgeBinary(p string) bool {
 		return false
 	}
 	b := filepath.Base(real)
-	return b == "ansible-bridge" || b == ShimBinary
+	return b == "ansible-bridge" || b == ShimBinary || b == FrontBinary
 }
 
-// FindReal returns the first prog on PATH that is not this binary.
+// FindReal returns the first prog on PATH that is not this binary or
+// another of the bridge's.
 // ANSIBLE_BRIDGE_REAL_SSH (SCP, SFTP) overrides the search.
 func FindReal(prog string) (string, error) {
 	if p := os.Getenv("ANSIBLE_BRIDGE_REAL_" + strings.ToUpper(prog)); p != "" {
@@ -124,7 +125,8 @@ func FindReal(prog string) (string, error) {
 		}
 		cand := filepath.Join(dir, prog)
 		fi, err := os.Stat(cand)
-		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 || os.SameFile(fi, selfInfo) {
+		// The shims' own directory links to the front, not to this binary.
+		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 || os.SameFile(fi, selfInfo) || IsBridgeBinary(cand) {
 			continue
 		}
 		return cand, nil

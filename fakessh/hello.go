@@ -25,34 +25,44 @@ type Hello struct {
 // prints its own, authoritative message.
 func NewHello(prog string, argv []string) (*Hello, string) {
 	h := &Hello{HelloMsg: wire.HelloMsg{Prog: prog, Argv: argv}}
-	var bad []string
-	var err error
-	var ssh *SSHInvocation // the ssh options, of ssh, scp or sftp
-	switch prog {
-	case "ssh":
-		if h.SSH, err = ParseSSH(argv); err == nil {
-			bad, ssh = h.SSH.Unsupported, h.SSH
-		}
-	case "scp":
-		if h.SCP, err = ParseSCP(argv); err == nil {
-			bad, ssh = append(h.SCP.Unsupported, h.SCP.SSH.Unsupported...), &h.SCP.SSH
-		}
-	case "sftp":
-		if h.SFTP, err = ParseSFTP(argv); err == nil {
-			bad, ssh = append(h.SFTP.Unsupported, h.SFTP.SSH.Unsupported...), &h.SFTP.SSH
-		}
-	default:
-		return h, "unknown program " + prog
+	if reason := h.Parse(); reason != "" {
+		return h, reason
 	}
-	switch {
-	case err != nil:
-		return h, "cannot parse arguments: " + err.Error()
-	case len(bad) > 0:
-		return h, "unsupported: " + strings.Join(bad, " ")
-	case prog == "ssh" && interactive(ssh):
+	if prog == "ssh" && interactive(h.SSH) {
 		return h, ReasonInteractive
 	}
 	return h, ""
+}
+
+// Parse fills in the command line parsed from Prog and Argv: what the
+// daemon does for the C front's hello, whose stdin is never a terminal
+// (so never interactive). It returns what the bridge cannot honour, or "".
+func (h *Hello) Parse() string {
+	var bad []string
+	var err error
+	switch h.Prog {
+	case "ssh":
+		if h.SSH, err = ParseSSH(h.Argv); err == nil {
+			bad = h.SSH.Unsupported
+		}
+	case "scp":
+		if h.SCP, err = ParseSCP(h.Argv); err == nil {
+			bad = append(h.SCP.Unsupported, h.SCP.SSH.Unsupported...)
+		}
+	case "sftp":
+		if h.SFTP, err = ParseSFTP(h.Argv); err == nil {
+			bad = append(h.SFTP.Unsupported, h.SFTP.SSH.Unsupported...)
+		}
+	default:
+		return "unknown program " + h.Prog
+	}
+	switch {
+	case err != nil:
+		return "cannot parse arguments: " + err.Error()
+	case len(bad) > 0:
+		return "unsupported: " + strings.Join(bad, " ")
+	}
+	return ""
 }
 
 // describeProcess adds what the daemon needs of the shim's process: its

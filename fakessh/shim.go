@@ -35,6 +35,10 @@ const RequireEnv = "ANSIBLE_BRIDGE_REQUIRE"
 // argv[0]) and returns its exit status. When the bridge cannot serve the
 // invocation it execs the real binary instead and does not return.
 func Main(prog string, argv []string) int {
+	if spec, ok := os.LookupEnv(ResumeEnv); ok {
+		os.Unsetenv(ResumeEnv)
+		return resume(prog, argv, spec)
+	}
 	growStdinPipe()
 	verbose := verbosity(prog, argv)
 	if os.Getenv(DisableEnv) == "1" {
@@ -67,7 +71,13 @@ func Main(prog string, argv []string) int {
 		return bridgeFallback(prog, argv, verbose, "bridge daemon unavailable: "+err.Error())
 	}
 	defer conn.Close()
-	code, fb, err := converse(conn, hello, payload)
+	code, fb, err := converse(conn, hello, payload, fresh)
+	return finish(prog, argv, verbose, code, fb, err)
+}
+
+// finish ends an invocation the daemon answered: with its exit status, or
+// with the real binary where it declined.
+func finish(prog string, argv []string, verbose, code int, fb *declined, err error) int {
 	if fb != nil {
 		if fb.input != nil {
 			if err := replayStdin(fb.input); err != nil {
@@ -110,18 +120,31 @@ type declined struct {
 	viaBridge bool
 }
 
-// converse runs one invocation over conn. It returns the exit status, or
-// why the daemon declined it: before any input was consumed, or with all
-// of it handed back.
-func converse(conn net.Conn, hello *Hello, payload []byte) (code int, fb *declined, err error) {
+// progress is how far a conversation got before this process took it
+// on: the C front (fakessh/front) hands it over where it stops.
+type progress int
+
+const (
+	fresh        progress = iota // nothing sent
+	helloSent                    // the daemon has the hello
+	stdinPumping                 // the daemon accepted; stdin is not all sent
+	stdinSent                    // the daemon accepted and has all of stdin
+)
+
+// converse runs one invocation over conn, from where it stands. It
+// returns the exit status, or why the daemon declined it: before any
+// input was consumed, or with all of it handed back.
+func converse(conn net.Conn, hello *Hello, payload []byte, from progress) (code int, fb *declined, err error) {
 	var wmu sync.Mutex
 	send := func(t wire.Type, p []byte) error {
 		wmu.Lock()
 		defer wmu.Unlock()
 		return wire.Write(conn, t, p)
 	}
-	if err := send(wire.Hello, payload); err != nil {
-		return 0, nil, fmt.Errorf("send hello: %w", err)
+	if from == fresh {
+		if err := send(wire.Hello, payload); err != nil {
+			return 0, nil, fmt.Errorf("send hello: %w", err)
+		}
 	}
 	var restore func()
 	var replay []byte
@@ -148,6 +171,12 @@ func converse(conn net.Conn, hello *Hello, payload []byte) (code int, fb *declin
 				restore()
 			}
 		})
+	}
+	if from >= stdinPumping {
+		watchSignals()
+	}
+	if from == stdinPumping {
+		go pumpStdin(send)
 	}
 	for {
 		f, err := wire.Read(conn)

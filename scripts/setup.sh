@@ -30,6 +30,8 @@ PKGS=(
 	fuse3           # fusermount3 for the bridge's debug mount
 	tmux            # scripts/demo.sh and manual debugging
 	make            # Makefile targets used by .ci/run
+	gcc             # the shim's C front (fakessh/front) and the bench's floor
+	libc6-dev       # their static link
 	procps          # pgrep/pkill, used by the lab and the tests
 	python3-ansible-runner # integration: jobs laid out as AWX runs them
 	bubblewrap      # integration: an execution environment's conditions

@@ -27,6 +27,7 @@ const (
 	Prompt      Type = 'P' // daemon → shim: JSON PromptMsg
 	PromptReply Type = 'R' // shim → daemon: the answer; empty payload + PromptFail type on failure
 	PromptFail  Type = 'N' // shim → daemon: no terminal or the user gave up
+	Handover    Type = 'G' // daemon → front: run the Go shim instead, as if the front had never called
 )
 
 // MaxPayload bounds one frame's payload.
@@ -64,6 +65,9 @@ type HelloMsg struct {
 	PID       int  `json:"pid"`
 	// Umask is the shim's umask, applied to files fetched to its side.
 	Umask int `json:"umask"`
+	// Front is set by the C front (fakessh/front), which leaves the
+	// command line for the daemon to parse and takes no terminal.
+	Front bool `json:"front,omitempty"`
 }
 
 // PromptMsg asks the shim to prompt on its terminal.

@@ -1,0 +1,617 @@
+/*
+ * ansible-bridge-front: the shim's hot path, in C.
+ *
+ * Ansible starts ssh once per step (and sftp, scp): six times per task
+ * with its defaults, once with pipelining. On the machines we measure,
+ * any Go binary takes ~5 ms of wall to start and exit (the runtime's
+ * cpuid probes trap in a VM, it reads cgroup files and starts threads);
+ * this static C binary takes ~0.5 ms. Ansible waits for each start, so a
+ * C version of the bench's floor ran its 100-item loop in 0.80 x the
+ * time of the Go one.
+ *
+ * This program does only what an invocation the daemon serves needs:
+ * it sends the daemon its argv, environment, directory, umask and
+ * whether it could prompt (the hello), pumps stdin once the daemon
+ * accepts, writes what the daemon sends to stdout and stderr, forwards
+ * a terminating signal, and exits with the status the daemon gives. The
+ * daemon parses the command line.
+ *
+ * Everything else goes to the Go shim, ansible-bridge-shim, beside this
+ * binary, by exec (same pid, argv and environment):
+ *   - before the daemon is reached (stdin a terminal, the bridge
+ *     disabled, the socket unusable or no daemon: the Go shim starts the
+ *     daemon, falls back or explains, as before), untouched;
+ *   - when the daemon answers with a frame this program does not handle
+ *     (a prompt, a fallback, a handover), with the connection: the frame
+ *     is left unread on it and ANSIBLE_BRIDGE_RESUME tells the Go shim
+ *     the fd and how far the conversation got (fakessh/resume.go).
+ *
+ * The frame format and the hello's fields are package wire's
+ * (fakessh/wire); fakessh/front_test.go holds this program to the hello
+ * the Go shim would send and to its answers.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define EXIT_SSH_ERROR 255
+#define HEADER_LEN 5
+#define MAX_PAYLOAD (1 << 20)
+#define STDIN_PIPE_SIZE (1 << 20) /* fakessh's stdinPipeSize */
+#define STDIN_CHUNK (256 << 10)   /* what the Go shim reads at once */
+
+#define SHIM_BINARY "ansible-bridge-shim"
+#define FULL_BINARY "ansible-bridge"
+#define RESUME_ENV "ANSIBLE_BRIDGE_RESUME"
+
+extern char **environ;
+
+static char **g_argv;
+static const char *g_prog;
+static int stdin_tty; /* a terminal that is not our controlling one */
+static int conn = -1;  /* to the daemon */
+
+/* ---------------------------------------------------------------- handover */
+
+/* go_shim is the Go shim beside this binary (or the full binary, which is
+ * a shim too when invoked as ssh). */
+static int go_shim(char *out, size_t size)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0)
+		return -1;
+	self[n] = 0;
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return -1;
+	*slash = 0;
+	const char *names[] = {SHIM_BINARY, FULL_BINARY};
+	for (size_t i = 0; i < 2; i++) {
+		if ((size_t)snprintf(out, size, "%s/%s", self, names[i]) < size && access(out, X_OK) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+/* handover execs the Go shim with this process's argv; resume (or NULL)
+ * is ANSIBLE_BRIDGE_RESUME's value for it. It does not return. */
+static void handover(const char *resume)
+{
+	char shim[PATH_MAX];
+	if (go_shim(shim, sizeof shim) != 0) {
+		fprintf(stderr, "ansible-bridge: %s: no " SHIM_BINARY " beside this binary\r\n", g_prog);
+		_exit(EXIT_SSH_ERROR);
+	}
+	if (resume)
+		setenv(RESUME_ENV, resume, 1);
+	execv(shim, g_argv);
+	fprintf(stderr, "ansible-bridge: %s: exec %s: %s\r\n", g_prog, shim, strerror(errno));
+	_exit(EXIT_SSH_ERROR);
+}
+
+/* lost ends the process as the Go shim does when the daemon goes away. */
+static void lost(const char *what)
+{
+	fprintf(stderr, "ansible-bridge: %s: %s\r\n", g_prog, what);
+	exit(EXIT_SSH_ERROR);
+}
+
+/* ---------------------------------------------------------------- socket */
+
+/* clean_abs: an absolute path without "." or ".." components, which Go's
+ * filepath.Join and Dir would rewrite. */
+static int clean_abs(const char *p)
+{
+	if (p[0] != '/')
+		return 0;
+	for (const char *s = p; (s = strchr(s, '/')) != NULL; s++) {
+		if (s[1] == '.' && (s[2] == '/' || s[2] == 0 || (s[2] == '.' && (s[3] == '/' || s[3] == 0))))
+			return 0;
+	}
+	return 1;
+}
+
+/* socket_path is wire.SocketPath, or -1 where this program would have to
+ * clean the path first (the Go shim then decides). */
+static int socket_path(char *out, size_t size)
+{
+	const char *p = getenv("ANSIBLE_BRIDGE_SOCKET");
+	int n;
+	if (p && *p)
+		n = snprintf(out, size, "%s", p);
+	else if ((p = getenv("XDG_RUNTIME_DIR")) && *p)
+		n = snprintf(out, size, "%s/ansible-bridge/bridge.sock", p);
+	else {
+		const char *tmp = getenv("TMPDIR");
+		n = snprintf(out, size, "%s/ansible-bridge-%u/bridge.sock", tmp && *tmp ? tmp : "/tmp", (unsigned)getuid());
+	}
+	if (n < 0 || (size_t)n >= size || !clean_abs(out))
+		return -1;
+	size_t len = strlen(out);
+	return len > 1 && out[len - 1] == '/' ? -1 : 0;
+}
+
+/* private_dir is wire.CheckPrivateDir: a real directory of ours, 0700. */
+static int private_dir(const char *sock)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof dir, "%s", sock);
+	char *slash = strrchr(dir, '/');
+	if (slash == dir)
+		slash[1] = 0;
+	else
+		*slash = 0;
+	struct stat st;
+	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid() && (st.st_mode & 077) == 0 ? 0 : -1;
+}
+
+/* dial connects to the daemon and checks that it runs as this user. */
+static int dial(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof sa.sun_path)
+		return -1;
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct ucred cred;
+	socklen_t len = sizeof cred;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != getuid()) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* ---------------------------------------------------------------- hello */
+
+struct buf {
+	char *p;
+	size_t n, cap;
+};
+
+static void put(struct buf *b, const char *s, size_t n)
+{
+	if (b->n + n > b->cap) {
+		b->cap = (b->n + n) * 2 + 4096;
+		if (!(b->p = realloc(b->p, b->cap)))
+			lost("out of memory");
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+}
+
+static void puts_(struct buf *b, const char *s) { put(b, s, strlen(s)); }
+
+/* put_json_string quotes s. Bytes that are not UTF-8 pass as they are:
+ * Go's decoder turns each into U+FFFD, as its encoder would have. */
+static void put_json_string(struct buf *b, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	put(b, "\"", 1);
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+		char esc[7] = "\\u00";
+		switch (*c) {
+		case '"': put(b, "\\\"", 2); break;
+		case '\\': put(b, "\\\\", 2); break;
+		case '\n': put(b, "\\n", 2); break;
+		case '\r': put(b, "\\r", 2); break;
+		case '\t': put(b, "\\t", 2); break;
+		default:
+			if (*c < 0x20) {
+				esc[4] = hex[*c >> 4];
+				esc[5] = hex[*c & 15];
+				put(b, esc, 6);
+			} else
+				put(b, (const char *)c, 1);
+		}
+	}
+	put(b, "\"", 1);
+}
+
+/* cwd is os.Getwd: $PWD when it names the current directory. */
+static void cwd(char *out, size_t size)
+{
+	const char *pwd = getenv("PWD");
+	struct stat dot, st;
+	if (pwd && pwd[0] == '/' && strlen(pwd) < size && stat(".", &dot) == 0 && stat(pwd, &st) == 0 &&
+	    dot.st_dev == st.st_dev && dot.st_ino == st.st_ino) {
+		strcpy(out, pwd);
+		return;
+	}
+	if (!getcwd(out, size))
+		out[0] = 0;
+}
+
+/* can_prompt is the Go shim's: as OpenSSH's read_passphrase decides
+ * between the terminal and an askpass program (fakessh/askpass.go). */
+static int can_prompt(void)
+{
+	const char *display = getenv("DISPLAY"), *req = getenv("SSH_ASKPASS_REQUIRE");
+	int allow = display && *display, use = 0;
+	if (req && strcasecmp(req, "force") == 0)
+		use = allow = 1;
+	else if (req && strcasecmp(req, "prefer") == 0)
+		use = allow;
+	else if (req && strcasecmp(req, "never") == 0)
+		allow = 0;
+	if (!use) {
+		int tty = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY);
+		if (tty < 0)
+			use = 1;
+		else
+			close(tty);
+	}
+	return !use || allow;
+}
+
+static void hello(struct buf *b, int argc, char **argv)
+{
+	char dir[PATH_MAX], num[32];
+	puts_(b, "{\"prog\":");
+	put_json_string(b, g_prog);
+	puts_(b, ",\"argv\":[");
+	for (int i = 1; i < argc; i++) {
+		if (i > 1)
+			put(b, ",", 1);
+		put_json_string(b, argv[i]);
+	}
+	puts_(b, "],\"cwd\":");
+	cwd(dir, sizeof dir);
+	put_json_string(b, dir);
+	puts_(b, ",\"env\":[");
+	for (char **e = environ; *e; e++) {
+		if (e != environ)
+			put(b, ",", 1);
+		put_json_string(b, *e);
+	}
+	mode_t mask = umask(0);
+	umask(mask);
+	snprintf(num, sizeof num, "%d", (int)getpid());
+	struct winsize ws = {0};
+	if (stdin_tty && ioctl(0, TIOCGWINSZ, &ws) != 0)
+		ws.ws_row = ws.ws_col = 0;
+	snprintf(num, sizeof num, "%d", ws.ws_row);
+	puts_(b, stdin_tty ? "],\"stdin_tty\":true,\"rows\":" : "],\"stdin_tty\":false,\"rows\":");
+	puts_(b, num);
+	snprintf(num, sizeof num, "%d", ws.ws_col);
+	puts_(b, ",\"cols\":");
+	puts_(b, num);
+	puts_(b, ",\"front\":true,\"can_prompt\":");
+	puts_(b, can_prompt() ? "true" : "false");
+	puts_(b, ",\"pid\":");
+	puts_(b, num);
+	snprintf(num, sizeof num, "%d", (int)mask);
+	puts_(b, ",\"umask\":");
+	puts_(b, num);
+	puts_(b, "}");
+}
+
+/* ---------------------------------------------------------------- frames */
+
+
+/* wait_fd waits until fd is ready for events (a non-blocking fd
+ * inherited from the caller). */
+static void wait_fd(int fd, short events)
+{
+	struct pollfd p = {.fd = fd, .events = events};
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+}
+
+/* write_all writes to a stdio fd as the Go shim does: a broken pipe
+ * raises SIGPIPE. It returns -1 on any other error. */
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) {
+				wait_fd(fd, POLLOUT);
+				continue;
+			}
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static void send_frame(char type, const char *payload, size_t n)
+{
+	static char *frame;
+	static size_t cap;
+	if (HEADER_LEN + n > cap) {
+		cap = HEADER_LEN + n;
+		if (!(frame = realloc(frame, cap)))
+			lost("out of memory");
+	}
+	frame[0] = type;
+	frame[1] = (char)(n >> 24);
+	frame[2] = (char)(n >> 16);
+	frame[3] = (char)(n >> 8);
+	frame[4] = (char)n;
+	memcpy(frame + HEADER_LEN, payload, n);
+	for (size_t off = 0; off < HEADER_LEN + n;) {
+		ssize_t w = send(conn, frame + off, HEADER_LEN + n - off, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			lost("connection to the bridge daemon lost");
+		off += (size_t)w;
+	}
+}
+
+static void read_full(char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t r = recv(conn, p, n, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			lost("connection to the bridge daemon lost");
+		p += r;
+		n -= (size_t)r;
+	}
+}
+
+/* peek_type is the next frame's type, left unread; 0 at the end. */
+static char peek_type(void)
+{
+	char t;
+	ssize_t r;
+	while ((r = recv(conn, &t, 1, MSG_PEEK)) < 0 && errno == EINTR)
+		;
+	if (r < 0)
+		lost("connection to the bridge daemon lost");
+	return r == 0 ? 0 : t;
+}
+
+/* read_frame consumes the next frame; its payload is malloc'd. */
+static char *read_frame(size_t *n)
+{
+	unsigned char h[HEADER_LEN];
+	read_full((char *)h, HEADER_LEN);
+	uint32_t len = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
+	if (len > MAX_PAYLOAD) {
+		fprintf(stderr, "ansible-bridge: %s: wire: frame too large: %u bytes\r\n", g_prog, len);
+		exit(EXIT_SSH_ERROR);
+	}
+	char *p = malloc(len ? len : 1);
+	if (!p)
+		lost("out of memory");
+	read_full(p, len);
+	*n = len;
+	return p;
+}
+
+/* accept_raw: the Accept frame next asks for a raw terminal. */
+static int accept_raw(void)
+{
+	char f[HEADER_LEN + 3];
+	ssize_t r;
+	while ((r = recv(conn, f, sizeof f, MSG_PEEK)) < 0 && errno == EINTR)
+		;
+	/* A payload under 3 bytes ("") comes with its header, in one write. */
+	return r == sizeof f && memcmp(f + HEADER_LEN, "raw", 3) == 0;
+}
+
+/* ---------------------------------------------------------------- stdin */
+
+static int is_pipe(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
+/* input_complete is fakessh's inputComplete: a pipe already closed by
+ * its writers, holding at most STDIN_PIPE_SIZE bytes. */
+static int input_complete(void)
+{
+	struct pollfd p = {.fd = 0, .events = POLLIN};
+	int queued;
+	return is_pipe(0) && poll(&p, 1, 0) == 1 && (p.revents & POLLHUP) && ioctl(0, FIONREAD, &queued) == 0 &&
+	       queued <= STDIN_PIPE_SIZE;
+}
+
+/* pump_once forwards one read of stdin; it returns 0 at its end (after
+ * sending StdinEOF), 1 otherwise. */
+static int pump_once(void)
+{
+	static char *chunk;
+	if (!chunk && !(chunk = malloc(STDIN_CHUNK)))
+		lost("out of memory");
+	ssize_t n = read(0, chunk, STDIN_CHUNK);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return 1;
+	if (n > 0) {
+		send_frame('i', chunk, (size_t)n);
+		return 1;
+	}
+	send_frame('I', NULL, 0);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- signals */
+
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+	int saved = errno;
+	char c = (char)sig;
+	(void)!write(sig_pipe[1], &c, 1);
+	errno = saved;
+}
+
+/* watch_signals: from the daemon's accept on, a terminating signal is
+ * passed to the daemon and ends the shim with 255, as ssh does. */
+static void watch_signals(void)
+{
+	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+		lost("cannot watch signals");
+	struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH};
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+static const char *signal_name(int sig)
+{
+	switch (sig) {
+	case SIGINT: return "INT";
+	case SIGTERM: return "TERM";
+	case SIGHUP: return "HUP";
+	default: return "QUIT";
+	}
+}
+
+/* signalled passes a window change on, as the Go shim does where stdin
+ * is a terminal, and ends the shim for any other signal. */
+static void signalled(int sig)
+{
+	if (sig == SIGWINCH) {
+		struct winsize ws;
+		if (stdin_tty && ioctl(0, TIOCGWINSZ, &ws) == 0) {
+			char p[4] = {(char)(ws.ws_row >> 8), (char)ws.ws_row, (char)(ws.ws_col >> 8), (char)ws.ws_col};
+			send_frame('W', p, 4);
+		}
+		return;
+	}
+	const char *name = signal_name(sig);
+	send_frame('S', name, strlen(name));
+	exit(EXIT_SSH_ERROR);
+}
+
+/* ---------------------------------------------------------------- main */
+
+static int shim_name(const char *p)
+{
+	return strcmp(p, "ssh") == 0 || strcmp(p, "scp") == 0 || strcmp(p, "sftp") == 0;
+}
+
+int main(int argc, char **argv)
+{
+	g_argv = argv;
+	const char *base = argc > 0 ? strrchr(argv[0], '/') : NULL;
+	g_prog = base ? base + 1 : argc > 0 ? argv[0] : "ssh";
+	unsetenv(RESUME_ENV); /* only this program sets it, for the Go shim */
+	if (argc < 1 || !shim_name(g_prog) || getenv("ANSIBLE_BRIDGE_ARGV0") || getenv("ANSIBLE_BRIDGE_DISABLE"))
+		handover(NULL);
+	/* A terminal: Ansible gives ssh a pty's slave for stdin when it may
+	 * have to answer a prompt. The controlling terminal, a user's, may
+	 * mean an interactive session: the Go shim decides that. */
+	pid_t sid;
+	stdin_tty = isatty(0);
+	if (stdin_tty && ioctl(0, TIOCGSID, &sid) == 0)
+		handover(NULL);
+	if (is_pipe(0))
+		(void)fcntl(0, F_SETPIPE_SZ, STDIN_PIPE_SIZE);
+
+	char sock[PATH_MAX];
+	if (socket_path(sock, sizeof sock) != 0 || private_dir(sock) != 0 || (conn = dial(sock)) < 0)
+		handover(NULL);
+	struct buf b = {0};
+	hello(&b, argc, argv);
+	if (b.n > MAX_PAYLOAD)
+		handover(NULL);
+	send_frame('H', b.p, b.n);
+	free(b.p);
+
+	enum { HELLO, ACCEPTED, STDIN_DONE } state = HELLO;
+	for (;;) {
+		struct pollfd p[3] = {{.fd = conn, .events = POLLIN}, {.fd = sig_pipe[0], .events = POLLIN},
+				      {.fd = state == ACCEPTED ? 0 : -1, .events = POLLIN}};
+		if (poll(p, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			lost("poll failed");
+		}
+		char sig;
+		if (p[1].revents && read(sig_pipe[0], &sig, 1) == 1)
+			signalled(sig);
+		if (p[2].revents && !pump_once())
+			state = STDIN_DONE;
+		if (!p[0].revents)
+			continue;
+		char type = peek_type();
+		size_t n;
+		char *payload;
+		switch (type) {
+		case 0:
+			lost("connection to the bridge daemon lost");
+			break;
+		case 'o':
+			payload = read_frame(&n);
+			if (write_all(1, payload, n) != 0) {
+				fprintf(stderr, "ansible-bridge: %s: write stdout: %s\r\n", g_prog, strerror(errno));
+				exit(EXIT_SSH_ERROR);
+			}
+			free(payload);
+			break;
+		case 'e':
+			payload = read_frame(&n);
+			(void)write_all(2, payload, n);
+			free(payload);
+			break;
+		case 'X': {
+			payload = read_frame(&n);
+			if (n != 4) {
+				fprintf(stderr, "ansible-bridge: %s: wire: exit payload of %zu bytes\r\n", g_prog, n);
+				exit(EXIT_SSH_ERROR);
+			}
+			unsigned char *u = (unsigned char *)payload;
+			exit((int)((uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3]));
+		}
+		case 'G': /* the daemon leaves this one to the Go shim */
+			handover(NULL);
+			break;
+		case 'A':
+			/* A raw terminal is the Go shim's to set and restore. */
+			if (state != HELLO || (stdin_tty && accept_raw()))
+				goto resume;
+			free(read_frame(&n));
+			if (input_complete()) {
+				/* Reads cannot block: the input goes at once, in
+				 * line, as the Go shim sends it. */
+				while (pump_once())
+					;
+				state = STDIN_DONE;
+			} else
+				state = ACCEPTED;
+			watch_signals();
+			break;
+		default:
+		resume: {
+			/* The Go shim takes the conversation on from here. */
+			char resume[64];
+			static const char *names[] = {"hello", "accepted", "eof"};
+			int fl = fcntl(conn, F_GETFD);
+			if (fl < 0 || fcntl(conn, F_SETFD, fl & ~FD_CLOEXEC) < 0)
+				lost("cannot hand the connection over");
+			snprintf(resume, sizeof resume, "%d %s", conn, names[state]);
+			handover(resume);
+		}
+		}
+	}
+}
