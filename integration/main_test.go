@@ -16,6 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/frontbuild"
 )
 
 // labConfig is the loopback lab, as printed by `scripts/lab.sh env`.
@@ -305,12 +308,17 @@ func buildBridge() error {
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
 	}
-	// The shim-only binary, as make build makes it: shims link to it.
+	// The shim-only binary, as make build makes it.
 	build = exec.CommandContext(ctx, goTool, "build", "-ldflags=-s -w", "-o", filepath.Join(filepath.Dir(s.bin), "ansible-bridge-shim"), "./fakessh/cmd/ansible-bridge-shim")
 	build.Dir = ".."
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	// And the C front, which the shims link to and which hands what it
+	// does not serve to the Go shim.
+	if err := frontbuild.Build(ctx, "..", filepath.Join(filepath.Dir(s.bin), fakessh.FrontBinary)); err != nil {
+		return err
 	}
 	shims := exec.CommandContext(ctx, s.bin, "shims", s.shims)
 	shims.Env = bridgeEnv(os.Environ())

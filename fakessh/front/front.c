@@ -283,7 +283,6 @@ static void hello(struct buf *b, int argc, char **argv)
 	}
 	mode_t mask = umask(0);
 	umask(mask);
-	snprintf(num, sizeof num, "%d", (int)getpid());
 	struct winsize ws = {0};
 	if (stdin_tty && ioctl(0, TIOCGWINSZ, &ws) != 0)
 		ws.ws_row = ws.ws_col = 0;
@@ -295,6 +294,7 @@ static void hello(struct buf *b, int argc, char **argv)
 	puts_(b, num);
 	puts_(b, ",\"front\":true,\"can_prompt\":");
 	puts_(b, can_prompt() ? "true" : "false");
+	snprintf(num, sizeof num, "%d", (int)getpid());
 	puts_(b, ",\"pid\":");
 	puts_(b, num);
 	snprintf(num, sizeof num, "%d", (int)mask);

@@ -26,7 +26,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/ansible-bridge/ansible-bridge/integration/procstat"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -35,6 +34,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/frontbuild"
+	"github.com/ansible-bridge/ansible-bridge/integration/procstat"
 )
 
 // threadSlack is how many more threads the daemon may have at the end:
@@ -119,6 +122,9 @@ func run(ctx context.Context, items, every int, growth float64, keep bool) error
 		if msg, err := build.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
 		}
+	}
+	if err := frontbuild.Build(ctx, ".", filepath.Join(dir, fakessh.FrontBinary)); err != nil {
+		return err
 	}
 	bridgeEnv := []string{"ANSIBLE_BRIDGE_SOCKET=" + socket, "ANSIBLE_BRIDGE_LOG=" + filepath.Join(dir, "daemon.log")}
 	ctl := func(args ...string) ([]byte, error) {

@@ -1,0 +1,422 @@
+package fakessh_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/frontbuild"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+)
+
+// frontLab is the C front and the Go shim built side by side (as make
+// build puts them), ssh/scp/sftp links to the front, and a socket the
+// test answers as the daemon would.
+type frontLab struct {
+	bin  string // the links' directory
+	ln   *net.UnixListener
+	sock string
+	env  []string
+}
+
+func newFrontLab(t *testing.T) *frontLab {
+	t.Helper()
+	if _, err := exec.LookPath("cc"); err != nil {
+		t.Skip("no C compiler (cc): the front is not built here")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := frontbuild.Build(ctx, root, filepath.Join(bin, fakessh.FrontBinary)); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, fakessh.ShimBinary), "./fakessh/cmd/ansible-bridge-shim")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, name := range []string{"ssh", "scp", "sftp"} {
+		if err := os.Symlink(fakessh.FrontBinary, filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sockDir := filepath.Join(dir, "run")
+	if err := os.Mkdir(sockDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(sockDir, "bridge.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	env := []string{"PATH=" + bin + ":/usr/bin:/bin", "HOME=" + dir, wire.SocketEnv + "=" + sock, "SSH_ASKPASS_REQUIRE=never"}
+	return &frontLab{bin: bin, ln: ln, sock: sock, env: env}
+}
+
+// run starts prog with argv and extra environment, stdin from in.
+func (l *frontLab) run(t *testing.T, prog string, argv []string, env []string, in io.Reader) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(l.bin, prog), argv...)
+	cmd.Env = append(append([]string{}, l.env...), env...)
+	cmd.Stdin = in
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &out, &errb
+}
+
+// accept takes the next connection and its hello.
+func (l *frontLab) accept(t *testing.T) (net.Conn, fakessh.Hello) {
+	t.Helper()
+	if err := l.ln.SetDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := l.ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	f, err := wire.Read(c)
+	if err != nil || f.Type != wire.Hello {
+		t.Fatalf("hello: %v %q", err, f.Type)
+	}
+	var h fakessh.Hello
+	if err := json.Unmarshal(f.Payload, &h); err != nil {
+		t.Fatal(err)
+	}
+	return c, h
+}
+
+func send(t *testing.T, c net.Conn, typ wire.Type, p []byte) {
+	t.Helper()
+	if err := wire.Write(c, typ, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0
+}
+
+// TestFrontHelloAsGoShim: for the same command line, environment,
+// directory and umask, the front's hello, once the daemon parses it,
+// equals the Go shim's.
+func TestFrontHelloAsGoShim(t *testing.T) {
+	l := newFrontLab(t)
+	cwd := t.TempDir()
+	argv := []string{"-o", "ControlMaster=auto", "-o", "ControlPath=/tmp/cp/%C", "-tt", "abtest@127.0.0.1", `/bin/sh -c 'echo "~" && sleep 0'`}
+	weird := []string{"QUOTE=a\"b\\c", "CTRL=x\x01\ty\r\nz", "BAD=\xff\xfe utf-8 é ✓ <>&", "PWD=" + cwd, "EMPTY="}
+	hellos := map[bool]fakessh.Hello{}
+	for _, front := range []bool{true, false} {
+		env := append([]string{}, weird...)
+		if !front {
+			// The Go shim on its own: what the links pointed to before.
+			env = append(env, "ANSIBLE_BRIDGE_ARGV0=ssh")
+		}
+		cmd := exec.Command(filepath.Join(l.bin, "ssh"), argv...)
+		if !front {
+			cmd.Path = filepath.Join(l.bin, fakessh.ShimBinary)
+		}
+		cmd.Env = append(append([]string{}, l.env...), env...)
+		cmd.Dir = cwd
+		cmd.Stdin = strings.NewReader("")
+		old := syscall.Umask(0o027)
+		err := cmd.Start()
+		syscall.Umask(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, h := l.accept(t)
+		if h.PID != cmd.Process.Pid || h.Front != front {
+			t.Errorf("front %v: pid %d (want %d), front %v", front, h.PID, cmd.Process.Pid, h.Front)
+		}
+		send(t, c, wire.Exit, wire.ExitPayload(0))
+		if code := exitCode(t, cmd); code != 0 {
+			t.Fatalf("front %v: exit %d", front, code)
+		}
+		if front {
+			if reason := h.Parse(); reason != "" {
+				t.Fatalf("daemon-side parse: %s", reason)
+			}
+		}
+		// What only the Go shim sets or needs.
+		h.PID, h.Front = 0, false
+		h.Env = slicesWithout(h.Env, "ANSIBLE_BRIDGE_ARGV0=ssh")
+		hellos[front] = h
+	}
+	a, _ := json.Marshal(hellos[true])
+	b, _ := json.Marshal(hellos[false])
+	if !bytes.Equal(a, b) {
+		t.Errorf("the front's hello differs from the Go shim's:\nfront: %s\nGo:    %s", a, b)
+	}
+	if hellos[true].Umask != 0o027 || hellos[true].Cwd != cwd {
+		t.Errorf("umask %o, cwd %q", hellos[true].Umask, hellos[true].Cwd)
+	}
+}
+
+func slicesWithout(s []string, drop string) []string {
+	var out []string
+	for _, v := range s {
+		if v != drop {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// TestFrontStreams: output, exit status and stdin, piped whole or
+// written while the daemon waits, pass as the Go shim passes them.
+func TestFrontStreams(t *testing.T) {
+	l := newFrontLab(t)
+	input := bytes.Repeat([]byte("0123456789abcdef"), 40<<10) // 640 KiB: several frames
+	for _, complete := range []bool{true, false} {
+		t.Run(fmt.Sprintf("complete=%v", complete), func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd, out, errb := l.run(t, "ssh", []string{"host", "cat"}, nil, r)
+			r.Close()
+			if complete {
+				go func() { _, _ = w.Write(input); w.Close() }()
+			}
+			c, _ := l.accept(t)
+			send(t, c, wire.Accept, nil)
+			if !complete {
+				go func() { _, _ = w.Write(input); w.Close() }()
+			}
+			var got []byte
+			for {
+				f, err := wire.Read(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f.Type == wire.StdinEOF {
+					break
+				}
+				if f.Type != wire.Stdin {
+					t.Fatalf("frame %q before stdin's end", f.Type)
+				}
+				got = append(got, f.Payload...)
+			}
+			if !bytes.Equal(got, input) {
+				t.Errorf("stdin: %d bytes reached the daemon, want %d", len(got), len(input))
+			}
+			send(t, c, wire.Stdout, []byte("out\n"))
+			send(t, c, wire.Stderr, []byte("err\n"))
+			send(t, c, wire.Exit, wire.ExitPayload(3))
+			if code := exitCode(t, cmd); code != 3 || out.String() != "out\n" || errb.String() != "err\n" {
+				t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
+			}
+		})
+	}
+}
+
+// TestFrontSignal: after the daemon accepts, SIGTERM is passed on and
+// the front exits 255, as the Go shim and ssh do.
+func TestFrontSignal(t *testing.T) {
+	l := newFrontLab(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	cmd, _, _ := l.run(t, "ssh", []string{"host", "sleep 60"}, nil, r)
+	r.Close()
+	c, _ := l.accept(t)
+	send(t, c, wire.Accept, nil)
+	// Stdin read back means the accept, and the signal watch, are done.
+	if _, err := w.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := wire.Read(c); err != nil || f.Type != wire.Stdin {
+		t.Fatalf("%v %q", err, f.Type)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	f, err := wire.Read(c)
+	if err != nil || f.Type != wire.Signal || string(f.Payload) != "TERM" {
+		t.Errorf("after SIGTERM: %v %q %q", err, f.Type, f.Payload)
+	}
+	if code := exitCode(t, cmd); code != fakessh.ExitSSHError {
+		t.Errorf("exit %d after SIGTERM, want 255", code)
+	}
+}
+
+// TestFrontLostDaemon: a daemon gone mid-call gives the Go shim's
+// message and 255.
+func TestFrontLostDaemon(t *testing.T) {
+	l := newFrontLab(t)
+	cmd, _, errb := l.run(t, "ssh", []string{"host", "true"}, nil, strings.NewReader(""))
+	c, _ := l.accept(t)
+	c.Close()
+	if code := exitCode(t, cmd); code != 255 || errb.String() != "ansible-bridge: ssh: connection to the bridge daemon lost\r\n" {
+		t.Errorf("exit %d, stderr %q", code, errb)
+	}
+}
+
+// TestFrontHandsOver: what the front does not serve reaches the Go shim
+// with the same command line, and mid-call with the conversation.
+func TestFrontHandsOver(t *testing.T) {
+	l := newFrontLab(t)
+	dir := t.TempDir()
+	// The "real" ssh a fallback execs: its arguments, then its stdin.
+	real := filepath.Join(dir, "real-ssh")
+	if err := os.WriteFile(real, []byte("#!/bin/sh\necho \"real: $*\"\nexec cat\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	realEnv := "ANSIBLE_BRIDGE_REAL_SSH=" + real
+
+	t.Run("disabled", func(t *testing.T) {
+		cmd, out, _ := l.run(t, "ssh", []string{"host", "true"}, []string{realEnv, fakessh.DisableEnv + "=1"}, strings.NewReader("in"))
+		if code := exitCode(t, cmd); code != 0 || out.String() != "real: host true\nin" {
+			t.Errorf("exit %d, stdout %q", code, out)
+		}
+	})
+
+	t.Run("daemon hands over", func(t *testing.T) {
+		// -V is OpenSSH's, not the daemon's: the Go shim falls back on
+		// its own, before it dials.
+		cmd, out, _ := l.run(t, "ssh", []string{"-V"}, []string{realEnv}, strings.NewReader(""))
+		c, h := l.accept(t)
+		if reason := h.Parse(); reason == "" {
+			t.Fatal("ssh -V parsed as served")
+		}
+		send(t, c, wire.Handover, nil)
+		if code := exitCode(t, cmd); code != 0 || out.String() != "real: -V\n" {
+			t.Errorf("exit %d, stdout %q", code, out)
+		}
+	})
+
+	t.Run("prompt", func(t *testing.T) {
+		askpass := filepath.Join(dir, "askpass")
+		if err := os.WriteFile(askpass, []byte("#!/bin/sh\necho \"secret for $1\"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd, out, _ := l.run(t, "ssh", []string{"host", "true"}, []string{"SSH_ASKPASS_REQUIRE=force", "SSH_ASKPASS=" + askpass}, strings.NewReader(""))
+		c, h := l.accept(t)
+		if !h.CanPrompt {
+			t.Fatal("can_prompt false with SSH_ASKPASS_REQUIRE=force")
+		}
+		p, _ := json.Marshal(wire.PromptMsg{Text: "pw: "})
+		send(t, c, wire.Prompt, p)
+		f, err := wire.Read(c)
+		if err != nil || f.Type != wire.PromptReply || string(f.Payload) != "secret for pw: " {
+			t.Fatalf("reply: %v %q %q", err, f.Type, f.Payload)
+		}
+		send(t, c, wire.Stdout, []byte("after\n"))
+		send(t, c, wire.Exit, wire.ExitPayload(7))
+		if code := exitCode(t, cmd); code != 7 || out.String() != "after\n" {
+			t.Errorf("exit %d, stdout %q", code, out)
+		}
+	})
+
+	t.Run("fallback with the input", func(t *testing.T) {
+		cmd, out, _ := l.run(t, "ssh", []string{"host", "cat"}, []string{realEnv}, strings.NewReader("piped input"))
+		c, _ := l.accept(t)
+		send(t, c, wire.Accept, nil)
+		var got []byte
+		for {
+			f, err := wire.Read(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Type == wire.StdinEOF {
+				break
+			}
+			got = append(got, f.Payload...)
+		}
+		send(t, c, wire.Replay, got)
+		send(t, c, wire.Fallback, []byte("a test's reason"))
+		if code := exitCode(t, cmd); code != 0 || out.String() != "real: host cat\npiped input" {
+			t.Errorf("exit %d, stdout %q", code, out)
+		}
+	})
+}
+
+// TestFrontTerminal: a terminal that is not the controlling one (what
+// Ansible gives ssh for prompts) is described in the hello; a raw
+// terminal is left to the Go shim.
+func TestFrontTerminal(t *testing.T) {
+	l := newFrontLab(t)
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skip("no pty:", err)
+	}
+	defer ptmx.Close()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pts.Close()
+	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 100}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(l.bin, "ssh"), "-tt", "host", "true")
+	cmd.Env = l.env
+	cmd.Stdin = pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c, h := l.accept(t)
+	if !h.Front || !h.StdinTTY || h.Rows != 40 || h.Cols != 100 {
+		t.Errorf("front %v, stdin_tty %v, %dx%d", h.Front, h.StdinTTY, h.Rows, h.Cols)
+	}
+	send(t, c, wire.Accept, []byte("raw"))
+	// The Go shim took it on and set the terminal raw: a key without a
+	// line end reaches the daemon.
+	if _, err := ptmx.Write([]byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := wire.Read(c); err != nil || f.Type != wire.Stdin || string(f.Payload) != "y" {
+		t.Fatalf("after a raw accept: %v %q %q", err, f.Type, f.Payload)
+	}
+	send(t, c, wire.Stdout, []byte("x"))
+	send(t, c, wire.Exit, wire.ExitPayload(0))
+	if code := exitCode(t, cmd); code != 0 || out.String() != "x" {
+		t.Errorf("exit %d, stdout %q", code, out.String())
+	}
+}
