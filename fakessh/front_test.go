@@ -138,33 +138,38 @@ func TestFrontHelloAsGoShim(t *testing.T) {
 	cwd := t.TempDir()
 	argv := []string{"-o", "ControlMaster=auto", "-o", "ControlPath=/tmp/cp/%C", "-tt", "abtest@127.0.0.1", `/bin/sh -c 'echo "~" && sleep 0'`}
 	weird := []string{"QUOTE=a\"b\\c", "CTRL=x\x01\ty\r\nz", "BAD=\xff\xfe utf-8 é ✓ <>&", "PWD=" + cwd, "EMPTY="}
+	// Duplicates too, which os/exec would merge: only the syscall passes them.
+	weird = append(weird, "DUP=first", "NOEQUALS", "DUP=second")
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
 	hellos := map[bool]fakessh.Hello{}
 	for _, front := range []bool{true, false} {
-		env := append([]string{}, weird...)
+		env := append(append([]string{}, l.env...), weird...)
+		path := filepath.Join(l.bin, "ssh")
 		if !front {
 			// The Go shim on its own: what the links pointed to before.
+			path = filepath.Join(l.bin, fakessh.ShimBinary)
 			env = append(env, "ANSIBLE_BRIDGE_ARGV0=ssh")
 		}
-		cmd := exec.Command(filepath.Join(l.bin, "ssh"), argv...)
-		if !front {
-			cmd.Path = filepath.Join(l.bin, fakessh.ShimBinary)
-		}
-		cmd.Env = append(append([]string{}, l.env...), env...)
-		cmd.Dir = cwd
-		cmd.Stdin = strings.NewReader("")
 		old := syscall.Umask(0o027)
-		err := cmd.Start()
+		pid, err := syscall.ForkExec(path, append([]string{"ssh"}, argv...), &syscall.ProcAttr{
+			Dir: cwd, Env: env, Files: []uintptr{null.Fd(), null.Fd(), os.Stderr.Fd()},
+		})
 		syscall.Umask(old)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c, h := l.accept(t)
-		if h.PID != cmd.Process.Pid || h.Front != front {
-			t.Errorf("front %v: pid %d (want %d), front %v", front, h.PID, cmd.Process.Pid, h.Front)
+		if h.PID != pid || h.Front != front {
+			t.Errorf("front %v: pid %d (want %d), front %v", front, h.PID, pid, h.Front)
 		}
 		send(t, c, wire.Exit, wire.ExitPayload(0))
-		if code := exitCode(t, cmd); code != 0 {
-			t.Fatalf("front %v: exit %d", front, code)
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || ws.ExitStatus() != 0 {
+			t.Fatalf("front %v: %v, exit %d", front, err, ws.ExitStatus())
 		}
 		if front {
 			if reason := h.Parse(); reason != "" {

@@ -261,6 +261,20 @@ static int can_prompt(void)
 	return !use || allow;
 }
 
+/* shadowed: an earlier entry of environ has e's name. Go's os.Environ
+ * leaves such a duplicate out (the first one is what getenv sees). */
+static int shadowed(char **e)
+{
+	const char *eq = strchr(*e, '=');
+	if (!eq)
+		return 0;
+	for (char **p = environ; p < e; p++) {
+		if (strncmp(*p, *e, (size_t)(eq - *e) + 1) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 static void hello(struct buf *b, int argc, char **argv)
 {
 	char dir[PATH_MAX], num[32];
@@ -276,9 +290,13 @@ static void hello(struct buf *b, int argc, char **argv)
 	cwd(dir, sizeof dir);
 	put_json_string(b, dir);
 	puts_(b, ",\"env\":[");
+	int first = 1;
 	for (char **e = environ; *e; e++) {
-		if (e != environ)
+		if (shadowed(e))
+			continue;
+		if (!first)
 			put(b, ",", 1);
+		first = 0;
 		put_json_string(b, *e);
 	}
 	mode_t mask = umask(0);
