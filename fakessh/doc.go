@@ -26,7 +26,27 @@
 // left to the caller.
 //
 // The shim parses once: NewHello's Hello carries the parsed command line
-// to the daemon, which never parses argv itself.
+// to the daemon. The C front (fakessh/front, installed as
+// ansible-bridge-front, which the shims link to) sends argv unparsed, and
+// the daemon parses it with (*Hello).Parse.
+//
+// # The C front
+//
+// Starting any Go binary took ~5 ms of wall here (the runtime's cpuid
+// probes trap in a VM, it reads cgroup files and starts threads), the
+// static C front ~0.5 ms, and Ansible waits for each of its ssh calls:
+// six per task without pipelining. The front serves what the daemon
+// serves: it sends the hello (argv, environment as os.Environ gives it,
+// directory as os.Getwd, umask, terminal size, whether it could prompt),
+// pumps stdin once accepted, writes output, passes a terminating signal
+// on and exits with the daemon's status. Everything else it hands to this
+// package's shim by exec, same pid, argv and environment: before it dials
+// (stdin the controlling terminal, DisableEnv, the socket unusable, no
+// daemon), or on the daemon's Handover (a command line that does not
+// parse as served) as if it had never called; and mid-call (a prompt, a
+// fallback, a raw terminal) with the connection, the unread frame on it,
+// and ResumeEnv saying how far it got. front_test.go compares its hello
+// with this shim's and runs every handover.
 //
 // The tests compare the parsers with the real ssh -G, scp and sftp when
 // OpenSSH 9.2 is installed; FAKESSH_DIFF_N=n adds n random command lines.
