@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/frontbuild"
 )
 
 // mode is one way of running Ansible.
@@ -185,8 +188,8 @@ func buildBridge(ctx context.Context, root, dir string) (*bridgeBin, error) {
 		shims:  filepath.Join(dir, "shims"),
 		socket: filepath.Join(dir, "sock", "bridge.sock"),
 	}
-	// Both binaries, as make build makes them: the shims link to the
-	// shim-only one.
+	// The three binaries, as make build makes them: the shims link to the
+	// C front, which execs the shim-only one for what it does not serve.
 	for out, pkg := range map[string]string{b.bin: ".", filepath.Join(dir, "ansible-bridge-shim"): "./fakessh/cmd/ansible-bridge-shim"} {
 		build := exec.CommandContext(ctx, "go", "build", "-ldflags=-s -w", "-o", out, pkg)
 		build.Dir = root
@@ -194,6 +197,9 @@ func buildBridge(ctx context.Context, root, dir string) (*bridgeBin, error) {
 		if msg, err := build.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("go build %s: %w\n%s", pkg, err, bytes.TrimSpace(msg))
 		}
+	}
+	if err := frontbuild.Build(ctx, root, filepath.Join(dir, fakessh.FrontBinary)); err != nil {
+		return nil, err
 	}
 	if out, err := b.command(ctx, "shims", b.shims).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("ansible-bridge shims: %w\n%s", err, bytes.TrimSpace(out))
