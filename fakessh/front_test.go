@@ -18,8 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
-	"github.com/ansible-bridge/ansible-bridge/fakessh/frontbuild"
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+	"github.com/ansible-bridge/ansible-bridge/internal/cbuild"
 )
 
 // frontLab is the C front and the Go shim built side by side (as make
@@ -48,7 +48,7 @@ func newFrontLab(t *testing.T) *frontLab {
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := frontbuild.Build(ctx, root, filepath.Join(bin, fakessh.FrontBinary)); err != nil {
+	if err := cbuild.Build(ctx, root, cbuild.Front, filepath.Join(bin, fakessh.FrontBinary)); err != nil {
 		t.Fatal(err)
 	}
 	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, fakessh.ShimBinary), "./fakessh/cmd/ansible-bridge-shim")

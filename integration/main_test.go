@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
-	"github.com/ansible-bridge/ansible-bridge/fakessh/frontbuild"
+	"github.com/ansible-bridge/ansible-bridge/internal/cbuild"
 )
 
 // labConfig is the loopback lab, as printed by `scripts/lab.sh env`.
@@ -317,7 +317,7 @@ func buildBridge() error {
 	}
 	// And the C front, which the shims link to and which hands what it
 	// does not serve to the Go shim.
-	if err := frontbuild.Build(ctx, "..", filepath.Join(filepath.Dir(s.bin), fakessh.FrontBinary)); err != nil {
+	if err := cbuild.Build(ctx, "..", cbuild.Front, filepath.Join(filepath.Dir(s.bin), fakessh.FrontBinary)); err != nil {
 		return err
 	}
 	shims := exec.CommandContext(ctx, s.bin, "shims", s.shims)

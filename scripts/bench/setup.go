@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
-	"github.com/ansible-bridge/ansible-bridge/fakessh/frontbuild"
+	"github.com/ansible-bridge/ansible-bridge/internal/cbuild"
 )
 
 // mode is one way of running Ansible.
@@ -198,7 +198,7 @@ func buildBridge(ctx context.Context, root, dir string) (*bridgeBin, error) {
 			return nil, fmt.Errorf("go build %s: %w\n%s", pkg, err, bytes.TrimSpace(msg))
 		}
 	}
-	if err := frontbuild.Build(ctx, root, filepath.Join(dir, fakessh.FrontBinary)); err != nil {
+	if err := cbuild.Build(ctx, root, cbuild.Front, filepath.Join(dir, fakessh.FrontBinary)); err != nil {
 		return nil, err
 	}
 	if out, err := b.command(ctx, "shims", b.shims).CombinedOutput(); err != nil {
@@ -251,23 +251,8 @@ func buildFloor(ctx context.Context, root, dir string) (string, error) {
 	if err := os.MkdirAll(floorDir, 0o755); err != nil {
 		return "", fmt.Errorf("floor: %w", err)
 	}
-	var errs []error
-	for _, static := range []bool{true, false} {
-		args := []string{"-O2", "-o", bin, "scripts/floor/c/floor.c"}
-		if static {
-			args = append([]string{"-static"}, args...)
-		}
-		build := exec.CommandContext(ctx, "cc", args...)
-		build.Dir = root
-		out, err := build.CombinedOutput()
-		if err == nil {
-			errs = nil
-			break
-		}
-		errs = append(errs, fmt.Errorf("cc %s: %w\n%s", strings.Join(args, " "), err, bytes.TrimSpace(out)))
-	}
-	if len(errs) > 0 {
-		return "", errors.Join(errs...)
+	if err := cbuild.Build(ctx, root, cbuild.Floor, bin); err != nil {
+		return "", err
 	}
 	for _, name := range []string{"ssh", "scp", "sftp"} {
 		if err := os.Symlink("ansible-floor", filepath.Join(floorDir, name)); err != nil {

@@ -13,6 +13,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/internal/cbuild"
 )
 
 // testUser is $USER for the C floor, and localUser for the Go one.
@@ -55,30 +58,12 @@ func floorC(t testing.TB) string {
 			return
 		}
 		cBin = filepath.Join(cDir, "ansible-floor")
-		cErr = compileC(cBin)
+		cErr = cbuild.Build(context.Background(), "../..", cbuild.Floor, cBin)
 	})
 	if cErr != nil {
 		t.Fatal(cErr)
 	}
 	return cBin
-}
-
-// compileC runs cc -O2 -static, and without -static if that fails (no
-// static libc installed).
-func compileC(bin string) error {
-	var errs []error
-	for _, static := range []bool{true, false} {
-		args := []string{"-O2", "-o", bin, "c/floor.c"}
-		if static {
-			args = append([]string{"-static"}, args...)
-		}
-		out, err := exec.Command("cc", args...).CombinedOutput()
-		if err == nil {
-			return nil
-		}
-		errs = append(errs, fmt.Errorf("cc %s: %w\n%s", strings.Join(args, " "), err, out))
-	}
-	return errors.Join(errs...)
 }
 
 // outcome is a floor's answer to one call.

@@ -204,7 +204,7 @@ func TestSameBecomeShapes(t *testing.T) {
 	} {
 		cmds = append(cmds, sh("sudo -H -S -n /bin/sh -c "+shQuote(p)+" && sleep 0"), sh("su root -c "+shQuote("/bin/sh -c "+shQuote(p))))
 	}
-	for _, c := range []string{
+	cmds = append(cmds, []string{
 		"sudo -H -S -n /bin/sh -c 'echo BECOME-SUCCESS-" + id + " ; echo ~'",
 		"/bin/bash -c 'sudo -n /bin/bash -c '\"'\"'echo BECOME-SUCCESS-" + id + " ; echo ~'\"'\"''",
 		"/bin/sh -c 'sudo -n /bin/sh -c '\"'\"'echo BECOME-SUCCESS-" + id + " ; echo ~'\"'\"' && sleep 0 && sleep 0'",
@@ -226,9 +226,7 @@ func TestSameBecomeShapes(t *testing.T) {
 		"/bin/sh -c 'sudo ~ BECOME-SUCCESS-'", "/bin/sh -c 'sudo é BECOME-SUCCESS-'", "/bin/sh -c 'sudo \xff BECOME-SUCCESS-'",
 		"/bin/sh -c 'sudo \"\\\"x\\\\\" BECOME-SUCCESS-'", "/bin/sh -c 'sudo \"\\$\" BECOME-SUCCESS-'", "sudo\tBECOME-SUCCESS-",
 		"sudo \x01 BECOME-SUCCESS-", "sudo \x7f BECOME-SUCCESS-", "sudo \u2028 BECOME-SUCCESS-", "sudo \u00ad BECOME-SUCCESS-", "BECOME-SUCCESS-",
-	} {
-		cmds = append(cmds, c)
-	}
+	}...)
 	for _, cmd := range cmds {
 		for _, stdin := range []string{"", "secret\n" + pingWrap, "secret"} {
 			same(t, sshCall("h", cmd), stdin)

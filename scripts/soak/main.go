@@ -36,8 +36,8 @@ import (
 	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
-	"github.com/ansible-bridge/ansible-bridge/fakessh/frontbuild"
 	"github.com/ansible-bridge/ansible-bridge/integration/procstat"
+	"github.com/ansible-bridge/ansible-bridge/internal/cbuild"
 )
 
 // threadSlack is how many more threads the daemon may have at the end:
@@ -123,7 +123,7 @@ func run(ctx context.Context, items, every int, growth float64, keep bool) error
 			return fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
 		}
 	}
-	if err := frontbuild.Build(ctx, ".", filepath.Join(dir, fakessh.FrontBinary)); err != nil {
+	if err := cbuild.Build(ctx, ".", cbuild.Front, filepath.Join(dir, fakessh.FrontBinary)); err != nil {
 		return err
 	}
 	bridgeEnv := []string{"ANSIBLE_BRIDGE_SOCKET=" + socket, "ANSIBLE_BRIDGE_LOG=" + filepath.Join(dir, "daemon.log")}
