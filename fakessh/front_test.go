@@ -118,6 +118,25 @@ func send(t *testing.T, c net.Conn, typ wire.Type, p []byte) {
 	}
 }
 
+// readStdin reads the shim's stdin frames up to their end.
+func readStdin(t *testing.T, c net.Conn) []byte {
+	t.Helper()
+	var got []byte
+	for {
+		f, err := wire.Read(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Type == wire.StdinEOF {
+			return got
+		}
+		if f.Type != wire.Stdin {
+			t.Fatalf("frame %q before stdin's end", f.Type)
+		}
+		got = append(got, f.Payload...)
+	}
+}
+
 func exitCode(t *testing.T, cmd *exec.Cmd) int {
 	t.Helper()
 	err := cmd.Wait()
@@ -222,20 +241,7 @@ func TestFrontStreams(t *testing.T) {
 			if !complete {
 				go func() { _, _ = w.Write(input); w.Close() }()
 			}
-			var got []byte
-			for {
-				f, err := wire.Read(c)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if f.Type == wire.StdinEOF {
-					break
-				}
-				if f.Type != wire.Stdin {
-					t.Fatalf("frame %q before stdin's end", f.Type)
-				}
-				got = append(got, f.Payload...)
-			}
+			got := readStdin(t, c)
 			if !bytes.Equal(got, input) {
 				t.Errorf("stdin: %d bytes reached the daemon, want %d", len(got), len(input))
 			}
@@ -353,17 +359,7 @@ func TestFrontHandsOver(t *testing.T) {
 		cmd, out, _ := l.run(t, "ssh", []string{"host", "cat"}, []string{realEnv}, strings.NewReader("piped input"))
 		c, _ := l.accept(t)
 		send(t, c, wire.Accept, nil)
-		var got []byte
-		for {
-			f, err := wire.Read(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if f.Type == wire.StdinEOF {
-				break
-			}
-			got = append(got, f.Payload...)
-		}
+		got := readStdin(t, c)
 		send(t, c, wire.Replay, got)
 		send(t, c, wire.Fallback, []byte("a test's reason"))
 		if code := exitCode(t, cmd); code != 0 || out.String() != "real: host cat\npiped input" {
