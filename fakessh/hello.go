@@ -35,8 +35,9 @@ func NewHello(prog string, argv []string) (*Hello, string) {
 }
 
 // Parse fills in the command line parsed from Prog and Argv: what the
-// daemon does for the C front's hello, whose stdin is never a terminal
-// (so never interactive). It returns what the bridge cannot honour, or "".
+// daemon does for the C front's hello, whose stdin is never its
+// controlling terminal (so never interactive). It returns what the bridge
+// cannot honour, or "".
 func (h *Hello) Parse() string {
 	var bad []string
 	var err error
