@@ -421,3 +421,28 @@ func TestFrontTerminal(t *testing.T) {
 		t.Errorf("exit %d, stdout %q", code, out.String())
 	}
 }
+
+// TestFrontDaemonStopsReading: a daemon that stops taking stdin (its
+// command exited) still gets its exit status through, as with the Go
+// shim, whose pump just stops.
+func TestFrontDaemonStopsReading(t *testing.T) {
+	l := newFrontLab(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	go func() { _, _ = w.Write(bytes.Repeat([]byte("y"), 2<<20)) }()
+	cmd, out, errb := l.run(t, "ssh", []string{"host", "true"}, nil, r)
+	r.Close()
+	c, _ := l.accept(t)
+	if err := c.(*net.UnixConn).CloseRead(); err != nil {
+		t.Fatal(err)
+	}
+	send(t, c, wire.Accept, nil)
+	send(t, c, wire.Stdout, []byte("out"))
+	send(t, c, wire.Exit, wire.ExitPayload(5))
+	if code := exitCode(t, cmd); code != 5 || out.String() != "out" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+}

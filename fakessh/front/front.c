@@ -354,29 +354,46 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-static void send_frame(char type, const char *payload, size_t n)
+/* Frames to the daemon wait here until the socket takes them: the loop
+ * keeps reading the daemon's frames meanwhile, as the Go shim's reader
+ * goroutine does, so a daemon that writes output and reads no stdin
+ * cannot deadlock with it. */
+static struct buf out;
+static size_t out_off;
+
+static void queue_frame(char type, const char *payload, size_t n)
 {
-	static char *frame;
-	static size_t cap;
-	if (HEADER_LEN + n > cap) {
-		cap = HEADER_LEN + n;
-		if (!(frame = realloc(frame, cap)))
-			lost("out of memory");
-	}
-	frame[0] = type;
-	frame[1] = (char)(n >> 24);
-	frame[2] = (char)(n >> 16);
-	frame[3] = (char)(n >> 8);
-	frame[4] = (char)n;
-	memcpy(frame + HEADER_LEN, payload, n);
-	for (size_t off = 0; off < HEADER_LEN + n;) {
-		ssize_t w = send(conn, frame + off, HEADER_LEN + n - off, MSG_NOSIGNAL);
+	char h[HEADER_LEN] = {type, (char)(n >> 24), (char)(n >> 16), (char)(n >> 8), (char)n};
+	put(&out, h, HEADER_LEN);
+	put(&out, payload, n);
+}
+
+/* flush sends what is queued; it returns -1 when the daemon is gone,
+ * else 0 (with what did not fit still queued unless wait is set). */
+static int flush(int wait)
+{
+	while (out_off < out.n) {
+		ssize_t w = send(conn, out.p + out_off, out.n - out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && errno == EAGAIN) {
+			if (!wait)
+				return 0;
+			wait_fd(conn, POLLOUT);
+			continue;
+		}
 		if (w < 0)
-			lost("connection to the bridge daemon lost");
-		off += (size_t)w;
+			return -1;
+		out_off += (size_t)w;
 	}
+	out.n = out_off = 0;
+	return 0;
+}
+
+static int send_frame(char type, const char *payload, size_t n)
+{
+	queue_frame(type, payload, n);
+	return flush(1);
 }
 
 static void read_full(char *p, size_t n)
@@ -451,9 +468,10 @@ static int input_complete(void)
 	       queued <= STDIN_PIPE_SIZE;
 }
 
-/* pump_once forwards one read of stdin; it returns 0 at its end (after
- * sending StdinEOF), 1 otherwise. */
-static int pump_once(void)
+/* pump_once queues one read of stdin, and sends it too where wait is
+ * set. It returns 0 at stdin's end (StdinEOF queued) or once the daemon
+ * stops taking it (the Go shim's pump then stops too), else 1. */
+static int pump_once(int wait)
 {
 	static char *chunk;
 	if (!chunk && !(chunk = malloc(STDIN_CHUNK)))
@@ -461,12 +479,15 @@ static int pump_once(void)
 	ssize_t n = read(0, chunk, STDIN_CHUNK);
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
 		return 1;
-	if (n > 0) {
-		send_frame('i', chunk, (size_t)n);
-		return 1;
+	if (n > 0)
+		queue_frame('i', chunk, (size_t)n);
+	else
+		queue_frame('I', NULL, 0);
+	if (flush(wait) != 0) {
+		out.n = out_off = 0;
+		return 0;
 	}
-	send_frame('I', NULL, 0);
-	return 0;
+	return n > 0;
 }
 
 /* ---------------------------------------------------------------- signals */
@@ -512,12 +533,12 @@ static void signalled(int sig)
 		struct winsize ws;
 		if (stdin_tty && ioctl(0, TIOCGWINSZ, &ws) == 0) {
 			char p[4] = {(char)(ws.ws_row >> 8), (char)ws.ws_row, (char)(ws.ws_col >> 8), (char)ws.ws_col};
-			send_frame('W', p, 4);
+			queue_frame('W', p, 4);
 		}
 		return;
 	}
 	const char *name = signal_name(sig);
-	send_frame('S', name, strlen(name));
+	(void)send_frame('S', name, strlen(name));
 	exit(EXIT_SSH_ERROR);
 }
 
@@ -553,13 +574,18 @@ int main(int argc, char **argv)
 	hello(&b, argc, argv);
 	if (b.n > MAX_PAYLOAD)
 		handover(NULL);
-	send_frame('H', b.p, b.n);
+	if (send_frame('H', b.p, b.n) != 0) {
+		fprintf(stderr, "ansible-bridge: %s: send hello: %s\r\n", g_prog, strerror(errno));
+		exit(EXIT_SSH_ERROR);
+	}
 	free(b.p);
 
 	enum { HELLO, ACCEPTED, STDIN_DONE } state = HELLO;
 	for (;;) {
-		struct pollfd p[3] = {{.fd = conn, .events = POLLIN}, {.fd = sig_pipe[0], .events = POLLIN},
-				      {.fd = state == ACCEPTED ? 0 : -1, .events = POLLIN}};
+		int queued = out_off < out.n;
+		struct pollfd p[3] = {{.fd = conn, .events = POLLIN | (queued ? POLLOUT : 0)},
+				      {.fd = sig_pipe[0], .events = POLLIN},
+				      {.fd = state == ACCEPTED && !queued ? 0 : -1, .events = POLLIN}};
 		if (poll(p, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -568,9 +594,13 @@ int main(int argc, char **argv)
 		char sig;
 		if (p[1].revents && read(sig_pipe[0], &sig, 1) == 1)
 			signalled(sig);
-		if (p[2].revents && !pump_once())
+		if (p[2].revents && !pump_once(0))
 			state = STDIN_DONE;
-		if (!p[0].revents)
+		if ((p[0].revents & POLLOUT) && flush(0) != 0) {
+			out.n = out_off = 0; /* the daemon stopped reading: its frames tell the rest */
+			state = STDIN_DONE;
+		}
+		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		char type = peek_type();
 		size_t n;
@@ -612,7 +642,7 @@ int main(int argc, char **argv)
 			if (input_complete()) {
 				/* Reads cannot block: the input goes at once, in
 				 * line, as the Go shim sends it. */
-				while (pump_once())
+				while (pump_once(1))
 					;
 				state = STDIN_DONE;
 			} else
@@ -621,7 +651,9 @@ int main(int argc, char **argv)
 			break;
 		default:
 		resume: {
-			/* The Go shim takes the conversation on from here. */
+			/* The Go shim takes the conversation on from here,
+			 * after what this program has queued. */
+			(void)flush(1);
 			char resume[64];
 			static const char *names[] = {"hello", "accepted", "eof"};
 			int fl = fcntl(conn, F_GETFD);
