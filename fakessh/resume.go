@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+	"golang.org/x/term"
 )
 
 // ResumeEnv is how the C front (fakessh/front) hands a conversation with
@@ -25,10 +26,7 @@ func resume(prog string, argv []string, spec string) int {
 		return ExitSSHError
 	}
 	defer conn.Close()
-	// The daemon parsed the same command line and took it.
-	hello, _ := NewHello(prog, argv)
-	hello.describeProcess()
-	code, fb, err := converse(conn, hello, nil, from)
+	code, fb, err := converse(conn, nil, term.IsTerminal(int(os.Stdin.Fd())), from)
 	return finish(prog, argv, verbosity(prog, argv), code, fb, err)
 }
 
@@ -48,11 +46,7 @@ func resumedConn(spec string) (net.Conn, progress, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	uid, err := wire.PeerUID(conn)
-	if err == nil && uid != os.Getuid() {
-		err = fmt.Errorf("%w: fd %d is served by uid %d", wire.ErrUntrusted, fd, uid)
-	}
-	if err != nil {
+	if err := wire.CheckPeer(conn, fmt.Sprintf("fd %d", fd), os.Getuid()); err != nil {
 		conn.Close()
 		return nil, 0, fmt.Errorf("not the daemon's connection: %w", err)
 	}

@@ -71,7 +71,7 @@ func Main(prog string, argv []string) int {
 		return bridgeFallback(prog, argv, verbose, "bridge daemon unavailable: "+err.Error())
 	}
 	defer conn.Close()
-	code, fb, err := converse(conn, hello, payload, fresh)
+	code, fb, err := converse(conn, payload, hello.StdinTTY, fresh)
 	return finish(prog, argv, verbose, code, fb, err)
 }
 
@@ -131,10 +131,12 @@ const (
 	stdinSent                    // the daemon accepted and has all of stdin
 )
 
-// converse runs one invocation over conn, from where it stands. It
-// returns the exit status, or why the daemon declined it: before any
-// input was consumed, or with all of it handed back.
-func converse(conn net.Conn, hello *Hello, payload []byte, from progress) (code int, fb *declined, err error) {
+// converse runs one invocation over conn, from where it stands (payload:
+// the hello to send first, if fresh; stdinTTY: stdin is a terminal the
+// daemon may ask to make raw). It returns the exit status, or why the
+// daemon declined it: before any input was consumed, or with all of it
+// handed back.
+func converse(conn net.Conn, payload []byte, stdinTTY bool, from progress) (code int, fb *declined, err error) {
 	var wmu sync.Mutex
 	send := func(t wire.Type, p []byte) error {
 		wmu.Lock()
@@ -203,7 +205,7 @@ func converse(conn net.Conn, hello *Hello, payload []byte, from progress) (code 
 				break
 			}
 			watchSignals()
-			if string(f.Payload) == "raw" && hello.StdinTTY {
+			if string(f.Payload) == "raw" && stdinTTY {
 				if st, err := term.MakeRaw(int(os.Stdin.Fd())); err == nil {
 					restore = func() { _ = term.Restore(int(os.Stdin.Fd()), st) }
 				}

@@ -106,16 +106,24 @@ func dialAs(ctx context.Context, path string, uid int) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	peer, err := PeerUID(c)
-	if err != nil {
+	if err := CheckPeer(c, path, uid); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("check daemon's uid: %w", err)
-	}
-	if peer != uid {
-		c.Close()
-		return nil, fmt.Errorf("%w: %s is served by uid %d, not %d", ErrUntrusted, path, peer, uid)
+		return nil, err
 	}
 	return c, nil
+}
+
+// CheckPeer checks that the daemon's end of c (named name in the error)
+// runs as uid: for a dial, and for a connection the C front hands over.
+func CheckPeer(c net.Conn, name string, uid int) error {
+	peer, err := PeerUID(c)
+	if err != nil {
+		return fmt.Errorf("check daemon's uid: %w", err)
+	}
+	if peer != uid {
+		return fmt.Errorf("%w: %s is served by uid %d, not %d", ErrUntrusted, name, peer, uid)
+	}
+	return nil
 }
 
 // PeerUID returns the uid of the process at the other end of a unix socket
