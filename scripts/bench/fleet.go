@@ -430,7 +430,7 @@ func renderFleetMemory(cfg config, rs []fleetResult) string {
 				mib(m.after.stacksKiB-m.idle.stacksKiB), mib(m.after.runtimeKiB-m.idle.runtimeKiB))
 		}
 	}
-	b.WriteString("\nIdle: after the playbook's run on one target outside the fleet, its connection closed (the code paged in, lazy tables built). Per target: (peak − idle) ÷ targets, sampled every 0.5 s (goroutines every 2 s, the target side every 5 s: its PSS is costly to read); after close: the lowest in the 5 s after every target's connections closed (ssh -O exit on each ControlPath); " +
+	b.WriteString("\nIdle: after the playbook's run on one target outside the fleet, its connection closed (the code paged in, lazy tables built). Per target: (peak − idle) ÷ targets, sampled every 0.5 s (goroutines every 2 s, the target side every 30 s: its PSS is costly to read); after close: the lowest in the 5 s after every target's connections closed (ssh -O exit on each ControlPath); " +
 		"after a second run: the same, once the same fleet ran again on the same daemon (what it adds to after close is what each run leaves behind); " +
 		"Go heap live: the objects the daemon still holds (a heap profile of them: ANSIBLE_BRIDGE_MEMPROFILE=FILE, written as the daemon stops). " +
 		"Target side: the proportional set sizes of every process of the lab user (sshd's session processes, interpreters, modules) at their peak, ÷ targets.\n")
