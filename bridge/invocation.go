@@ -32,6 +32,10 @@ type invocation struct {
 	log    logrus.FieldLogger
 
 	wmu sync.Mutex
+	// handedOver: a frame sent made the C front hand the call to the Go
+	// shim (counted in handovers once). Guarded by wmu.
+	handedOver bool
+	handovers  *handoverCounts
 
 	// Filled in by accept: the shim's stdin and its control messages.
 	stdin   *io.PipeReader
@@ -80,6 +84,12 @@ func (iv *invocation) where() (target, route string) {
 func (iv *invocation) send(t wire.Type, p []byte) error {
 	iv.wmu.Lock()
 	defer iv.wmu.Unlock()
+	if iv.hello.Front && !iv.handedOver && iv.handovers != nil {
+		if why := frontHandover(t, p, iv.hello.StdinTTY); why != "" {
+			iv.handedOver = true
+			iv.handovers.add(why)
+		}
+	}
 	return wire.Write(iv.conn, t, p)
 }
 

@@ -59,6 +59,7 @@ type Server struct {
 	// budget of shims served at once (inFlightBudget), or after an accept
 	// failed for want of descriptors or memory (status shows it).
 	acceptWaits atomic.Uint64
+	handovers   handoverCounts
 	serving     atomic.Int64  // shims accepted and not yet done with
 	freed       chan struct{} // a shim is done (awaitRoom)
 	active      atomic.Int64
@@ -364,7 +365,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	iv := &invocation{id: id, conn: c, log: log, cancel: cancel, started: time.Now(), secrets: s.journal}
+	iv := &invocation{id: id, conn: c, log: log, cancel: cancel, started: time.Now(), secrets: s.journal, handovers: &s.handovers}
 	s.inflight.Store(id, iv)
 	defer s.inflight.Delete(id)
 	err = json.Unmarshal(f.Payload, &iv.hello)
@@ -377,7 +378,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	if iv.hello.Front && iv.hello.Parse() != "" {
 		// What the front cannot pass on, the Go shim falls back on or
 		// explains, as it would have from the start.
-		_ = wire.Write(c, wire.Handover, nil)
+		_ = iv.send(wire.Handover, nil)
 		return
 	}
 	if iv.hello.Prog != "ctl" {

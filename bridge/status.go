@@ -30,7 +30,9 @@ const StatusColumns = `columns, one row per target (user@host:port):
             sftp and scp (file transfers), control (ssh -O), fallback (handed
             to the real binary)
 then, per target, the invocations that took the slow path with the reason,
-and what the shims ran the real binary for (from the shim log).
+and what the shims ran the real binary for (from the shim log). Above the
+table: the calls the C front handed to the Go shim, by why (prompt,
+fallback, terminal, command line), each a Go program's start more.
 `
 
 // Status is the daemon's state as reported by `ansible-bridge status`.
@@ -43,10 +45,14 @@ type Status struct {
 	// AcceptWaits counts the shims' connections the daemon did not
 	// accept at once, for want of file descriptors (ulimit -n) or
 	// memory: each waited until an invocation ended.
-	AcceptWaits uint64             `json:"accept_waits"`
-	Memory      MemoryStatus       `json:"memory"`
-	Targets     []TargetStatus     `json:"targets"`
-	InFlight    []InvocationStatus `json:"in_flight"`
+	AcceptWaits uint64 `json:"accept_waits"`
+	// FrontHandovers counts, by why, the calls the C front handed to the
+	// Go shim (prompts, fallbacks, raw terminals, command lines the
+	// daemon leaves to it): each costs a Go program's start.
+	FrontHandovers map[string]uint64  `json:"front_handovers,omitempty"`
+	Memory         MemoryStatus       `json:"memory"`
+	Targets        []TargetStatus     `json:"targets"`
+	InFlight       []InvocationStatus `json:"in_flight"`
 }
 
 // MemoryStatus is the Go runtime's account of the daemon's memory, in
@@ -119,13 +125,14 @@ type InvocationStatus struct {
 // Status returns a snapshot of the daemon's state.
 func (s *Server) Status() Status {
 	st := Status{
-		PID:         os.Getpid(),
-		Uptime:      time.Since(s.started).Round(time.Second).String(),
-		Invocations: s.nextID.Load(),
-		Active:      s.active.Load(),
-		Goroutines:  runtime.NumGoroutine(),
-		AcceptWaits: s.acceptWaits.Load(),
-		Memory:      readMemoryStatus(),
+		PID:            os.Getpid(),
+		Uptime:         time.Since(s.started).Round(time.Second).String(),
+		Invocations:    s.nextID.Load(),
+		Active:         s.active.Load(),
+		Goroutines:     runtime.NumGoroutine(),
+		AcceptWaits:    s.acceptWaits.Load(),
+		FrontHandovers: s.handovers.snapshot(),
+		Memory:         readMemoryStatus(),
 	}
 	for _, t := range s.targets.all() {
 		t.mu.Lock()
@@ -228,6 +235,14 @@ func writeStatus(iv *invocation, st Status) {
 	fmt.Fprintf(w, "daemon pid %d, up %s, %d invocations (%d active)\n", st.PID, st.Uptime, st.Invocations, st.Active)
 	if st.AcceptWaits > 0 {
 		fmt.Fprintf(w, "%d shim connections waited for a file descriptor (raise ulimit -n)\n", st.AcceptWaits)
+	}
+	if len(st.FrontHandovers) > 0 {
+		var whys []string
+		for why, n := range st.FrontHandovers {
+			whys = append(whys, fmt.Sprintf("%s %d", why, n))
+		}
+		sort.Strings(whys)
+		fmt.Fprintf(w, "calls the C front handed to the Go shim (a Go start, ~5 ms, each): %s\n", strings.Join(whys, ", "))
 	}
 	if len(st.Targets) == 0 {
 		fmt.Fprintln(w, "no targets")

@@ -45,7 +45,8 @@
 // daemon), or on the daemon's Handover (a command line that does not
 // parse as served) as if it had never called; and mid-call (a prompt, a
 // fallback, a raw terminal) with the connection, the unread frame on it,
-// and ResumeEnv saying how far it got. front_test.go compares its hello
+// and ResumeEnv saying how far it got. The daemon counts the handovers it
+// causes in status (front_handovers). front_test.go compares its hello
 // with this shim's and runs every handover.
 //
 // The tests compare the parsers with the real ssh -G, scp and sftp when
