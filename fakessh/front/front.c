@@ -368,8 +368,9 @@ static void queue_frame(char type, const char *payload, size_t n)
 	put(&out, payload, n);
 }
 
-/* flush sends what is queued; it returns -1 when the daemon is gone,
- * else 0 (with what did not fit still queued unless wait is set). */
+/* flush sends what is queued; it returns -1 when the daemon is gone or
+ * stopped reading (the queue dropped: nothing in it can reach it), else
+ * 0 (with what did not fit still queued unless wait is set). */
 static int flush(int wait)
 {
 	while (out_off < out.n) {
@@ -382,8 +383,10 @@ static int flush(int wait)
 			wait_fd(conn, POLLOUT);
 			continue;
 		}
-		if (w < 0)
+		if (w < 0) {
+			out.n = out_off = 0;
 			return -1;
+		}
 		out_off += (size_t)w;
 	}
 	out.n = out_off = 0;
@@ -483,11 +486,7 @@ static int pump_once(int wait)
 		queue_frame('i', chunk, (size_t)n);
 	else
 		queue_frame('I', NULL, 0);
-	if (flush(wait) != 0) {
-		out.n = out_off = 0;
-		return 0;
-	}
-	return n > 0;
+	return flush(wait) == 0 && n > 0;
 }
 
 /* ---------------------------------------------------------------- signals */
@@ -596,10 +595,8 @@ int main(int argc, char **argv)
 			signalled(sig);
 		if (p[2].revents && !pump_once(0))
 			state = STDIN_DONE;
-		if ((p[0].revents & POLLOUT) && flush(0) != 0) {
-			out.n = out_off = 0; /* the daemon stopped reading: its frames tell the rest */
-			state = STDIN_DONE;
-		}
+		if ((p[0].revents & POLLOUT) && flush(0) != 0)
+			state = STDIN_DONE; /* the daemon stopped reading: its frames tell the rest */
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		char type = peek_type();
