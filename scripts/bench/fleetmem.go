@@ -139,7 +139,9 @@ func (b *bridgeBin) settledSample(ctx context.Context, pid int) (daemonSample, e
 // targets one sample took ~0.45 s of CPU: every half second, that was
 // ~17 % of this machine's CPU (perf), taken from the run it measured,
 // and more where a mode has more processes. The targets stay connected
-// from their first task to the end, so their peak is a plateau.
+// from their first task to the end, so their peak is a plateau; stop
+// reads them once more, before their connections close, so a run
+// shorter than 30 s is read too.
 func watchFleet(ctx context.Context, b *bridgeBin, pid, uid int) (stop func() (daemonSample, int64)) {
 	var mu sync.Mutex
 	var peak daemonSample
@@ -181,6 +183,7 @@ func watchFleet(ctx context.Context, b *bridgeBin, pid, uid int) (stop func() (d
 	return func() (daemonSample, int64) {
 		close(done)
 		<-finished
+		look(false, true)
 		mu.Lock()
 		defer mu.Unlock()
 		return peak, targetPeak
