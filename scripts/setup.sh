@@ -32,6 +32,7 @@ PKGS=(
 	make            # Makefile targets used by .ci/run
 	gcc             # the shim's C front (fakessh/front) and the bench's floor
 	libc6-dev       # their static link
+	musl-tools      # musl-gcc: links them against musl, which starts without glibc's cpuid probes (~0.4 ms an exec in a VM)
 	procps          # pgrep/pkill, used by the lab and the tests
 	python3-ansible-runner # integration: jobs laid out as AWX runs them
 	bubblewrap      # integration: an execution environment's conditions

@@ -8,7 +8,8 @@
 //
 // Why C: starting any Go binary costs about 5 ms of wall time per call on
 // the bench machine (runtime init: cpuid in a VM, cgroup reads, threads),
-// against about 0.5 ms for a static C binary, and Ansible starts ssh
+// against about 0.1 ms for a static C binary (musl; 0.5 ms with glibc,
+// whose start probes the CPU with cpuid), and Ansible starts ssh
 // several times per task: the loop playbook ran in 0.80x the Go floor's
 // wall time with a C floor. A Go floor would measure its own start, and
 // the project is moving its ssh shim's hot path to C, so the floor must be
