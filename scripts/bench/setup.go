@@ -241,8 +241,8 @@ func (b *bridgeBin) stop(ctx context.Context) error {
 
 // buildFloor compiles the floor's C port, scripts/floor/c/floor.c, from the
 // module root into dir/floor (as internal/cbuild builds: static, against
-// musl where musl-gcc is installed) and links ssh, scp and sftp to it there; it
-// returns that directory. The floor is C, not the Go reference in
+// musl where musl-gcc is installed) and links ssh, scp and sftp to it
+// there; it returns that directory. The floor is C, not the Go reference in
 // scripts/floor, because a Go binary's start (about 5 ms a call, against
 // 0.1 ms for a static C one) would be part of what it measures.
 func buildFloor(ctx context.Context, root, dir string) (string, error) {
