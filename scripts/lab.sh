@@ -57,7 +57,9 @@
 #   - its own sshd (-D, own config, host key and pid file in $AB_LAB) on
 #     127.0.0.1:$AB_PORT with password, keyboard-interactive and PAM enabled
 #     and MaxSessions at its default of 10. Readiness is checked by reading
-#     the SSH banner, not by sleeping.
+#     the SSH banner, not by sleeping. Where it can, it runs in a cgroup of
+#     its own ($AB_TARGET_CGROUP), with every process of its sessions, so
+#     that the bench can read what the targets' side cost in CPU.
 #
 # `up` ends by checking the lab with the real ssh: key login and sudo -n for
 # abtest, a refused sudo -n and an accepted sudo password for abpw, password
@@ -336,6 +338,40 @@ make_nopy_root() {
 	fi
 }
 
+# sshd_cgroup is the cgroup the lab's sshd runs in, and with it every
+# process of its sessions (interpreters, modules): the bench reads the
+# targets' CPU from it. cgroup v2's unified tree, or v1's cpuacct.
+sshd_cgroup() {
+	if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+		echo "/sys/fs/cgroup/ab-lab-$PORT"
+	elif [[ -d /sys/fs/cgroup/cpuacct ]]; then
+		echo "/sys/fs/cgroup/cpuacct/ab-lab-$PORT"
+	else
+		return 1
+	fi
+}
+
+# count_sshd moves the lab's sshd into sshd_cgroup where that can be done
+# (not in every container); without it the bench reports no target CPU.
+count_sshd() {
+	local cg pid
+	cg=$(sshd_cgroup) || return 0
+	pid=$(sshd_pid) || return 0
+	if mkdir -p "$cg" 2>/dev/null && echo "$pid" >"$cg/cgroup.procs" 2>/dev/null; then
+		log "sshd's CPU, and its sessions', counted in $cg"
+	else
+		log "no cgroup for sshd here: the bench reports no target CPU"
+	fi
+}
+
+# target_cgroup prints sshd_cgroup if it exists (for env).
+target_cgroup() {
+	local cg
+	if cg=$(sshd_cgroup) && [[ -d $cg ]]; then
+		echo "$cg"
+	fi
+}
+
 up() {
 	need_root
 	# Everything that can fail is checked before anything changes.
@@ -404,6 +440,7 @@ up() {
 	banner_ok || die "sshd did not come up on 127.0.0.1:$PORT (see $LAB/sshd.log)"
 	sshd_pid >/dev/null || die "sshd answers on $PORT but $LAB/sshd.pid is not ours"
 	log "sshd listening on 127.0.0.1:$PORT (pid $(sshd_pid))"
+	count_sshd
 	verify
 }
 
@@ -543,6 +580,11 @@ down() {
 	need_root
 	lock_lab
 	stop_sshd
+	local cg
+	cg=$(target_cgroup)
+	if [[ -n $cg ]]; then
+		rmdir "$cg" 2>/dev/null || log "$cg still holds processes; left in place"
+	fi
 	case $NOPY_ROOT in
 	/*/*)
 		if [[ -d $NOPY_ROOT ]]; then
@@ -596,6 +638,7 @@ export AB_ZOO='$(zoo_users)'
 export AB_ZOO_CASES='$(zoo_cases)'
 export AB_PYTHONS='$(mountpoint -q "$PYTHONS" && echo "$PYTHONS-bin")'
 export AB_NOEXEC='$(mountpoint -q "$NOEXEC" && echo "$NOEXEC")'
+export AB_TARGET_CGROUP='$(target_cgroup)'
 EOF
 }
 

@@ -36,6 +36,10 @@ type fleetResult struct {
 	// it waited for (workers, ssh or shims, Mitogen's), plus the bridge
 	// daemon's.
 	cpu, daemonCPU time.Duration
+	// targetCPU is what the lab sshd's cgroup used during the run: the
+	// targets' logins, interpreters and modules (counted: there is one).
+	targetCPU     time.Duration
+	targetCounted bool
 	// conns is the TCP connections each target's relay saw.
 	conns []int
 	bytes int64
@@ -209,9 +213,13 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 		warmCPU = daemonCPU(daemonPID)
 	}
 	stopWatch := watchFleet(ctx, tl.bridge, daemonPID, labUID(cfg.lab.user))
+	targetStart, counted := cgroupCPU(cfg.lab.cgroup)
 	start := time.Now()
 	runErr := cmd.Run()
 	res.wall = time.Since(start)
+	if targetEnd, ok := cgroupCPU(cfg.lab.cgroup); counted && ok {
+		res.targetCPU, res.targetCounted = targetEnd-targetStart, true
+	}
 	res.ran = true
 	res.mem.peak, res.mem.targetPeakKiB = stopWatch()
 	if cmd.ProcessState != nil {
@@ -306,6 +314,29 @@ func daemonCPU(pid int) time.Duration {
 	return time.Duration(ut+sy) * 10 * time.Millisecond
 }
 
+// cgroupCPU is the CPU time the processes of cgroup dir have used (cgroup
+// v2's cpu.stat, or v1's cpuacct.usage); false if dir has neither.
+func cgroupCPU(dir string) (time.Duration, bool) {
+	if dir == "" {
+		return 0, false
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage")); err == nil {
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return time.Duration(ns), err == nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+			us, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return time.Duration(us) * time.Microsecond, err == nil
+		}
+	}
+	return 0, false
+}
+
 var fleetRecapRE = regexp.MustCompile(`(?m)^h\d+\s*:\s*ok=(\d+)\s+changed=\d+\s+unreachable=(\d+)\s+failed=(\d+)`)
 
 // verifyFleet checks that every host ran every task.
@@ -334,8 +365,8 @@ func renderFleet(cfg config, rs []fleetResult) string {
 		fmt.Fprintf(&b, ", RTT +%v (relay one-way latency %v)", 2*cfg.fleetLatency, cfg.fleetLatency)
 	}
 	b.WriteString("\n\n")
-	b.WriteString("| mode | result | wall (s) | controller CPU (s) | CPU per task (ms) | of which the daemon (s) | TCP conns per target | bytes/task |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| mode | result | wall (s) | controller CPU (s) | CPU per task (ms) | of which the daemon (s) | target CPU per task (ms) | TCP conns per target | bytes/task |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	find := func(name string) *fleetResult {
 		for i := range rs {
 			if rs[i].mode.name == name && rs[i].err == nil {
@@ -350,7 +381,7 @@ func renderFleet(cfg config, rs []fleetResult) string {
 			status = "**FAIL**: " + cell(firstLine(r.err).Error())
 		}
 		if !r.ran {
-			fmt.Fprintf(&b, "| %s | %s | — | — | — | — | — | — |\n", r.mode.name, status)
+			fmt.Fprintf(&b, "| %s | %s | — | — | — | — | — | — | — |\n", r.mode.name, status)
 			continue
 		}
 		lo, hi := 0, 0
@@ -365,8 +396,12 @@ func renderFleet(cfg config, rs []fleetResult) string {
 		if r.mode.bridge {
 			daemon = fmt.Sprintf("%.2f", r.daemonCPU.Seconds())
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.1f | %.1f | %.1f | %s | %s | %.1f KiB |\n", r.mode.name, status, r.wall.Seconds(),
-			r.cpu.Seconds(), float64(r.cpu.Microseconds())/1000/float64(n), daemon, conns, float64(r.bytes)/float64(n)/1024)
+		target := "—"
+		if r.targetCounted {
+			target = fmt.Sprintf("%.1f", float64(r.targetCPU.Microseconds())/1000/float64(n))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.1f | %.1f | %.1f | %s | %s | %s | %.1f KiB |\n", r.mode.name, status, r.wall.Seconds(),
+			r.cpu.Seconds(), float64(r.cpu.Microseconds())/1000/float64(n), daemon, target, conns, float64(r.bytes)/float64(n)/1024)
 	}
 	b.WriteString(renderFleetMemory(cfg, rs))
 	br, mg, st, fl := find("bridge-pipelining"), find("mitogen"), find("stock-pipelining"), find("floor-pipelining")
@@ -380,7 +415,9 @@ func renderFleet(cfg config, rs []fleetResult) string {
 	cpu := func(r *fleetResult) time.Duration { return r.cpu }
 	fmt.Fprintf(&b, "\nWall time, bridge-pipelining ÷ Mitogen: %s; ÷ stock-pipelining: %s. Controller CPU ÷ Mitogen's: %s. "+
 		"Controller CPU: ansible-playbook and every process it waited for (workers, ssh or shims, Mitogen's), plus the bridge daemon; "+
-		"the targets (sshd, interpreters, modules) share the same cores.\n",
+		"the targets (sshd, interpreters, modules) share the same cores. "+
+		"Target CPU: what the lab sshd's cgroup (AB_TARGET_CGROUP, made by scripts/lab.sh where it can) used during the run: "+
+		"the targets' logins, interpreters and modules.\n",
 		ratio(br, mg, 0.7, wall), ratio(br, st, 0.3, wall), ratio(br, mg, 0.8, cpu))
 	if br != nil && mg != nil && fl != nil {
 		above := func(of func(*fleetResult) time.Duration) string {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +70,39 @@ func TestRenderFleetBeyondFloor(t *testing.T) {
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("fleet report lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestCgroupCPU reads a cgroup's CPU time as v1's cpuacct and v2's cpu
+// controller write it, and the fleet table shows it per task.
+func TestCgroupCPU(t *testing.T) {
+	v1, v2 := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(v1, "cpuacct.usage"), []byte("2500000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(v2, "cpu.stat"), []byte("usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]time.Duration{v1: 2500 * time.Millisecond, v2: 1500 * time.Millisecond} {
+		if got, ok := cgroupCPU(dir); !ok || got != want {
+			t.Errorf("cgroupCPU(%s) = %v, %v; want %v", dir, got, ok, want)
+		}
+	}
+	if _, ok := cgroupCPU(""); ok {
+		t.Error("no cgroup read as counted")
+	}
+	if _, ok := cgroupCPU(t.TempDir()); ok {
+		t.Error("a directory with no CPU file read as counted")
+	}
+
+	cfg := config{fleetHosts: 10, fleetTasks: 2}
+	counted := fleetResult{mode: modeByName(t, "bridge-pipelining"), ran: true, wall: time.Second, targetCPU: 200 * time.Millisecond, targetCounted: true}
+	uncounted := fleetResult{mode: modeByName(t, "mitogen"), ran: true, wall: time.Second}
+	got := renderFleet(cfg, []fleetResult{counted, uncounted})
+	for _, want := range []string{"| 10.0 | 0 | 0.0 KiB |", "| — | — | 0 | 0.0 KiB |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("fleet table lacks %q:\n%s", want, got)
 		}
 	}
 }

@@ -121,15 +121,19 @@ type labEnv struct {
 	port int    // AB_PORT: the lab sshd's port on 127.0.0.1
 	key  string // AB_KEY
 	user string // AB_USER
+	// cgroup holds the lab sshd and its sessions' processes
+	// (AB_TARGET_CGROUP; empty where lab.sh could not make one).
+	cgroup string
 }
 
 // labFromEnv reads the lab settings, failing with instructions when the lab
 // environment is missing.
 func labFromEnv() (labEnv, error) {
 	lab := labEnv{
-		dir:  os.Getenv("AB_LAB"),
-		key:  os.Getenv("AB_KEY"),
-		user: os.Getenv("AB_USER"),
+		dir:    os.Getenv("AB_LAB"),
+		key:    os.Getenv("AB_KEY"),
+		user:   os.Getenv("AB_USER"),
+		cgroup: os.Getenv("AB_TARGET_CGROUP"),
 	}
 	if lab.dir == "" {
 		return lab, errors.New(`AB_LAB is not set: the benchmark needs the loopback lab.` + "\n" +
