@@ -106,3 +106,24 @@ func TestCgroupCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckCgroup: the lab's sshd must be in AB_TARGET_CGROUP for the
+// bench to read its targets' CPU there.
+func TestCheckCgroup(t *testing.T) {
+	lab, cg := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(lab, "sshd.pid"), []byte("4242\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := labEnv{dir: lab, cgroup: cg}
+	for procs, ok := range map[string]bool{"17\n4242\n": true, "17\n42420\n": false} {
+		if err := os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(procs), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.checkCgroup(); (err == nil) != ok {
+			t.Errorf("cgroup.procs %q: checkCgroup() = %v, want ok %v", procs, err, ok)
+		}
+	}
+	if err := (labEnv{dir: lab}).checkCgroup(); err != nil {
+		t.Errorf("no cgroup: %v", err)
+	}
+}

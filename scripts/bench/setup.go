@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -159,6 +160,26 @@ func labFromEnv() (labEnv, error) {
 		return lab, fmt.Errorf("lab key: %w (is the lab up? scripts/lab.sh up)", err)
 	}
 	return lab, nil
+}
+
+// checkCgroup checks that the lab's sshd (its pid file's) runs in
+// l.cgroup, if there is one.
+func (l labEnv) checkCgroup() error {
+	if l.cgroup == "" {
+		return nil
+	}
+	pid, err := os.ReadFile(filepath.Join(l.dir, "sshd.pid"))
+	if err != nil {
+		return fmt.Errorf("the lab's sshd pid: %w", err)
+	}
+	procs, err := os.ReadFile(filepath.Join(l.cgroup, "cgroup.procs"))
+	if err != nil {
+		return fmt.Errorf("AB_TARGET_CGROUP: %w", err)
+	}
+	if !slices.Contains(strings.Fields(string(procs)), strings.TrimSpace(string(pid))) {
+		return fmt.Errorf("the lab's sshd (pid %s) is not in %s", strings.TrimSpace(string(pid)), l.cgroup)
+	}
+	return nil
 }
 
 // target is the lab sshd's address.
