@@ -36,9 +36,10 @@
 // probes trap in a VM, it reads cgroup files and starts threads), the
 // static C front ~0.1 ms (linked against musl: glibc's start probes the
 // CPU with cpuid, which traps, and took 0.5 ms), and Ansible waits for
-// each of its ssh calls: six per task without pipelining. The front serves what the daemon
-// serves: it sends the hello (argv, environment as os.Environ gives it,
-// directory as os.Getwd, umask, terminal size, whether it could prompt),
+// each of its ssh calls: six per task without pipelining. The front
+// serves what the daemon serves: it sends the hello (argv, environment
+// as os.Environ gives it, directory as os.Getwd, umask, terminal size,
+// whether it could prompt),
 // pumps stdin once accepted, writes output, passes a terminating signal
 // on and exits with the daemon's status. Everything else it hands to this
 // package's shim by exec, same pid, argv and environment: before it dials

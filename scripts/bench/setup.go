@@ -168,16 +168,17 @@ func (l labEnv) checkCgroup() error {
 	if l.cgroup == "" {
 		return nil
 	}
-	pid, err := os.ReadFile(filepath.Join(l.dir, "sshd.pid"))
+	b, err := os.ReadFile(filepath.Join(l.dir, "sshd.pid"))
 	if err != nil {
 		return fmt.Errorf("the lab's sshd pid: %w", err)
 	}
+	pid := strings.TrimSpace(string(b))
 	procs, err := os.ReadFile(filepath.Join(l.cgroup, "cgroup.procs"))
 	if err != nil {
 		return fmt.Errorf("AB_TARGET_CGROUP: %w", err)
 	}
-	if !slices.Contains(strings.Fields(string(procs)), strings.TrimSpace(string(pid))) {
-		return fmt.Errorf("the lab's sshd (pid %s) is not in %s", strings.TrimSpace(string(pid)), l.cgroup)
+	if !slices.Contains(strings.Fields(string(procs)), pid) {
+		return fmt.Errorf("the lab's sshd (pid %s) is not in %s", pid, l.cgroup)
 	}
 	return nil
 }
