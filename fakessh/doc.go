@@ -39,9 +39,8 @@
 // each of its ssh calls: six per task without pipelining. The front
 // serves what the daemon serves: it sends the hello (argv, environment
 // as os.Environ gives it, directory as os.Getwd, umask, terminal size,
-// whether it could prompt),
-// pumps stdin once accepted, writes output, passes a terminating signal
-// on and exits with the daemon's status. Everything else it hands to this
+// whether it could prompt), pumps stdin once accepted, writes output,
+// passes a terminating signal on and exits with the daemon's status. Everything else it hands to this
 // package's shim by exec, same pid, argv and environment: before it dials
 // (stdin the controlling terminal, DisableEnv, the socket unusable, no
 // daemon), or on the daemon's Handover (a command line that does not
