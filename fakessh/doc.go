@@ -36,19 +36,20 @@
 // probes trap in a VM, it reads cgroup files and starts threads), the
 // static C front ~0.1 ms (linked against musl: glibc's start probes the
 // CPU with cpuid, which traps, and took 0.5 ms), and Ansible waits for
-// each of its ssh calls: six per task without pipelining. The front
-// serves what the daemon serves: it sends the hello (argv, environment
-// as os.Environ gives it, directory as os.Getwd, umask, terminal size,
+// each of its ssh calls: six per task without pipelining. The front serves
+// what the daemon serves: it sends the hello (argv, environment as
+// os.Environ gives it, directory as os.Getwd, umask, terminal size,
 // whether it could prompt), pumps stdin once accepted, writes output,
-// passes a terminating signal on and exits with the daemon's status. Everything else it hands to this
-// package's shim by exec, same pid, argv and environment: before it dials
-// (stdin the controlling terminal, DisableEnv, the socket unusable, no
-// daemon), or on the daemon's Handover (a command line that does not
-// parse as served) as if it had never called; and mid-call (a prompt, a
-// fallback, a raw terminal) with the connection, the unread frame on it,
-// and ResumeEnv saying how far it got. The daemon counts the handovers it
-// causes in status (front_handovers). front_test.go compares its hello
-// with this shim's and runs every handover.
+// passes a terminating signal on and exits with the daemon's status.
+// Everything else it hands to this package's shim by exec, same pid, argv
+// and environment: before it dials (stdin the controlling terminal,
+// DisableEnv, the socket unusable, no daemon), or on the daemon's Handover
+// (a command line that does not parse as served) as if it had never
+// called; and mid-call (a prompt, a fallback, a raw terminal) with the
+// connection, the unread frame on it, and ResumeEnv saying how far it got.
+// The daemon counts the handovers it causes in status (front_handovers).
+// front_test.go compares its hello with this shim's and runs every
+// handover.
 //
 // The tests compare the parsers with the real ssh -G, scp and sftp when
 // OpenSSH 9.2 is installed; FAKESSH_DIFF_N=n adds n random command lines.
