@@ -26,6 +26,20 @@ import (
 // is Ansible's own cost at that scale, which every mode pays.
 var fleetModes = []string{"stock-pipelining", "mitogen", "bridge-pipelining", "floor-pipelining"}
 
+// fleetDefaultModes are the fleet's modes with Ansible's defaults (no
+// pipelining), run with -fleet-defaults: what users get when they do not
+// know better.
+var fleetDefaultModes = []string{"stock-default", "bridge-default", "floor-default"}
+
+// fleetModeNames are the modes the fleet scenario may run, before -modes
+// selects among them.
+func fleetModeNames(cfg config) []string {
+	if cfg.fleetDefaults {
+		return slices.Concat(fleetModes, fleetDefaultModes)
+	}
+	return fleetModes
+}
+
 // fleetResult is one run of the fleet playbook.
 type fleetResult struct {
 	mode mode
@@ -60,7 +74,7 @@ func runFleet(ctx context.Context, cfg config, dir string, tl tools) []fleetResu
 	}
 	var modes []mode
 	for _, m := range allModes() {
-		if slices.Contains(fleetModes, m.name) && slices.ContainsFunc(cfg.modes, func(c mode) bool { return c.name == m.name }) {
+		if slices.Contains(fleetModeNames(cfg), m.name) && slices.ContainsFunc(cfg.modes, func(c mode) bool { return c.name == m.name }) {
 			modes = append(modes, m)
 		}
 	}
@@ -420,17 +434,36 @@ func renderFleet(cfg config, rs []fleetResult) string {
 		"the targets' logins, interpreters and modules.\n",
 		ratio(br, mg, 0.7, wall), ratio(br, st, 0.3, wall), ratio(br, mg, 0.8, cpu))
 	if br != nil && mg != nil && fl != nil {
-		above := func(of func(*fleetResult) time.Duration) string {
-			x, ok := aboveFloorRatio(of(br).Seconds(), of(fl).Seconds(), of(mg).Seconds())
-			if !ok {
-				return "—"
-			}
-			return fmt.Sprintf("%.2f", x)
-		}
 		fmt.Fprintf(&b, "Beyond the floor (Ansible's own cost at this scale, floor-pipelining's run), (bridge − floor) ÷ (Mitogen − floor): "+
-			"wall %s, controller CPU %s.\n", above(wall), above(cpu))
+			"wall %s, controller CPU %s.\n", fleetAboveFloor(br, fl, mg, wall), fleetAboveFloor(br, fl, mg, cpu))
+	}
+	if bd, sd, fd := find("bridge-default"), find("stock-default"), find("floor-default"); bd != nil {
+		fmt.Fprintf(&b, "With Ansible's defaults (no pipelining): wall, bridge-default ÷ Mitogen: %s; ÷ stock-default: %s. "+
+			"Controller CPU ÷ Mitogen's: %s; ÷ stock-default's: %s.\n",
+			ratioOf(bd, mg, wall), ratioOf(bd, sd, wall), ratioOf(bd, mg, cpu), ratioOf(bd, sd, cpu))
+		if mg != nil && fd != nil {
+			fmt.Fprintf(&b, "Beyond the floor with defaults (floor-default's run), (bridge-default − floor) ÷ (Mitogen − floor): wall %s, controller CPU %s.\n",
+				fleetAboveFloor(bd, fd, mg, wall), fleetAboveFloor(bd, fd, mg, cpu))
+		}
 	}
 	return b.String()
+}
+
+// ratioOf is of(a) ÷ of(b), or a dash when either run is missing.
+func ratioOf(a, b *fleetResult, of func(*fleetResult) time.Duration) string {
+	if a == nil || b == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", of(a).Seconds()/of(b).Seconds())
+}
+
+// fleetAboveFloor is (bridge − floor) ÷ (Mitogen − floor) of one measure.
+func fleetAboveFloor(br, fl, mg *fleetResult, of func(*fleetResult) time.Duration) string {
+	x, ok := aboveFloorRatio(of(br).Seconds(), of(fl).Seconds(), of(mg).Seconds())
+	if !ok {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", x)
 }
 
 // renderFleetMemory formats what each run cost in memory, descriptors and

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,34 @@ func TestRenderFleetBeyondFloor(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("fleet report lacks %q:\n%s", want, got)
 		}
+	}
+	if strings.Contains(got, "defaults") {
+		t.Errorf("fleet report has a defaults line with no defaults run:\n%s", got)
+	}
+
+	got = renderFleet(cfg, []fleetResult{run("bridge-default", 90, 70), run("mitogen", 100, 60), run("floor-default", 40, 45),
+		run("stock-default", 300, 120)})
+	for _, want := range []string{
+		"bridge-default ÷ Mitogen: 0.90; ÷ stock-default: 0.30. Controller CPU ÷ Mitogen's: 1.17; ÷ stock-default's: 0.58.",
+		"(bridge-default − floor) ÷ (Mitogen − floor): wall 0.83, controller CPU 1.67.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("fleet report lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestFleetDefaultModes: the fleet runs Ansible's defaults only when asked.
+func TestFleetDefaultModes(t *testing.T) {
+	if slices.Contains(fleetModeNames(config{}), "bridge-default") {
+		t.Error("the fleet runs bridge-default without -fleet-defaults")
+	}
+	got := fleetModeNames(config{fleetDefaults: true})
+	for _, name := range slices.Concat(fleetModes, fleetDefaultModes) {
+		if !slices.Contains(got, name) {
+			t.Errorf("with -fleet-defaults the fleet lacks %s: %v", name, got)
+		}
+		modeByName(t, name) // a mode the bench knows
 	}
 }
 

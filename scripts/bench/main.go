@@ -131,6 +131,8 @@ type config struct {
 	fleetHosts, fleetTasks, fleetForks int
 	// fleetLatency is the one-way delay each fleet target's relay adds.
 	fleetLatency time.Duration
+	// fleetDefaults adds the fleet's runs with Ansible's defaults.
+	fleetDefaults bool
 	// firstRuns is the runs per mode of the first-task scenario (0: off).
 	firstRuns int
 
@@ -161,6 +163,7 @@ func main() {
 	flag.IntVar(&cfg.fleetHosts, "fleet", 0, "after the tables, run the fleet scenario with this many `targets` (127.0.0.2 on; 0: off) in modes "+strings.Join(fleetModes, ", "))
 	flag.IntVar(&cfg.fleetTasks, "fleet-tasks", 20, "tasks per target in the fleet scenario")
 	flag.IntVar(&cfg.fleetForks, "fleet-forks", 0, "Ansible's forks in the fleet scenario (0: as many as targets)")
+	flag.BoolVar(&cfg.fleetDefaults, "fleet-defaults", false, "also run the fleet scenario with Ansible's defaults, in modes "+strings.Join(fleetDefaultModes, ", ")+" (as -modes selects)")
 	flag.DurationVar(&cfg.fleetLatency, "fleet-latency", 0, "one-way `delay` each fleet target's relay adds in each direction (a WAN fleet; 0: none)")
 	flag.IntVar(&cfg.firstRuns, "first", 0, "after the tables, time the first task of a cold run this many `times` per mode (0: off) in modes "+strings.Join(firstModes, ", "))
 	flag.IntVar(&cfg.repeat, "repeat", 1, "runs of each playbook and mode in the main table, interleaved; the table shows the run with the median wall time")
