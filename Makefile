@@ -185,7 +185,8 @@ soak:
 # scenarios (a version then took 22-24 minutes on 2026-11-26, a slow day);
 # BENCHFLAGS='-modes stock-pipelining,mitogen,bridge-pipelining -playbooks
 # loop -n 1 -fleet 50 -fleet-latency 25ms' is the WAN fleet (each target's
-# relay adds 25 ms each way).
+# relay adds 25 ms each way); -fleet-defaults adds the fleet's runs with
+# Ansible's defaults (no pipelining).
 # ANSIBLE may also be a list
 # (ANSIBLE=2.14,2.22). With more than one version, bench-versions.md
 # compares them (scripts/bench -versions, the first listed the reference).

@@ -427,12 +427,14 @@ func renderFleet(cfg config, rs []fleetResult) string {
 	}
 	wall := func(r *fleetResult) time.Duration { return r.wall }
 	cpu := func(r *fleetResult) time.Duration { return r.cpu }
-	fmt.Fprintf(&b, "\nWall time, bridge-pipelining ÷ Mitogen: %s; ÷ stock-pipelining: %s. Controller CPU ÷ Mitogen's: %s. "+
-		"Controller CPU: ansible-playbook and every process it waited for (workers, ssh or shims, Mitogen's), plus the bridge daemon; "+
-		"the targets (sshd, interpreters, modules) share the same cores. "+
-		"Target CPU: what the lab sshd's cgroup (AB_TARGET_CGROUP, made by scripts/lab.sh where it can) used during the run: "+
-		"the targets' logins, interpreters and modules.\n",
-		ratio(br, mg, 0.7, wall), ratio(br, st, 0.3, wall), ratio(br, mg, 0.8, cpu))
+	b.WriteString("\nController CPU: ansible-playbook and every process it waited for (workers, ssh or shims, Mitogen's), plus the bridge daemon; " +
+		"the targets (sshd, interpreters, modules) share the same cores. " +
+		"Target CPU: what the lab sshd's cgroup (AB_TARGET_CGROUP, made by scripts/lab.sh where it can) used during the run: " +
+		"the targets' logins, interpreters and modules.\n")
+	if br != nil {
+		fmt.Fprintf(&b, "Wall time, bridge-pipelining ÷ Mitogen: %s; ÷ stock-pipelining: %s. Controller CPU ÷ Mitogen's: %s.\n",
+			ratio(br, mg, 0.7, wall), ratio(br, st, 0.3, wall), ratio(br, mg, 0.8, cpu))
+	}
 	if br != nil && mg != nil && fl != nil {
 		fmt.Fprintf(&b, "Beyond the floor (Ansible's own cost at this scale, floor-pipelining's run), (bridge − floor) ÷ (Mitogen − floor): "+
 			"wall %s, controller CPU %s.\n", fleetAboveFloor(br, fl, mg, wall), fleetAboveFloor(br, fl, mg, cpu))
