@@ -20,7 +20,7 @@ import (
 // The fleet scenario: many targets at once, where the controller's CPU is
 // the limit. Each target is the lab's sshd reached at its own loopback
 // address (127.0.0.2 and up, a relay on each), so Ansible and the bridge
-// see distinct hosts; forks equals the number of hosts.
+// see distinct hosts; forks are -fleet-forks (by default one per host).
 
 // fleetModes are the modes the fleet scenario compares. The floor's run
 // is Ansible's own cost at that scale, which every mode pays.
