@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -10,9 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
-	"syscall"
-	"time"
 
 	"github.com/pkg/sftp"
 )
@@ -171,29 +169,15 @@ func renameOver(sc *sftp.Client, from, to string) error {
 	return err
 }
 
-// getAtomic copies the remote file src to the local file dst the same
-// way round: hidden temp, fsync, rename. New files get the remote mode
-// plus owner-write minus the shim's umask, as sftp's get does.
-func getAtomic(sc *sftp.Client, src, dst string, umask int, preserve bool) (int64, error) {
-	rf, err := sc.Open(src)
-	if err != nil {
-		return 0, err
-	}
-	defer rf.Close()
+// getAtomic copies the open remote file rf to the new local file dst the
+// same way round: hidden temp, fsync, rename. It gets the remote mode
+// plus owner-write minus the shim's umask, as sftp's get gives it.
+func getAtomic(ctx context.Context, rf *sftp.File, dst string, umask int) (int64, error) {
 	st, err := rf.Stat()
 	if err != nil {
 		return 0, err
 	}
-	if !st.Mode().IsRegular() {
-		return 0, fmt.Errorf("%s: not a regular file", src)
-	}
 	mode := (st.Mode().Perm() | 0o200) &^ fs.FileMode(umask)
-	if preserve {
-		mode = st.Mode().Perm()
-	}
-	if lst, err := os.Stat(dst); err == nil && !preserve {
-		mode = lst.Mode().Perm()
-	}
 	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".ab-*~")
 	if err != nil {
 		return 0, err
@@ -205,16 +189,12 @@ func getAtomic(sc *sftp.Client, src, dst string, umask int, preserve bool) (int6
 			os.Remove(tmp.Name())
 		}
 	}()
-	n, err := rf.WriteTo(tmp)
+	n, err := rf.WriteTo(ctxWriter{ctx, tmp})
 	if err != nil {
 		return n, err
 	}
 	if err := tmp.Chmod(mode); err != nil {
 		return n, err
-	}
-	var timesErr error
-	if preserve {
-		timesErr = localChtimes(tmp.Name(), st.ModTime(), st.ModTime())
 	}
 	if err := tmp.Sync(); err != nil {
 		return n, err
@@ -226,36 +206,7 @@ func getAtomic(sc *sftp.Client, src, dst string, umask int, preserve bool) (int6
 		return n, err
 	}
 	committed = true
-	if timesErr != nil {
-		return n, &timesError{err: timesErr}
-	}
 	return n, nil
-}
-
-// Where -p sets times; tests make them fail.
-var (
-	localChtimes  = os.Chtimes
-	remoteChtimes = func(sc *sftp.Client, p string, atime, mtime time.Time) error { return sc.Chtimes(p, atime, mtime) }
-)
-
-// timesError: the file was copied, but -p could not set its times. sftp
-// and scp then say so and carry on, their exit status unchanged.
-type timesError struct{ err error }
-
-func (e *timesError) Error() string { return "set times: " + e.err.Error() }
-func (e *timesError) Unwrap() error { return e.err }
-
-// strerror renders a local error as C's strerror does.
-func strerror(err error) string {
-	var errno syscall.Errno
-	if !errors.As(err, &errno) {
-		return err.Error()
-	}
-	s := errno.Error()
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 func isUnsupported(err error) bool {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -43,9 +44,13 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 		iv.fallback("sftp arguments the bridge does not serve")
 		return -1
 	}
+	if reason := sftpUnserved(inv); reason != "" {
+		iv.handBack(nil, reason)
+		return -1
+	}
 	b, release, err := s.connectSFTP(ctx, iv, &inv.SSH, routeSFTP)
 	if err != nil {
-		return notServed(iv, err)
+		return transferNotServed(iv, err)
 	}
 	defer release()
 	var cmds []fakessh.BatchCommand
@@ -57,7 +62,7 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 			return -1
 		}
 		cmds, _ = fakessh.ParseSFTPBatch(bytes.NewReader(data))
-		if reason := notServedInFull(inv, cmds); reason != "" {
+		if reason := b.notServedInFull(cmds); reason != "" {
 			iv.handBack(nil, reason)
 			return -1
 		}
@@ -65,6 +70,7 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 	if err := iv.accept(""); err != nil {
 		return fakessh.ExitSSHError
 	}
+	ctx = b.untilHangup(ctx)
 	if inv.BatchFile == "-" {
 		raw, err := io.ReadAll(io.LimitReader(iv.stdin, maxReplay+1))
 		if err == nil {
@@ -74,7 +80,7 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 			iv.errorf("%v", err)
 			return 1
 		}
-		if reason := notServedInFull(inv, cmds); reason != "" {
+		if reason := b.notServedInFull(cmds); reason != "" {
 			if len(raw) <= maxReplay {
 				iv.handBack(raw, reason)
 				return -1
@@ -85,15 +91,11 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 		// Nothing reads stdin now; let the shim finish sending it.
 		go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
 	}
-	b.preserve, b.recursive = inv.Preserve, inv.Recursive
-	if inv.InitialPath != "" {
-		b.rcwd = b.remote(inv.InitialPath)
-	}
 	for _, c := range cmds {
 		if !c.Quiet {
 			_, _ = fmt.Fprintf(iv.stdout(), "sftp> %s\n", c.Text)
 		}
-		quit, err := b.run(c)
+		quit, err := b.run(ctx, c)
 		if err != nil {
 			if errors.Is(err, errReported) {
 				err = nil
@@ -116,19 +118,54 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 // the shim for the real sftp: a pipe holds it whole.
 const maxReplay = 512 << 10
 
-// notServedInFull names why the real sftp must run cmds, or returns "":
-// the bridge serves a batch of single-file put and get (with -p/-P, the
-// shape Ansible sends), and nothing else, whose output (ls, df, help),
-// recursion, globbing and error texts would differ from sftp's.
-func notServedInFull(inv *fakessh.SFTPInvocation, cmds []fakessh.BatchCommand) string {
-	if inv.Recursive {
-		return "sftp -r"
+// transferNotServed is notServed for scp and sftp: when their ssh cannot
+// log in, they say the connection closed after its message, as fatal()
+// words it (scp with its name first).
+func transferNotServed(iv *invocation, err error) int {
+	code := notServed(iv, err)
+	if code == fakessh.ExitSSHError {
+		prefix := ""
+		if iv.hello.Prog == "scp" {
+			prefix = "scp: "
+		}
+		iv.errorf("%sConnection closed", prefix)
 	}
+	return code
+}
+
+// sftpUnserved names why the real sftp must run inv whatever its batch
+// holds, or returns "": what the bridge serves writes no progress lines
+// (-N), starts in the login directory (host:path would fetch or cd), and
+// copies plain files, neither resumed (-a) nor slowed (-l) nor with
+// modes and times kept (-p).
+func sftpUnserved(inv *fakessh.SFTPInvocation) string {
+	switch {
+	case inv.Recursive:
+		return "sftp -r"
+	case inv.Preserve:
+		return "sftp -p"
+	case len(inv.Unserved) > 0:
+		return "sftp " + strings.Join(inv.Unserved, " ")
+	case inv.InitialPath != "":
+		return "sftp host:path"
+	case !inv.Quiet:
+		return "sftp -N"
+	}
+	return ""
+}
+
+// notServedInFull names why the real sftp must run cmds, or returns "":
+// the bridge serves a batch of single-file put and get without flags
+// (the shape Ansible sends) onto destinations it writes as sftp would
+// (see putPlan and getPlan), and nothing else, whose output (ls, df,
+// help), recursion, globbing, resuming and error texts would differ
+// from sftp's.
+func (b *batchRun) notServedInFull(cmds []fakessh.BatchCommand) string {
 	for _, c := range cmds {
 		switch c.Name {
 		case "", "bye", "exit", "quit":
-		case "put", "get", "reput", "reget":
-			if strings.Trim(c.Flags, "pP") != "" {
+		case "put", "get":
+			if c.Flags != "" {
 				return "sftp: " + c.Name + " -" + c.Flags
 			}
 			for _, a := range c.Args {
@@ -136,9 +173,28 @@ func notServedInFull(inv *fakessh.SFTPInvocation, cmds []fakessh.BatchCommand) s
 					return "sftp: " + c.Name + " with a glob"
 				}
 			}
+			if len(c.Args) == 0 {
+				continue // sftp's own error, which the bridge words too
+			}
+			var why string
+			if c.Name == "put" {
+				_, why = b.putPlan(c.Args[0], argOr(c.Args, 1))
+			} else {
+				_, why = b.getPlan(c.Args[0], argOr(c.Args, 1))
+			}
+			if why != "" {
+				return "sftp: " + c.Name + " " + why
+			}
 		default:
 			return "sftp: the batch command " + strconv.Quote(c.Name)
 		}
+	}
+	return ""
+}
+
+func argOr(args []string, i int) string {
+	if i < len(args) {
+		return args[i]
 	}
 	return ""
 }
@@ -150,13 +206,27 @@ var errReported = errors.New("reported")
 // and remote working directories, the remote home (for ~), and the
 // options that shape its transfers.
 type batchRun struct {
-	iv                  *invocation
-	t                   *target
-	sc                  *sftp.Client
-	lcwd, rcwd, home    string
-	preserve, recursive bool
-	scp                 bool // scp, not sftp: errors start with "scp: "
-	fast                bool // shared temp dirs may hold uploads
+	iv               *invocation
+	t                *target
+	sc               *sftp.Client
+	lcwd, rcwd, home string
+	scp              bool // scp, not sftp: errors start with "scp: ", paths as given
+	fast             bool // shared temp dirs may hold uploads
+}
+
+// untilHangup returns ctx, cancelled once the shim goes away or is
+// signalled: scp and sftp die then, and their copy stops where it is.
+func (b *batchRun) untilHangup(ctx context.Context) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer cancel()
+		select {
+		case <-b.iv.hangup():
+		case <-b.iv.signals:
+		case <-ctx.Done():
+		}
+	}()
+	return ctx
 }
 
 func (b *batchRun) remote(p string) string {
@@ -184,18 +254,24 @@ func localPath(iv *invocation, p string) string {
 }
 
 // run executes one batch command; quit is true for bye/exit/quit.
-func (b *batchRun) run(c fakessh.BatchCommand) (quit bool, err error) {
+func (b *batchRun) run(ctx context.Context, c fakessh.BatchCommand) (quit bool, err error) {
 	arg := func(i int) string {
 		if i < len(c.Args) {
 			return c.Args[i]
 		}
 		return ""
 	}
+	// need words a missing path as sftp's parse_args does.
 	need := func(n int) error {
-		if len(c.Args) < n {
-			return msgf("You must specify %d path(s) after a %s command.", n, c.Name)
+		switch {
+		case len(c.Args) >= n:
+			return nil
+		case c.Name == "put" || c.Name == "get":
+			return msgf("You must specify at least one path after a %s command.", c.Name)
+		case n == 2:
+			return msgf("You must specify two paths after a %s command.", c.Name)
 		}
-		return nil
+		return msgf("You must specify a path after a %s command.", c.Name)
 	}
 	switch c.Name {
 	case "":
@@ -204,16 +280,20 @@ func (b *batchRun) run(c fakessh.BatchCommand) (quit bool, err error) {
 		return false, fmt.Errorf("%s", strings.TrimRight(c.Err, "\r\n"))
 	case "bye", "exit", "quit":
 		return true, nil
-	case "put", "reput":
+	case "reput", "reget":
+		// Only in a batch too large to hand back: a plain copy would
+		// overwrite what resuming keeps.
+		return false, msgf("%s: not served by ansible-bridge in a batch over %d KiB", c.Name, maxReplay>>10)
+	case "put":
 		if err := need(1); err != nil {
 			return false, err
 		}
-		return false, b.put(b.local(arg(0)), arg(1), strings.ContainsAny(c.Flags, "pP") || b.preserve)
-	case "get", "reget":
+		return false, b.put(ctx, arg(0), arg(1))
+	case "get":
 		if err := need(1); err != nil {
 			return false, err
 		}
-		return false, b.get(b.remote(arg(0)), arg(1), strings.ContainsAny(c.Flags, "pP") || b.preserve)
+		return false, b.get(ctx, arg(0), arg(1))
 	case "cd", "chdir":
 		dir := b.remote(cmpOr(arg(0), "~"))
 		st, err := b.sc.Stat(dir)
@@ -307,87 +387,292 @@ func (b *batchRun) run(c fakessh.BatchCommand) (quit bool, err error) {
 	return false, nil
 }
 
-func (b *batchRun) put(src, dst string, preserve bool) error {
-	f, err := os.Open(src)
+// A transferPlan is where a served put or get lands: path, named in
+// messages as the tool names it (display), and whether a file is there
+// already. An existing file is written in place, as OpenSSH writes it
+// (through a symlink, keeping its inode, owner, mode and links); a new
+// one is made whole beside it and renamed into place.
+type transferPlan struct {
+	path, display string
+	exists        bool
+	held          bool // into a temp dir the bridge holds
+}
+
+// putPlan resolves an upload of the local file src to the remote dst
+// (as given; "" for src's name), or names why the bridge leaves it to
+// the real tool: a source that is not a regular file, a destination that
+// is not one (a device, a directory named with a trailing slash that is
+// not there), a directory that does not exist. Their messages and
+// effects are the real tool's.
+func (b *batchRun) putPlan(src, dst string) (p transferPlan, why string) {
+	lsrc := b.local(src)
+	if why := localUnserved(lsrc); why != "" {
+		return p, why
+	}
+	if st, err := os.Stat(lsrc); err != nil || !st.Mode().IsRegular() {
+		return p, "a local source that is not a regular file"
+	}
+	name := path.Base(filepath.ToSlash(src))
+	if dst == "" {
+		dst = name
+	}
+	if !b.remoteServed(dst) {
+		return p, "a remote path with ~user"
+	}
+	p = transferPlan{path: b.remote(dst), display: dst}
+	if b.fast {
+		// Into Ansible's temp dir: held by the bridge, or noted if on
+		// the target (holdUpload).
+		if st, file := b.t.house.lookup(p.path); st != nil && file != "" {
+			p.held = true
+			if !st.isOnTarget() {
+				return b.named(p), ""
+			}
+		}
+	}
+	if st, err := b.sc.Stat(p.path); err == nil && st.IsDir() {
+		p.path, p.display = path.Join(p.path, name), pathAppend(p.display, name)
+	} else if strings.HasSuffix(dst, "/") {
+		return p, "a destination ending in / that is not a directory"
+	}
+	p = b.named(p)
+	lst, err := b.sc.Lstat(p.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if dir, err := b.sc.Stat(path.Dir(p.path)); err != nil || !dir.IsDir() {
+			return p, "a destination whose directory is not there"
+		}
+		return p, ""
+	case err != nil:
+		return p, "a destination the bridge cannot look at"
+	case lst.Mode()&fs.ModeSymlink != 0:
+		lst, err = b.sc.Stat(p.path)
+	}
+	if err != nil || !lst.Mode().IsRegular() {
+		return p, "a destination that is not a regular file"
+	}
+	p.exists = true
+	return p, ""
+}
+
+// getPlan resolves a download of the remote file src to the local dst
+// (as given; "" for src's name), or names why the bridge leaves it to
+// the real tool, as putPlan does.
+func (b *batchRun) getPlan(src, dst string) (p transferPlan, why string) {
+	if !b.remoteServed(src) {
+		return p, "a remote path with ~user"
+	}
+	rsrc := b.remote(src)
+	if strings.HasSuffix(src, "/") {
+		return p, "a remote source ending in /"
+	}
+	if err := b.t.materializeHeld(context.Background(), b.iv); err != nil {
+		return p, "held temp dirs that cannot be written to the target"
+	}
+	if st, err := b.sc.Stat(rsrc); err != nil || !st.Mode().IsRegular() {
+		return p, "a remote source that is not a regular file"
+	}
+	name := path.Base(rsrc)
+	if dst == "" {
+		dst = name
+	}
+	p = transferPlan{path: b.local(dst), display: dst}
+	if st, err := os.Stat(p.path); err == nil && st.IsDir() {
+		p.path, p.display = filepath.Join(p.path, name), pathAppend(p.display, name)
+	} else if strings.HasSuffix(dst, "/") {
+		return p, "a local destination ending in / that is not a directory"
+	}
+	if why := localUnserved(p.path); why != "" {
+		return p, why
+	}
+	lst, err := os.Lstat(p.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if dir, err := os.Stat(filepath.Dir(p.path)); err != nil || !dir.IsDir() {
+			return p, "a local destination whose directory is not there"
+		}
+		return p, ""
+	case err != nil:
+		return p, "a local destination the bridge cannot look at"
+	case lst.Mode()&fs.ModeSymlink != 0:
+		lst, err = os.Stat(p.path)
+	}
+	if err != nil || !lst.Mode().IsRegular() {
+		return p, "a local destination that is not a regular file"
+	}
+	p.exists = true
+	return p, ""
+}
+
+// named gives p the display name the tool prints for a remote path: scp
+// the path as given, sftp its absolute path.
+func (b *batchRun) named(p transferPlan) transferPlan {
+	if !b.scp {
+		p.display = p.path
+	}
+	return p
+}
+
+// remoteServed: ~ and ~/ are the login directory; ~user is the real
+// tool's (its server expands it).
+func (b *batchRun) remoteServed(p string) bool {
+	return !strings.HasPrefix(p, "~") || p == "~" || strings.HasPrefix(p, "~/")
+}
+
+// pathAppend is OpenSSH's path_append: dir and name, one slash between.
+func pathAppend(dir, name string) string {
+	if dir == "" || strings.HasSuffix(dir, "/") {
+		return dir + name
+	}
+	return dir + "/" + name
+}
+
+// localUnserved names why the daemon must not open the local path p for
+// the shim: under /dev, /proc and /sys a name can mean the opener's own
+// descriptors, terminal or process (/dev/stdout, /proc/self), which are
+// the shim's, not the daemon's.
+func localUnserved(p string) string {
+	real := p
+	for q := p; ; q = filepath.Dir(q) {
+		if r, err := filepath.EvalSymlinks(q); err == nil {
+			real = filepath.Join(r, strings.TrimPrefix(p, q))
+			break
+		}
+		if q == filepath.Dir(q) {
+			break
+		}
+	}
+	for _, name := range []string{filepath.Clean(p), real} {
+		for _, d := range []string{"/dev", "/proc", "/sys"} {
+			if name == d || strings.HasPrefix(name, d+"/") {
+				return "a local path in " + d
+			}
+		}
+	}
+	return ""
+}
+
+// put uploads the local file src to the remote dst as sftp's put does.
+func (b *batchRun) put(ctx context.Context, src, dst string) error {
+	p, why := b.putPlan(src, dst)
+	if why != "" {
+		// The batch was checked before it ran; something changed since.
+		return msgf("ansible-bridge: put %s: %s", src, why)
+	}
+	f, err := os.Open(b.local(src))
 	if err != nil {
-		return fmt.Errorf("stat local \"%s\": %s", src, sftpErrText(err))
+		return msgf("open local \"%s\": %s", src, sftpErrText(err))
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil || !st.Mode().IsRegular() {
-		return msgf("Skipping non-regular file %s", src)
+		return msgf("local \"%s\" is not a regular file", src)
 	}
-	if dst == "" {
-		dst = path.Base(filepath.ToSlash(src))
-	}
-	dst = b.remote(dst)
-	var r io.Reader = f
-	if b.fast {
-		held, rest, err := holdUpload(b.t, b.sc, b.iv, dst, f, st.Size(), st.Mode().Perm())
+	var r io.Reader = ctxReader{ctx, f}
+	if p.held {
+		held, rest, err := holdUpload(b.t, b.sc, b.iv, p.path, r, st.Size(), st.Mode().Perm())
 		if err != nil {
-			return &destOpenError{dst, sftpErrText(err)}
+			return &destOpenError{p.display, sftpErrText(err)}
 		}
 		if held {
 			return nil
 		}
 		r = rest
 	}
-	if rst, err := b.sc.Stat(dst); err == nil && rst.IsDir() {
-		dst = path.Join(dst, filepath.Base(src))
+	var n int64
+	if p.exists {
+		n, err = putInPlace(b.sc, p.path, r)
+	} else {
+		n, err = putAtomic(b.sc, p.path, r, st.Mode().Perm())
 	}
-	n, err := putAtomic(b.sc, dst, r, st.Mode().Perm())
 	b.t.bytesIn.Add(n)
 	if err != nil {
-		return &destOpenError{dst, sftpErrText(err)}
-	}
-	if preserve {
-		if err := remoteChtimes(b.sc, dst, st.ModTime(), st.ModTime()); err != nil {
-			// OpenSSH's fsetstat failure: reported, the upload stands.
-			b.warnf("Couldn't fsetstat: %s", sftpErrText(err))
-		}
+		return &destOpenError{p.display, sftpErrText(err)}
 	}
 	return nil
 }
 
-// warnf prints an error that does not fail the transfer, as sftp's
-// error() does (scp's with its name first).
-func (b *batchRun) warnf(format string, args ...any) {
+// putInPlace writes r over the existing remote file dst, as sftp's
+// upload opens it (write, create, truncate): its mode stays.
+func putInPlace(sc *sftp.Client, dst string, r io.Reader) (int64, error) {
+	f, err := sc.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return 0, err
+	}
+	n, err := f.ReadFrom(r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// get downloads the remote file src to the local dst as sftp's get
+// does: the remote file is opened first, and named if it cannot be.
+func (b *batchRun) get(ctx context.Context, src, dst string) error {
+	p, why := b.getPlan(src, dst)
+	if why != "" {
+		return msgf("ansible-bridge: get %s: %s", src, why)
+	}
+	rsrc := b.remote(src)
+	display := rsrc
 	if b.scp {
-		format = "scp: " + format
+		display = visSafe(src)
 	}
-	b.iv.errorf(format, args...)
-}
-
-// timesFailed reports a timesError for dst as OpenSSH's download does.
-func (b *batchRun) timesFailed(dst string, err error) bool {
-	var te *timesError
-	if !errors.As(err, &te) {
-		return false
+	rf, err := b.sc.Open(rsrc)
+	if err != nil {
+		return msgf("remote open \"%s\": %s", display, sftpErrText(err))
 	}
-	b.warnf("Can't set times on \"%s\": %s", dst, strerror(te.err))
-	return true
-}
-
-func (b *batchRun) get(src, dst string, preserve bool) error {
-	if err := b.t.materializeHeld(context.Background(), b.iv); err != nil {
-		return err
+	defer rf.Close()
+	var n int64
+	if p.exists {
+		n, err = getInPlace(ctx, rf, p.path)
+	} else {
+		n, err = getAtomic(ctx, rf, p.path, b.iv.hello.Umask)
 	}
-	if _, err := b.sc.Stat(src); err != nil {
-		return msgf("File \"%s\" not found.", src)
-	}
-	if dst == "" {
-		dst = path.Base(src)
-	}
-	dst = b.local(dst)
-	if st, err := os.Stat(dst); err == nil && st.IsDir() {
-		dst = filepath.Join(dst, path.Base(src))
-	}
-	n, err := getAtomic(b.sc, src, dst, b.iv.hello.Umask, preserve)
 	b.t.bytesOut.Add(n)
-	if err != nil && !b.timesFailed(dst, err) {
-		return msgf("Couldn't write to \"%s\": %s", dst, sftpErrText(err))
+	if err != nil {
+		return msgf("open local \"%s\": %s", p.display, sftpErrText(err))
 	}
 	return nil
+}
+
+// getInPlace writes the remote file rf over the existing local file dst,
+// as sftp's download opens it (write, create, truncate): its mode stays.
+func getInPlace(ctx context.Context, rf *sftp.File, dst string) (int64, error) {
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	n, err := rf.WriteTo(ctxWriter{ctx, f})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// ctxReader and ctxWriter stop a copy once ctx ends: the shim went away.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
 }
 
 func (b *batchRun) ls(p string) error {
@@ -413,17 +698,22 @@ func (b *batchRun) ls(p string) error {
 	return err
 }
 
-// serveSCP copies files the way scp (in its default SFTP mode) does.
+// serveSCP copies one file the way scp (in its default SFTP mode) does,
+// and hands any other copy back to the real scp (see scpUnserved).
 func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	inv := iv.hello.SCP
 	if inv == nil || len(inv.Unsupported) > 0 || len(inv.SSH.Unsupported) > 0 {
 		iv.fallback("scp arguments the bridge does not serve")
 		return -1
 	}
+	if reason := scpUnserved(inv); reason != "" {
+		iv.handBack(nil, reason)
+		return -1
+	}
+	src, upload := inv.Sources[0], inv.Target.Remote
 	remote := inv.Target
-	upload := inv.Target.Remote
 	if !upload {
-		remote = inv.Sources[0]
+		remote = src
 	}
 	conn := inv.SSH
 	conn.Host = remote.Host
@@ -435,70 +725,64 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	}
 	b, release, err := s.connectSFTP(ctx, iv, &conn, routeSCP)
 	if err != nil {
-		return notServed(iv, err)
+		return transferNotServed(iv, err)
 	}
 	defer release()
-	for _, src := range inv.Sources {
-		if !upload && strings.ContainsAny(src.Path, "*?[") {
-			// The remote side expands it as sftp's glob does.
-			iv.handBack(nil, "scp: a remote glob")
-			return -1
-		}
+	b.scp = true
+	var why string
+	if upload {
+		_, why = b.putPlan(src.Path, inv.Target.Path)
+	} else {
+		_, why = b.getPlan(src.Path, inv.Target.Path)
+	}
+	if why != "" {
+		iv.handBack(nil, "scp: "+why)
+		return -1
 	}
 	if err := iv.accept(""); err != nil {
 		return fakessh.ExitSSHError
 	}
+	ctx = b.untilHangup(ctx)
 	go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
-	b.preserve, b.recursive, b.scp = inv.Preserve, inv.Recursive, true
-	status := 0
-	for _, src := range inv.Sources {
-		if upload {
-			err = b.scpPut(b.local(src.Path), cmpOr(remote.Path, "."))
-			var dest *destOpenError
-			if errors.As(err, &dest) {
-				// scp says what failed, then which file.
-				iv.errorf("scp: %v", err)
-				err = fmt.Errorf("failed to upload file %s to %s", src.Path, remote.Path)
-			}
-		} else {
-			err = b.scpGet(b.remote(cmpOr(src.Path, ".")), b.local(inv.Target.Path), cmpOr(src.Path, "."))
-		}
-		if err != nil {
+	if upload {
+		err = b.put(ctx, src.Path, inv.Target.Path)
+		var dest *destOpenError
+		if errors.As(err, &dest) {
+			// scp says what failed, then which file.
 			iv.errorf("scp: %v", err)
-			status = 1
+			err = fmt.Errorf("failed to upload file %s to %s", src.Path, inv.Target.Path)
 		}
+	} else {
+		err = b.get(ctx, src.Path, inv.Target.Path)
 	}
-	return status
+	if err != nil {
+		iv.errorf("scp: %v", err)
+		return 1
+	}
+	return 0
 }
 
-func (b *batchRun) scpPut(src, dst string) error {
-	st, err := os.Stat(src)
-	if err != nil {
-		return fmt.Errorf("%s: %s", src, sftpErrText(err))
+// scpUnserved names why the real scp must run inv, or returns "": the
+// bridge copies one plain file, its remote path taken literally as SFTP
+// takes it, with no mode or times kept and no bandwidth limit.
+func scpUnserved(inv *fakessh.SCPInvocation) string {
+	switch {
+	case inv.Recursive:
+		return "scp -r"
+	case inv.Preserve:
+		return "scp -p"
+	case inv.LegacyProtocol:
+		return "scp -O"
+	case len(inv.Unserved) > 0:
+		return "scp " + strings.Join(inv.Unserved, " ")
+	case len(inv.Sources) != 1:
+		return "scp: several sources"
 	}
-	if st.IsDir() {
-		if !b.recursive {
-			return fmt.Errorf("%s: not a regular file", src)
-		}
-		rdst := b.remote(dst)
-		if rst, err := b.sc.Stat(rdst); err == nil && rst.IsDir() {
-			rdst = path.Join(rdst, filepath.Base(src))
-		}
-		if err := b.sc.MkdirAll(rdst); err != nil {
-			return fmt.Errorf("%s: %s", rdst, sftpErrText(err))
-		}
-		ents, err := os.ReadDir(src)
-		if err != nil {
-			return fmt.Errorf("%s: %s", src, sftpErrText(err))
-		}
-		for _, e := range ents {
-			if err := b.scpPut(filepath.Join(src, e.Name()), path.Join(rdst, e.Name())); err != nil {
-				return err
-			}
-		}
-		return nil
+	if !inv.Target.Remote && strings.ContainsAny(inv.Sources[0].Path, "*?[\\") {
+		// The remote side expands it as sftp's glob does.
+		return "scp: a remote glob"
 	}
-	return b.put(src, dst, b.preserve)
+	return ""
 }
 
 // destOpenError is an upload the target refused, worded as sftp's and
@@ -506,57 +790,6 @@ func (b *batchRun) scpPut(src, dst string) error {
 type destOpenError struct{ path, text string }
 
 func (e *destOpenError) Error() string { return fmt.Sprintf("dest open \"%s\": %s", e.path, e.text) }
-
-// scpGet downloads src; errors about it name it as given (display), in
-// OpenSSH's safe encoding, as scp does.
-func (b *batchRun) scpGet(src, dst, display string) error {
-	if err := b.t.materializeHeld(context.Background(), b.iv); err != nil {
-		return err
-	}
-	st, err := b.sc.Stat(src)
-	if err != nil {
-		return fmt.Errorf("%s: %s", visSafe(display), sftpErrText(err))
-	}
-	if st.IsDir() {
-		if !b.recursive {
-			return fmt.Errorf("%s: not a regular file", src)
-		}
-		ldst := dst
-		if lst, err := os.Stat(ldst); err == nil && lst.IsDir() {
-			ldst = filepath.Join(ldst, path.Base(src))
-		}
-		if err := os.MkdirAll(ldst, 0o777&^os.FileMode(b.iv.hello.Umask)); err != nil {
-			return fmt.Errorf("%s: %s", ldst, sftpErrText(err))
-		}
-		ents, err := b.sc.ReadDir(src)
-		if err != nil {
-			return fmt.Errorf("%s: %s", src, sftpErrText(err))
-		}
-		for _, e := range ents {
-			p := path.Join(src, e.Name())
-			if err := b.scpGet(p, filepath.Join(ldst, e.Name()), p); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if lst, err := os.Stat(dst); err == nil && lst.IsDir() {
-		dst = filepath.Join(dst, path.Base(src))
-	}
-	// scp names the side that failed: the remote file it cannot open,
-	// before any local file is made.
-	f, err := b.sc.Open(src)
-	if err != nil {
-		return fmt.Errorf("remote open \"%s\": %s", visSafe(display), sftpErrText(err))
-	}
-	f.Close()
-	n, err := getAtomic(b.sc, src, dst, b.iv.hello.Umask, b.preserve)
-	b.t.bytesOut.Add(n)
-	if err != nil && !b.timesFailed(dst, err) {
-		return fmt.Errorf("%s: %s", dst, sftpErrText(err))
-	}
-	return nil
-}
 
 // holdUpload keeps an upload into a held temp dir in the bridge. When it
 // cannot (dir already on the target, file too big), it writes the dir to

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -119,7 +120,7 @@ func TestSFTPBatchCommands(t *testing.T) {
 		{"chmod 600 /nonexistent", "Couldn't setstat"},
 		{"ln /nonexistent/a /nonexistent/b", "Couldn't link file"},
 		{"lmkdir " + local, "Couldn't create local directory"},
-		{"rename g", "You must specify 2 path(s)"},
+		{"rename g", "You must specify two paths after a rename command."},
 		{"frobnicate", "Invalid command."},
 		{"ls /nonexistent", "nonexistent"},
 	} {
@@ -133,37 +134,106 @@ func TestSFTPBatchCommands(t *testing.T) {
 	}
 }
 
-// TestSCPRecursive: scp -r both ways.
-func TestSCPRecursive(t *testing.T) {
+// TestTransferServedSet: the bridge copies a plain file onto a new file
+// or over an existing regular one, written in place as OpenSSH writes it
+// (through a symlink, keeping hard links and the mode); every other copy
+// goes back to the real tool, over the bridge's connection.
+func TestTransferServedSet(t *testing.T) {
 	h := newHarness(t, 0)
 	dir := t.TempDir()
-	src := filepath.Join(dir, "tree")
-	if err := os.MkdirAll(filepath.Join(src, "sub"), 0o755); err != nil {
+	src := filepath.Join(dir, "src")
+	if err := os.WriteFile(src, []byte("new\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(src, "sub", "f"), []byte("data\n"), 0o644); err != nil {
+	tree := filepath.Join(dir, "tree")
+	if err := os.Mkdir(tree, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	up := filepath.Join(dir, "up")
-	if r := h.run("scp", h.sshArgs("-r", src, "127.0.0.1:"+up), ""); r.code != 0 {
-		t.Fatalf("scp -r up: %+v", r)
+	old := filepath.Join(dir, "old")
+	if err := os.WriteFile(old, []byte("old content\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	assertFile(t, filepath.Join(up, "sub", "f"), []byte("data\n"), 0o644)
-	down := filepath.Join(dir, "down")
-	if r := h.run("scp", h.sshArgs("-r", "127.0.0.1:"+up, down), ""); r.code != 0 {
-		t.Fatalf("scp -r down: %+v", r)
+	if err := os.Symlink(old, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
 	}
-	assertFile(t, filepath.Join(down, "sub", "f"), []byte("data\n"), 0o644)
-	// Without -r a directory is refused, as scp refuses it.
-	if r := h.run("scp", h.sshArgs(src, "127.0.0.1:"+up), ""); r.code != 1 || !strings.Contains(r.stderr, "not a regular file") {
-		t.Fatalf("scp dir without -r: %+v", r)
+	if err := os.Link(old, filepath.Join(dir, "hard")); err != nil {
+		t.Fatal(err)
 	}
-	if r := h.run("scp", h.sshArgs("127.0.0.1:"+up, down), ""); r.code != 1 || !strings.Contains(r.stderr, "not a regular file") {
-		t.Fatalf("scp remote dir without -r: %+v", r)
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	// A remote glob is the real scp's: the server side expands it.
-	if r := h.run("scp", h.sshArgs("127.0.0.1:"+up+"/s*", down), ""); r.fallback != "scp: a remote glob" || !r.via {
-		t.Fatalf("scp remote glob: %+v", r)
+
+	// Served: in place through the symlink, the hard link seeing it too,
+	// mode kept; both ways.
+	for _, args := range [][]string{
+		{src, "127.0.0.1:" + filepath.Join(dir, "link")},
+		{"127.0.0.1:" + src, filepath.Join(dir, "hard")},
+	} {
+		if err := os.WriteFile(old, []byte("old content\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r := h.run("scp", h.sshArgs(args...), ""); r.code != 0 || r.fallback != "" {
+			t.Fatalf("scp %v: %+v", args, r)
+		}
+		assertFile(t, old, []byte("new\n"), 0o600)
+		if l, err := os.Readlink(filepath.Join(dir, "link")); err != nil || l != old {
+			t.Fatalf("the symlink was replaced: %q %v", l, err)
+		}
+		assertFile(t, filepath.Join(dir, "hard"), []byte("new\n"), 0o600)
+	}
+	// Served: a new file, in a directory named as the destination.
+	if r := h.run("scp", h.sshArgs(src, "127.0.0.1:"+tree+"/"), ""); r.code != 0 || r.fallback != "" {
+		t.Fatalf("scp into a directory: %+v", r)
+	}
+	assertFile(t, filepath.Join(tree, "src"), []byte("new\n"), 0o644)
+
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		reason string
+	}{
+		{"-r", []string{"-r", tree, "127.0.0.1:" + dir + "/up"}, "scp -r"},
+		{"-p", []string{"-p", src, "127.0.0.1:" + dir + "/p"}, "scp -p"},
+		{"-O", []string{"-O", src, "127.0.0.1:" + dir + "/o"}, "scp -O"},
+		{"-l", []string{"-l", "100", src, "127.0.0.1:" + dir + "/l"}, "scp -l"},
+		{"several sources", []string{src, old, "127.0.0.1:" + tree}, "scp: several sources"},
+		{"a local directory", []string{tree, "127.0.0.1:" + dir + "/d"}, "scp: a local source that is not a regular file"},
+		{"a remote directory", []string{"127.0.0.1:" + tree, dir + "/d"}, "scp: a remote source that is not a regular file"},
+		{"a missing directory", []string{src, "127.0.0.1:" + dir + "/no/such"}, "scp: a destination whose directory is not there"},
+		{"a slash on a file", []string{src, "127.0.0.1:" + old + "/"}, "scp: a destination ending in / that is not a directory"},
+		{"a fifo", []string{src, "127.0.0.1:" + fifo}, "scp: a destination that is not a regular file"},
+		{"a local fifo", []string{"127.0.0.1:" + src, fifo}, "scp: a local destination that is not a regular file"},
+		// Names that mean the opener's own files; a new one, so that a
+		// regression writes nothing that matters.
+		{"a local path in /dev", []string{"127.0.0.1:" + src, "/dev/shm/ansible-bridge-test-" + filepath.Base(dir)}, "scp: a local path in /dev"},
+		{"the shim's stdout", []string{"127.0.0.1:" + src, "/proc/self/fd/1"}, "scp: a local path in /proc"},
+		{"~user", []string{src, "127.0.0.1:~root/x"}, "scp: a remote path with ~user"},
+		{"a remote glob", []string{"127.0.0.1:" + dir + "/s*", tree}, "scp: a remote glob"},
+	} {
+		if r := h.run("scp", h.sshArgs(tc.args...), ""); r.fallback != tc.reason || !r.via {
+			t.Errorf("%s: %+v, want it handed back: %q", tc.name, r, tc.reason)
+		}
+	}
+	for _, tc := range []struct{ opts, batch, reason string }{
+		{"-a", "get " + src + " " + dir + "/a\n", "sftp -a"},
+		{"-N", "get " + src + " " + dir + "/n\n", "sftp -N"},
+		{"", "reget " + src + " " + old + "\n", `sftp: the batch command "reget"`},
+		{"", "put -p " + src + " " + dir + "/p\n", "sftp: put -p"},
+		{"", "put " + src + " " + dir + "/x\nget " + dir + "/x " + dir + "/y\n", "sftp: get a remote source that is not a regular file"},
+	} {
+		// Options are read before stdin, which the real sftp then reads;
+		// a batch read is handed back.
+		args, replay := []string{"-b", "-"}, tc.batch
+		if tc.opts != "" {
+			args, replay = append(args, tc.opts), ""
+		}
+		if r := h.run("sftp", append(args, h.sshArgs("127.0.0.1")...), tc.batch); r.fallback != tc.reason || r.replay != replay || !r.via {
+			t.Errorf("sftp %s %q: %+v, want it handed back: %q", tc.opts, tc.batch, r, tc.reason)
+		}
+	}
+	if r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1:"+dir)...), "get x\n"); r.fallback != "sftp host:path" {
+		t.Errorf("sftp host:path: %+v", r)
 	}
 }
 

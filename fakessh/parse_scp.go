@@ -67,6 +67,8 @@ func parseSCP(inv *SCPInvocation, p *optParser, argv []string) error {
 			inv.Preserve = true
 		case 'r':
 			inv.Recursive = true
+		case 'l':
+			inv.Unserved = append(inv.Unserved, "-l")
 		case 'X':
 			if err := checkSFTPXOption(optarg, p); err != nil {
 				return scpFatal(err.Msg)
@@ -252,9 +254,12 @@ func (p *optParser) transferOptions(g *getopt, prefix string, usage func(string)
 				p.unsupported("-" + string([]byte{c}) + " " + arg)
 			}
 		case 'l':
-			// A bandwidth limit: checked, then of no use here.
+			// A bandwidth limit: checked here, applied by the real tool.
 			if _, e := sshconf.Strtonum(arg, 1, 100*1024*1024); e != "" {
 				return usage("")
+			}
+			if err := option(c, arg); err != nil {
+				return err
 			}
 		default:
 			if err := option(c, arg); err != nil {

@@ -64,8 +64,11 @@ func parseSFTP(inv *SFTPInvocation, p *optParser, argv []string) error {
 			debugLevel++
 		case '1':
 			return fatalError("SSH protocol v.1 is no longer supported")
-		case '2', 'a', 'f':
-			// -a (resume) and -f (fsync) only tune transfers.
+		case '2', 'f':
+			// -f (fsync) only tunes transfers.
+		case 'a', 'l':
+			// Resumed transfers and a bandwidth limit.
+			inv.Unserved = append(inv.Unserved, "-"+string([]byte{c}))
 		case 'B':
 			if !validStrtol(optarg) {
 				return fatalError(`Invalid buffer size "` + optarg + `"`)

@@ -26,7 +26,7 @@ func resume(prog string, argv []string, spec string) int {
 		return ExitSSHError
 	}
 	defer conn.Close()
-	code, fb, err := converse(conn, nil, term.IsTerminal(int(os.Stdin.Fd())), from)
+	code, fb, err := converse(conn, prog, nil, term.IsTerminal(int(os.Stdin.Fd())), from)
 	return finish(prog, argv, verbosity(prog, argv), code, fb, err)
 }
 

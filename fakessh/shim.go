@@ -71,7 +71,7 @@ func Main(prog string, argv []string) int {
 		return bridgeFallback(prog, argv, verbose, "bridge daemon unavailable: "+err.Error())
 	}
 	defer conn.Close()
-	code, fb, err := converse(conn, payload, hello.StdinTTY, fresh)
+	code, fb, err := converse(conn, prog, payload, hello.StdinTTY, fresh)
 	return finish(prog, argv, verbose, code, fb, err)
 }
 
@@ -136,7 +136,7 @@ const (
 // daemon may ask to make raw). It returns the exit status, or why the
 // daemon declined it: before any input was consumed, or with all of it
 // handed back.
-func converse(conn net.Conn, payload []byte, stdinTTY bool, from progress) (code int, fb *declined, err error) {
+func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from progress) (code int, fb *declined, err error) {
 	var wmu sync.Mutex
 	send := func(t wire.Type, p []byte) error {
 		wmu.Lock()
@@ -168,7 +168,7 @@ func converse(conn net.Conn, payload []byte, stdinTTY bool, from progress) (code
 		}
 		sigs = make(chan os.Signal, 8)
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
-		go forwardSignals(sigs, send, func() {
+		go forwardSignals(prog, sigs, send, func() {
 			if restore != nil {
 				restore()
 			}
@@ -312,9 +312,10 @@ func pumpStdin(send func(wire.Type, []byte) error) {
 }
 
 // forwardSignals passes window changes on, and on a terminating signal
-// tells the daemon and exits 255 at once, as ssh does: sshpass, for one,
-// stops a wrong-password login with SIGHUP and expects ssh to be gone.
-func forwardSignals(sigs <-chan os.Signal, send func(wire.Type, []byte) error, restore func()) {
+// tells the daemon and exits at once as prog does (signalExit): sshpass,
+// for one, stops a wrong-password login with SIGHUP and expects ssh to
+// be gone.
+func forwardSignals(prog string, sigs <-chan os.Signal, send func(wire.Type, []byte) error, restore func()) {
 	for s := range sigs {
 		if s == syscall.SIGWINCH {
 			if cols, rows, err := term.GetSize(int(os.Stdin.Fd())); err == nil {
@@ -324,8 +325,19 @@ func forwardSignals(sigs <-chan os.Signal, send func(wire.Type, []byte) error, r
 		}
 		_ = send(wire.Signal, []byte(unixSignalName(s)))
 		restore()
-		os.Exit(ExitSSHError)
+		os.Exit(signalExit(prog))
 	}
+}
+
+// signalExit is the status prog exits with on a terminating signal: ssh
+// 255; scp and sftp kill their ssh and exit 1 (killchild). They die of
+// SIGQUIT, which the C front reproduces; Go cannot restore the default
+// action, so here it is 1 too.
+func signalExit(prog string) int {
+	if prog == "ssh" {
+		return ExitSSHError
+	}
+	return 1
 }
 
 func unixSignalName(s os.Signal) string {

@@ -109,7 +109,7 @@ type RemotePath struct {
 type SCPInvocation struct {
 	// SSH is the ssh command scp would run: scp's fixed options (-x,
 	// PermitLocalCommand=no, ...), the user's (-o, -i, -F, -J, -C, -q, -v;
-	// -l is the bandwidth limit and is ignored), then the remote operand's
+	// -l is in Unserved), then the remote operand's
 	// port (or -P) and user, which -o Port / -o User given earlier beat.
 	// Host/User/Port are the effective ones for the single remote host;
 	// Command and Subsystem are left empty.
@@ -122,6 +122,9 @@ type SCPInvocation struct {
 	// expands (and unquotes) remote paths. Without it OpenSSH 9 uses SFTP
 	// and takes remote paths literally.
 	LegacyProtocol bool
+	// Unserved names options only the real scp applies (-l, a bandwidth
+	// limit): the daemon hands such a copy back to it, over its connection.
+	Unserved []string
 	// Unsupported as in SSHInvocation (-3, remote-to-remote copies, -S
 	// program, -D sftp_server_path, ...).
 	Unsupported []string
@@ -141,6 +144,9 @@ type SFTPInvocation struct {
 	// Quiet is sftp's quiet mode (-q or -b, undone by -N): it hides the
 	// "Uploading ..."/"Fetching ..." lines.
 	Quiet bool
+	// Unserved names options only the real sftp applies (-a, resumed
+	// transfers; -l, a bandwidth limit), as SCPInvocation's.
+	Unserved []string
 	// Unsupported as in SSHInvocation (-S program, -D server path, -s
 	// subsystem, interactive mode without -b, ...).
 	Unsupported []string

@@ -96,6 +96,26 @@ scp lab:clients-SIDE/nonexistent down/; echo "rc=$?"
 scp lab:/etc/shadow down/; echo "rc=$?"
 scp f lab:/nonexistent/dir/; echo "rc=$?"
 `},
+	{"scp and sftp onto what is there", `
+ssh lab 'mkdir -p clients-SIDE/x && cd clients-SIDE/x && echo old > target && ln -s target link && echo old > h1 && ln h1 h2 &&
+  mkdir rodir && echo old > rodir/w && chmod 666 rodir/w && chmod 555 rodir && printf 0123456789ABCDEF > larger && echo rf > rf && chmod 640 rf && mkdir -m 700 priv'
+echo NEW > c && chmod 666 c && printf 0123456789 > full && echo old > ltarget && ln -s ltarget llink && echo old > lh1 && ln lh1 lh2
+scp c lab:clients-SIDE/x/link; echo "1 rc=$?"
+scp c lab:clients-SIDE/x/h1; echo "2 rc=$?"
+scp c lab:clients-SIDE/x/rodir/w; echo "3 rc=$?"
+scp -p c lab:clients-SIDE/x/pc; echo "4 rc=$?"
+scp c lab:clients-SIDE/x/nodir/; echo "5 rc=$?"
+scp c c lab:clients-SIDE/x/rf; echo "6 rc=$?"
+scp lab:clients-SIDE/x/rf llink; echo "7 rc=$?"
+scp lab:clients-SIDE/x/rf lh1; echo "8 rc=$?"
+scp lab:clients-SIDE/x/rf/ slash; echo "9 rc=$?"
+scp -r lab:clients-SIDE/x/priv privback; echo "10 rc=$?"
+scp c lab:clients-SIDE/x/rodir/new; echo "11 rc=$?"
+printf -- '-reput full clients-SIDE/x/larger\n-put c clients-SIDE/x/nod2/\nget clients-SIDE/x/rf rf-got\n' | sftp -b - lab; echo "12 rc=$?"
+printf 'get clients-SIDE/x/rf\n' | sftp -N -b - lab; echo "13 rc=$?"
+stat -c '%n %F %a %h %s' llink ltarget lh1 lh2 rf-got privback; cat ltarget lh2
+ssh lab 'cd clients-SIDE/x && stat -c "%n %F %a %h %s" target link h1 h2 rodir/w pc rf larger; cat target h2 rodir/w; chmod 755 rodir'
+`},
 	{"sftp -b", `
 mkdir -p d/sub && echo x > d/sub/y && echo z > z
 ssh lab 'mkdir -p clients-SIDE/sftp'

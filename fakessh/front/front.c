@@ -503,7 +503,8 @@ static void on_signal(int sig)
 }
 
 /* watch_signals: from the daemon's accept on, a terminating signal is
- * passed to the daemon and ends the shim with 255, as ssh does. */
+ * passed to the daemon and ends the shim as the program it stands in for
+ * ends (signalled). */
 static void watch_signals(void)
 {
 	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
@@ -539,7 +540,15 @@ static void signalled(int sig)
 	}
 	const char *name = signal_name(sig);
 	(void)send_frame('S', name, strlen(name));
-	exit(EXIT_SSH_ERROR);
+	/* ssh exits 255; scp and sftp kill their ssh and exit 1, and die of
+	 * SIGQUIT (signalExit in fakessh/shim.go). */
+	if (strcmp(g_prog, "ssh") == 0)
+		exit(EXIT_SSH_ERROR);
+	if (sig == SIGQUIT) {
+		signal(SIGQUIT, SIG_DFL);
+		raise(SIGQUIT);
+	}
+	exit(1);
 }
 
 /* ---------------------------------------------------------------- main */
