@@ -423,10 +423,17 @@ func (b *batchRun) putPlan(src, dst string) (p transferPlan, why string) {
 	if b.fast {
 		// Into Ansible's temp dir: held by the bridge, or noted if on
 		// the target (holdUpload).
-		if st, file := b.t.house.lookup(p.path); st != nil && file != "" {
+		switch st, file := b.t.house.lookup(p.path); {
+		case st != nil && file != "":
 			p.held = true
 			if !st.isOnTarget() {
 				return b.named(p), ""
+			}
+		case st != nil:
+			// Into the held dir itself, under src's name: the dir must
+			// be on the target for the checks below.
+			if err := b.t.materializeHeld(context.Background(), b.iv); err != nil {
+				return p, "held temp dirs that cannot be written to the target"
 			}
 		}
 	}
