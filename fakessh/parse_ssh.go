@@ -387,6 +387,11 @@ func (p *optParser) finish() {
 	if v, _ := inv.Get("stdinnull"); v == "yes" {
 		inv.NoStdin = true
 	}
+	if v, ok := inv.Get("setenv"); ok {
+		// ssh sends its master's SetEnv with each session; the daemon
+		// sends none.
+		p.unsupported("-o SetEnv=" + v)
+	}
 	switch p.sessionType {
 	case "subsystem":
 		inv.Subsystem = true

@@ -322,11 +322,27 @@ func (r *resolver) note(s string) {
 	r.unsupported = append(r.unsupported, s)
 }
 
+// sessionDefault tells whether v, for a session keyword, is what ssh
+// does with the keyword unset.
+func sessionDefault(kw, v string) bool {
+	v = strings.ToLower(v)
+	switch kw {
+	case "remotecommand", "setenv":
+		return v == "none"
+	case "requesttty":
+		return v == "auto"
+	case "sessiontype":
+		return v == "default"
+	}
+	return v == "no" || v == "false"
+}
+
 // Keywords whose argument is a yes/no flag.
 var flagKeys = map[string]bool{
 	"batchmode": true, "identitiesonly": true, "passwordauthentication": true,
 	"kbdinteractiveauthentication": true, "hashknownhosts": true,
 	"checkhostip": true, "compression": true, "tcpkeepalive": true,
+	"clearallforwardings": true,
 }
 
 // apply processes one keyword/value, first value wins (identity and
@@ -502,6 +518,24 @@ func (r *resolver) applyArgs(kw, raw string, args []string, src source, active b
 	case "canonicalizehostname", "proxyusefdpass":
 		if active && !strings.EqualFold(arg, "no") && !strings.EqualFold(arg, "false") {
 			r.note(fmt.Sprintf("%s %s (from %s line %d) is not supported", kw, arg, src.file, src.line))
+		}
+	case "remotecommand", "requesttty", "sessiontype", "stdinnull", "setenv", "forwardagent",
+		"forwardx11", "permitlocalcommand", "tunnel", "forkafterauthentication":
+		// They shape the session. The shim's parser honours or refuses
+		// the command line's (which come first and win); a file's the
+		// daemon would ignore, so the real ssh runs with it.
+		if _, ok := r.vals[kw]; ok || !active {
+			return ""
+		}
+		set(arg)
+		if src.file != "command-line" && !sessionDefault(kw, arg) {
+			r.note(fmt.Sprintf("%s %s (from %s line %d) is not served", kw, raw, src.file, src.line))
+		}
+	case "localforward", "remoteforward", "dynamicforward":
+		// They accumulate, and a mux client asks its master for them;
+		// ClearAllForwardings yes (which scp and sftp pass) drops them.
+		if active && src.file != "command-line" && r.forwarding == "" {
+			r.forwarding = fmt.Sprintf("%s %s (from %s line %d) is not served", kw, raw, src.file, src.line)
 		}
 	default:
 		if flagKeys[kw] {

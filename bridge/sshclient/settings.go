@@ -157,6 +157,7 @@ type resolver struct {
 	proxySet      bool
 	jump          string
 	unsupported   []string
+	forwarding    string // a forwarding from a file, noted unless cleared
 }
 
 // maxJumpDepth bounds ProxyJump chains (including loops through
@@ -342,6 +343,9 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 			return d
 		}
 		return 0
+	}
+	if r.forwarding != "" && v["clearallforwardings"] != "yes" {
+		r.note(r.forwarding)
 	}
 	s := &Settings{
 		HostArg:                      r.hostArg,

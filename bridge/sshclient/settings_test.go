@@ -603,3 +603,45 @@ func yesno(b bool) string {
 	}
 	return "no"
 }
+
+// TestSessionKeywordsFromFiles: what shapes a session, set in a config
+// file the shim never reads, makes the invocation fall back unless the
+// command line set it first or it is ssh's default; forwardings unless
+// ClearAllForwardings (which scp and sftp pass).
+func TestSessionKeywordsFromFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name, config string
+		cmdline      []fakessh.Option
+		noted        string
+	}{
+		{"RemoteCommand", "RemoteCommand echo hi", nil, "remotecommand echo hi"},
+		{"RemoteCommand none", "RemoteCommand none", nil, ""},
+		{"RemoteCommand after the command line's", "RemoteCommand echo hi", []fakessh.Option{{Key: "remotecommand", Value: "none"}}, ""},
+		{"RequestTTY force", "RequestTTY force", nil, "requesttty force"},
+		{"RequestTTY auto", "RequestTTY auto", nil, ""},
+		{"RequestTTY after -T", "RequestTTY yes", []fakessh.Option{{Key: "requesttty", Value: "no"}}, ""},
+		{"StdinNull", "StdinNull yes", nil, "stdinnull yes"},
+		{"SetEnv", "SetEnv A=1", nil, "setenv A=1"},
+		{"ForwardAgent", "ForwardAgent yes", nil, "forwardagent yes"},
+		{"ForwardAgent no", "ForwardAgent no", nil, ""},
+		{"SessionType none", "SessionType none", nil, "sessiontype none"},
+		{"LocalForward", "LocalForward 1234 127.0.0.1:22", nil, "localforward 1234 127.0.0.1:22"},
+		{"LocalForward, cleared", "LocalForward 1234 127.0.0.1:22", []fakessh.Option{{Key: "clearallforwardings", Value: "yes"}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			noSystemConfig(t)
+			env := testEnv(t)
+			writeFile(t, env.Home, ".ssh/config", "Host h\n  "+tc.config+"\n", 0o600)
+			s, err := Resolve(&fakessh.SSHInvocation{Host: "h", Options: tc.cmdline}, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.noted == "" && len(s.Unsupported) != 0:
+				t.Errorf("unsupported %q, want none", s.Unsupported)
+			case tc.noted != "" && (len(s.Unsupported) != 1 || !strings.HasPrefix(s.Unsupported[0], tc.noted+" (from ")):
+				t.Errorf("unsupported %q, want %q", s.Unsupported, tc.noted)
+			}
+		})
+	}
+}

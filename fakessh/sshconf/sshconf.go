@@ -389,11 +389,11 @@ var served = map[string]bool{
 
 // reasons say why an accepted keyword needs nothing of the SSH client.
 var reasons = map[string]string{
-	"requesttty":                       "the shim asks for a terminal as ssh would, and falls back for what it cannot",
-	"sessiontype":                      "the shim runs the command or subsystem itself",
+	"requesttty":                       "the shim asks for a terminal as ssh would, and falls back for what it cannot (from a file: falls back unless auto)",
+	"sessiontype":                      "the shim runs the command or subsystem itself (from a file: falls back unless default)",
 	"escapechar":                       "no escape sequences without an interactive terminal",
-	"setenv":                           "sent by the shim with the session",
-	"remotecommand":                    "the shim takes it as the command",
+	"setenv":                           "makes the shim fall back: the master's is sent with each session",
+	"remotecommand":                    "makes the shim fall back unless none",
 	"localcommand":                     "runs only with PermitLocalCommand yes, which makes the shim fall back",
 	"permitlocalcommand":               "yes makes the shim fall back",
 	"forwardagent":                     "yes makes the shim fall back",
@@ -406,7 +406,7 @@ var reasons = map[string]string{
 	"tunnel":                           "yes makes the shim fall back",
 	"proxyusefdpass":                   "yes makes the shim fall back",
 	"forkafterauthentication":          "yes makes the shim fall back",
-	"stdinnull":                        "the shim reads stdin as ssh -n would",
+	"stdinnull":                        "the shim reads stdin as ssh -n would (from a file: yes falls back)",
 	"enableescapecommandline":          "no escape sequences without an interactive terminal",
 	"gssapiauthentication":             "GSSAPI is not offered; the other methods are",
 	"gssapidelegatecredentials":        "GSSAPI is not offered",
