@@ -7,6 +7,8 @@ import (
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+	"golang.org/x/crypto/ssh"
 )
 
 // request is one ssh invocation, parsed once: what every route reads.
@@ -148,6 +150,21 @@ func quiet(inv *fakessh.SSHInvocation, s *sshclient.Settings) bool {
 // sendEnv is the shim's environment that SendEnv passes to the target.
 func (r *request) sendEnv() [][2]string {
 	return sendEnv(r.settings.SendEnv, r.iv.hello.Env)
+}
+
+// terminalModes are the modes ssh sends with its pty-req: the shim's
+// terminal's; for stdin that is none, all zero from a master serving a
+// mux client (it calls tcgetattr on a zeroed struct, and ControlPersist
+// makes even the first ssh one), and none from a master running its own
+// session.
+func (r *request) terminalModes() ssh.TerminalModes {
+	switch {
+	case r.iv.hello.Termios != nil:
+		return fakessh.TerminalModes(*r.iv.hello.Termios)
+	case r.iv.hello.StdinTTY, r.iv.master.Load() && r.settings.ControlPersist == sshclient.PersistNo:
+		return ssh.TerminalModes{}
+	}
+	return fakessh.TerminalModes(wire.Termios{})
 }
 
 // tty tells whether ssh would ask for a terminal (see wantTTY).

@@ -104,7 +104,7 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 	}
 	if tty {
 		term := iv.getenv("TERM")
-		if err := sess.RequestPty(term, iv.hello.Rows, iv.hello.Cols, ssh.TerminalModes{}); err != nil {
+		if err := sess.RequestPty(term, iv.hello.Rows, iv.hello.Cols, r.terminalModes()); err != nil {
 			iv.errorf("PTY allocation request failed on channel 0")
 		}
 	}

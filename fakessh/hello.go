@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
 
@@ -78,6 +79,9 @@ func (h *Hello) describeProcess() {
 		h.StdinTTY = true
 		if cols, rows, err := term.GetSize(int(os.Stdin.Fd())); err == nil {
 			h.Rows, h.Cols = rows, cols
+		}
+		if t, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS); err == nil {
+			h.Termios = &wire.Termios{Iflag: t.Iflag, Oflag: t.Oflag, Cflag: t.Cflag, Lflag: t.Lflag, Cc: t.Cc[:]}
 		}
 	}
 	// Without a terminal OpenSSH asks an askpass program, if allowed.

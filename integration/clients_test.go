@@ -34,6 +34,21 @@ ssh lab 'echo err >&2; exit 3'; echo "rc=$?"
 printf 'echo from-shell\nexit 4\n' | ssh lab; echo "rc=$?"
 printf 'echo hi\n' | ssh -t lab 'cat'; echo "rc=$?"
 `},
+	{"ssh -tt: the terminal's modes", `
+ssh -tt lab 'echo hi; stty -a' </dev/null; echo "rc=$?"
+printf 'hello\nworld\n' | ssh -tt lab 'read a; read b; echo "got $a $b"'; echo "rc=$?"
+python3 -c '
+import os, pty, subprocess, sys, termios
+m, s = pty.openpty()
+a = termios.tcgetattr(s)
+a[3] &= ~termios.ECHO
+termios.tcsetattr(s, termios.TCSANOW, a)
+p = subprocess.run(sys.argv[1:], stdin=s, capture_output=True, start_new_session=True)
+sys.stdout.buffer.write(p.stdout)
+sys.stderr.buffer.write(p.stderr)
+print("rc=%d" % p.returncode)
+' ssh -F "$SSHCFG" -tt lab 'stty -a'
+`},
 	{"ssh -O", `
 ssh -O check lab 2>&1 | sed 's/pid=[0-9]*/pid=N/'; echo "rc=${PIPESTATUS[0]}"
 ssh lab true

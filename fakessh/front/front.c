@@ -46,6 +46,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <termios.h>
 #include <unistd.h>
 
 #define EXIT_SSH_ERROR 255
@@ -311,6 +312,28 @@ static void hello(struct buf *b, int argc, char **argv)
 	snprintf(num, sizeof num, "%d", ws.ws_col);
 	puts_(b, ",\"cols\":");
 	puts_(b, num);
+	struct termios tio;
+	if (stdin_tty && tcgetattr(0, &tio) == 0) {
+		/* ssh sends these modes with a pty-req (fakessh.TerminalModes) */
+		snprintf(num, sizeof num, "%u", (unsigned)tio.c_iflag);
+		puts_(b, ",\"termios\":{\"iflag\":");
+		puts_(b, num);
+		snprintf(num, sizeof num, "%u", (unsigned)tio.c_oflag);
+		puts_(b, ",\"oflag\":");
+		puts_(b, num);
+		snprintf(num, sizeof num, "%u", (unsigned)tio.c_cflag);
+		puts_(b, ",\"cflag\":");
+		puts_(b, num);
+		snprintf(num, sizeof num, "%u", (unsigned)tio.c_lflag);
+		puts_(b, ",\"lflag\":");
+		puts_(b, num);
+		puts_(b, ",\"cc\":[");
+		for (int i = 0; i < 19 && i < NCCS; i++) {
+			snprintf(num, sizeof num, i ? ",%u" : "%u", (unsigned)tio.c_cc[i]);
+			puts_(b, num);
+		}
+		puts_(b, "]}");
+	}
 	puts_(b, ",\"front\":true,\"can_prompt\":");
 	puts_(b, can_prompt() ? "true" : "false");
 	snprintf(num, sizeof num, "%d", (int)getpid());

@@ -59,6 +59,9 @@ type HelloMsg struct {
 	StdinTTY bool `json:"stdin_tty"`
 	Rows     int  `json:"rows"`
 	Cols     int  `json:"cols"`
+	// Termios is stdin's terminal's state, when it is one: ssh sends its
+	// modes with a pty-req (fakessh.TerminalModes).
+	Termios *Termios `json:"termios,omitempty"`
 	// CanPrompt is true when the shim can open its controlling terminal
 	// (sshpass gives ssh one) to ask for a password.
 	CanPrompt bool `json:"can_prompt"`
@@ -68,6 +71,16 @@ type HelloMsg struct {
 	// Front is set by the C front (fakessh/front), which leaves the
 	// command line for the daemon to parse and takes no terminal.
 	Front bool `json:"front,omitempty"`
+}
+
+// Termios is a terminal's flags and control characters (the kernel's
+// struct termios, c_cc[0:19]).
+type Termios struct {
+	Iflag uint32  `json:"iflag"`
+	Oflag uint32  `json:"oflag"`
+	Cflag uint32  `json:"cflag"`
+	Lflag uint32  `json:"lflag"`
+	Cc    []uint8 `json:"cc"`
 }
 
 // PromptMsg asks the shim to prompt on its terminal.
