@@ -62,6 +62,24 @@ func (t *target) heldWrapper(script string) *ansiballz.Wrapper {
 	return w
 }
 
+// startupEnv names a variable of env that python reads as it starts,
+// which a task forked from a running interpreter cannot take: PYTHON*
+// (PYTHONPATH, PYTHONUTF8, ...) and the locale's LC_CTYPE, which decides
+// the C locale's coercion and UTF-8 mode, and the encodings of files,
+// names and stdio. "" if none. (TZ the interpreter applies: tzset.)
+func startupEnv(env [][2]string) string {
+	for _, kv := range env {
+		switch k := kv[0]; {
+		case strings.HasPrefix(k, "PYTHON"), k == "LC_ALL", k == "LC_CTYPE", k == "LANG":
+			return k
+		}
+	}
+	return ""
+}
+
+// slowStartupEnv is why a module step ran in a python of its own.
+const slowStartupEnv = "environment python reads as it starts (PYTHON*, LANG, LC_ALL, LC_CTYPE): the module runs in a python of its own, as with stock"
+
 // moduleRequest is the interpreter request for a module run: the wrapper
 // taken apart, the VAR=value prefixes, a PTY as -tt asks,
 // and, if withDirs, the held temp dirs the module needs (neededDirs).

@@ -40,6 +40,10 @@ func (r *request) serveBecome() (code int, served bool) {
 	if c.kind != cmdRunPython {
 		return 0, false
 	}
+	if startupEnv(c.env) != "" {
+		t.countSlow(iv, slowStartupEnv)
+		return 0, false
+	}
 	var wrapper *ansiballz.Wrapper
 	if c.script != "" {
 		if wrapper = t.heldWrapper(c.script); wrapper == nil {

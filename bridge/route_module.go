@@ -36,6 +36,10 @@ const slowTransfers = "sftp/scp are not the bridge's shims (only ssh_executable 
 // passed through.
 func (r *request) serveModule() (int, bool) {
 	ctx, iv, t, c := r.ctx, r.iv, r.t, r.cmd
+	if startupEnv(c.env) != "" {
+		t.countSlow(iv, slowStartupEnv)
+		return 0, false
+	}
 	var wrapper *ansiballz.Wrapper
 	if c.script != "" {
 		if wrapper = t.heldWrapper(c.script); wrapper == nil {

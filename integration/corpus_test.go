@@ -43,6 +43,7 @@ var corpusCases = []corpusCase{
 	{name: "monkeypatch-at-import", check: checkMonkeypatchAtImport, mainModes: true},
 	{name: "environment", check: checkEnvironment, setup: setupEnvironment, mainModes: true},
 	{name: "nopython", check: checkNoPython, setup: setupNoPython},
+	{name: "startup-env", check: checkStartupEnv, setup: setupStartupEnv, mainModes: true},
 }
 
 // TestCorpus runs every corpus playbook in every mode (the main two where

@@ -398,3 +398,45 @@ func checkNoPython(t *testing.T, r *runResult) {
 		t.Errorf("%s run: ping with discovery: warnings %v, want %q...", r.Spec.Side, ws, warning)
 	}
 }
+
+// setupStartupEnv writes what startup-env.yml reads: a UTF-8 text file
+// and a python module, in a directory every user may read.
+func setupStartupEnv(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	// The same path for both runs: it is in the module's arguments.
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ab-startenv-%.12s", sha(t.Name())))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.MkdirAll(filepath.Join(dir, "pp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"utf8.txt": "café\n", "pp/ab_startenv_pp.py": "VALUE = 'from PYTHONPATH'\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]map[string]any{"t": {"startenv_dir": dir}}
+}
+
+// checkStartupEnv: each task saw its environment as a fresh python does.
+func checkStartupEnv(t *testing.T, r *runResult) {
+	wantExit(t, r, 0)
+	wantStats(t, r, "t", map[string]int{"failures": 0, "unreachable": 0})
+	for task, want := range map[string]map[string]any{
+		"no environment":            {"text": "café\n", "pp": "ModuleNotFoundError", "utf8_mode": float64(0)},
+		"LC_ALL=C":                  {"text": "café\n", "utf8_mode": float64(1)},
+		"PYTHONPATH":                {"pp": "from PYTHONPATH"},
+		"TZ":                        {"tz": "JST"},
+		"all three under become":    {"text": "café\n", "pp": "from PYTHONPATH", "tz": "JST", "utf8_mode": float64(1)},
+		"no environment after them": {"pp": "ModuleNotFoundError"},
+	} {
+		res := wantTask(t, r, "t", task, "ok", "")
+		for k, v := range want {
+			if res[k] != v {
+				t.Errorf("%s: %s = %v, want %v", task, k, res[k], v)
+			}
+		}
+	}
+}

@@ -1254,7 +1254,12 @@ def reset_task_process(msg):
     atexit handlers but the task's own."""
     if msg.get('res_init'):
         res_init()
-    os.environ.update(msg.get('env') or {})
+    env = msg.get('env') or {}
+    os.environ.update(env)
+    if 'TZ' in env:
+        # python reads TZ when time is imported: a fresh one would see this
+        import time
+        time.tzset()
     import locale
     try:
         locale.setlocale(locale.LC_CTYPE, '')
