@@ -32,6 +32,7 @@ func (r *request) taskContext(pty bool) (context.Context, context.CancelFunc) {
 	if !pty {
 		return ctx, cancel
 	}
+	r.signalLine()
 	gone := r.iv.hangup()
 	go func() {
 		select {

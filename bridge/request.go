@@ -167,6 +167,17 @@ func (r *request) terminalModes() ssh.TerminalModes {
 	return fakessh.TerminalModes(wire.Termios{})
 }
 
+// signalLine tells the shim what ssh prints if a signal ends it during a
+// session on a terminal: a mux client's "Shared connection to HOST
+// closed.", unless quiet. (A master running its own session says "Killed
+// by signal N.", which the shim leaves out.)
+func (r *request) signalLine() {
+	if r.iv.quiet || r.iv.master.Load() && r.settings.ControlPersist == sshclient.PersistNo {
+		return
+	}
+	_ = r.iv.send(wire.OnSignal, []byte("Shared connection to "+r.settings.HostName+" closed.\r\n"))
+}
+
 // tty tells whether ssh would ask for a terminal (see wantTTY).
 func (r *request) tty() bool { return wantTTY(r.inv, r.iv.hello.StdinTTY) }
 

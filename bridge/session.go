@@ -107,6 +107,7 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 		if err := sess.RequestPty(term, iv.hello.Rows, iv.hello.Cols, r.terminalModes()); err != nil {
 			iv.errorf("PTY allocation request failed on channel 0")
 		}
+		r.signalLine()
 	}
 	stdin, err := sess.StdinPipe()
 	if err == nil {

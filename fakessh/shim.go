@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -156,27 +157,21 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 			restore()
 		}
 	}()
-	// Signals are forwarded once the daemon takes the invocation on (or
-	// prompts): an answer the daemon has at hand (echo ~, a held mkdir)
-	// comes at once, and watching signals costs a shim a thread and about
-	// a fifth of its CPU time. They are never unwatched: the process
+	// Signals are forwarded from the hello on, and caught even where the
+	// caller ignores them (Ansible's workers ignore SIGINT), as ssh as a
+	// mux client catches them. They are never unwatched: the process
 	// exits right after, and signal.Stop would wait for the signal loop.
-	var sigs chan os.Signal
-	watchSignals := func() {
-		if sigs != nil {
-			return
+	var signalLine atomic.Pointer[[]byte]
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
+	go forwardSignals(prog, sigs, send, func() {
+		if restore != nil {
+			restore()
 		}
-		sigs = make(chan os.Signal, 8)
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
-		go forwardSignals(prog, sigs, send, func() {
-			if restore != nil {
-				restore()
-			}
-		})
-	}
-	if from >= stdinPumping {
-		watchSignals()
-	}
+		if line := signalLine.Load(); line != nil {
+			_, _ = os.Stderr.Write(*line)
+		}
+	})
 	if from == stdinPumping {
 		go pumpStdin(send)
 	}
@@ -197,14 +192,11 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 			return 0, &declined{reason: string(f.Payload), input: replay, viaBridge: via}, nil
 		case wire.Accept:
 			if inputComplete(0) {
-				// Reads cannot block: the input goes at once, in line,
-				// before the signal watch starts its threads (a pipelined
-				// module waits for it).
+				// Reads cannot block: the input goes at once, in line
+				// (a pipelined module waits for it).
 				pumpStdin(send)
-				watchSignals()
 				break
 			}
-			watchSignals()
 			if string(f.Payload) == "raw" && stdinTTY {
 				if st, err := term.MakeRaw(int(os.Stdin.Fd())); err == nil {
 					restore = func() { _ = term.Restore(int(os.Stdin.Fd()), st) }
@@ -217,8 +209,9 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 			}
 		case wire.Stderr:
 			_, _ = os.Stderr.Write(f.Payload)
+		case wire.OnSignal:
+			signalLine.Store(&f.Payload)
 		case wire.Prompt:
-			watchSignals()
 			answerPrompt(f.Payload, send)
 		case wire.Exit:
 			code, err := wire.ExitCode(f.Payload)
@@ -312,10 +305,11 @@ func pumpStdin(send func(wire.Type, []byte) error) {
 }
 
 // forwardSignals passes window changes on, and on a terminating signal
-// tells the daemon and exits at once as prog does (signalExit): sshpass,
+// tells the daemon, calls atExit (the terminal back, and what ssh prints
+// then) and exits at once as prog does (signalExit): sshpass,
 // for one, stops a wrong-password login with SIGHUP and expects ssh to
 // be gone.
-func forwardSignals(prog string, sigs <-chan os.Signal, send func(wire.Type, []byte) error, restore func()) {
+func forwardSignals(prog string, sigs <-chan os.Signal, send func(wire.Type, []byte) error, atExit func()) {
 	for s := range sigs {
 		if s == syscall.SIGWINCH {
 			if cols, rows, err := term.GetSize(int(os.Stdin.Fd())); err == nil {
@@ -324,7 +318,7 @@ func forwardSignals(prog string, sigs <-chan os.Signal, send func(wire.Type, []b
 			continue
 		}
 		_ = send(wire.Signal, []byte(unixSignalName(s)))
-		restore()
+		atExit()
 		os.Exit(signalExit(prog))
 	}
 }

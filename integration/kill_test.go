@@ -38,10 +38,11 @@ func TestClientKilled(t *testing.T) {
 		tty, master bool
 		sig         syscall.Signal
 		// ansible: pipelining and become; ansible-playbook's process
-		// group gets SIGKILL.
+		// group gets sig, SIGKILL if none.
 		pipelining, become bool
 		ansibleBin         string // the newest ansible-core's; Debian's if ""
 		want               bool   // stock leaves the command running
+		sameExit           bool   // ansible-playbook's exit status is stock's too
 	}
 	cases := []kill{
 		{name: "ssh/master/KILL", master: true, sig: syscall.SIGKILL, want: true},
@@ -51,6 +52,10 @@ func TestClientKilled(t *testing.T) {
 		{name: "ansible/pipelining", ansible: true, pipelining: true, want: true},
 		{name: "ansible/tt", ansible: true, want: false},
 		{name: "ansible/tt/become", ansible: true, become: true, want: false},
+		// Ctrl-C: ansible's workers ignore SIGINT, and their ssh catches
+		// it all the same.
+		{name: "ansible/tt/INT", ansible: true, sig: syscall.SIGINT, want: false, sameExit: true},
+		{name: "ansible/pipelining/INT", ansible: true, pipelining: true, sig: syscall.SIGINT, want: true, sameExit: true},
 	}
 	// The same on the newest ansible-core, where the version matrix has it.
 	if v, bin := newestAnsible(); bin != "" {
@@ -96,6 +101,7 @@ func TestClientKilled(t *testing.T) {
 			}
 			// Both sides at once: the suite is near its time limit.
 			left := make([]bool, len(sides))
+			exits := make([]int, len(sides))
 			errs := make([]error, len(sides))
 			var wg sync.WaitGroup
 			for j := range sides {
@@ -103,10 +109,10 @@ func TestClientKilled(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					sig := c.sig
-					if c.ansible {
+					if c.ansible && sig == 0 {
 						sig = syscall.SIGKILL
 					}
-					left[j], errs[j] = killMidCommand(cmds[j], c.ansible, sig, args[j])
+					left[j], exits[j], errs[j] = killMidCommand(cmds[j], c.ansible, sig, args[j])
 				}()
 			}
 			wg.Wait()
@@ -124,23 +130,26 @@ func TestClientKilled(t *testing.T) {
 			if left[1] != left[0] {
 				t.Errorf("remote command left running: %s %v, stock %v", sides[1], left[1], left[0])
 			}
+			if c.sameExit && exits[1] != exits[0] {
+				t.Errorf("ansible-playbook exited %d %s, %d stock", exits[1], sides[1], exits[0])
+			}
 		})
 	}
 }
 
 // killMidCommand starts cmd, waits until `sleep arg` runs on the target,
 // sends sig to cmd (its process group if group), and reports whether the
-// sleep is still running a few seconds later.
-func killMidCommand(cmd *exec.Cmd, group bool, sig syscall.Signal, arg string) (bool, error) {
+// sleep is still running a few seconds later, and cmd's exit status.
+func killMidCommand(cmd *exec.Cmd, group bool, sig syscall.Signal, arg string) (bool, int, error) {
 	if err := cmd.Start(); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for len(findProcs("sleep", arg)) == 0 {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			_ = cmd.Wait()
-			return false, fmt.Errorf("sleep %s never ran on the target", arg)
+			return false, 0, fmt.Errorf("sleep %s never ran on the target", arg)
 		}
 		time.Sleep(20 * time.Millisecond) // polling a condition
 	}
@@ -149,10 +158,10 @@ func killMidCommand(cmd *exec.Cmd, group bool, sig syscall.Signal, arg string) (
 		pid = -pid
 	}
 	if err := syscall.Kill(pid, sig); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	_ = cmd.Wait()
-	return stillRunning(5*time.Second, "sleep", arg), nil
+	return stillRunning(5*time.Second, "sleep", arg), cmd.ProcessState.ExitCode(), nil
 }
 
 // killablePlaybook is ansible-playbook (ansibleBin's, if set) running

@@ -516,6 +516,8 @@ static int pump_once(int wait)
 /* ---------------------------------------------------------------- signals */
 
 static int sig_pipe[2] = {-1, -1};
+static char *signal_line; /* the daemon's 's' frame: written if a signal ends us */
+static size_t signal_line_n;
 
 static void on_signal(int sig)
 {
@@ -525,9 +527,10 @@ static void on_signal(int sig)
 	errno = saved;
 }
 
-/* watch_signals: from the daemon's accept on, a terminating signal is
- * passed to the daemon and ends the shim as the program it stands in for
- * ends (signalled). */
+/* watch_signals: from the hello on, a terminating signal is passed to
+ * the daemon and ends the shim as the program it stands in for ends
+ * (signalled). Caught even where the caller ignores it (Ansible's
+ * workers ignore SIGINT), as ssh as a mux client catches it. */
 static void watch_signals(void)
 {
 	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
@@ -563,6 +566,8 @@ static void signalled(int sig)
 	}
 	const char *name = signal_name(sig);
 	(void)send_frame('S', name, strlen(name));
+	if (signal_line)
+		(void)write_all(2, signal_line, signal_line_n);
 	/* ssh exits 255; scp and sftp kill their ssh and exit 1, and die of
 	 * SIGQUIT (signalExit in fakessh/shim.go). */
 	if (strcmp(g_prog, "ssh") == 0)
@@ -611,6 +616,7 @@ int main(int argc, char **argv)
 		exit(EXIT_SSH_ERROR);
 	}
 	free(b.p);
+	watch_signals();
 
 	enum { HELLO, ACCEPTED, STDIN_DONE } state = HELLO;
 	for (;;) {
@@ -652,6 +658,10 @@ int main(int argc, char **argv)
 			(void)write_all(2, payload, n);
 			free(payload);
 			break;
+		case 's':
+			free(signal_line);
+			signal_line = read_frame(&signal_line_n);
+			break;
 		case 'X': {
 			payload = read_frame(&n);
 			if (n != 4) {
@@ -677,7 +687,6 @@ int main(int argc, char **argv)
 				state = STDIN_DONE;
 			} else
 				state = ACCEPTED;
-			watch_signals();
 			break;
 		default:
 		resume: {

@@ -28,6 +28,7 @@ const (
 	PromptReply Type = 'R' // shim → daemon: the answer; empty payload + PromptFail type on failure
 	PromptFail  Type = 'N' // shim → daemon: no terminal or the user gave up
 	Handover    Type = 'G' // daemon → front: run the Go shim instead, as if the front had never called
+	OnSignal    Type = 's' // daemon → shim: what to write to stderr if a signal ends the shim ("Shared connection to HOST closed." for a session on a terminal)
 )
 
 // MaxPayload bounds one frame's payload.
