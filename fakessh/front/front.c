@@ -315,19 +315,10 @@ static void hello(struct buf *b, int argc, char **argv)
 	struct termios tio;
 	if (stdin_tty && tcgetattr(0, &tio) == 0) {
 		/* ssh sends these modes with a pty-req (fakessh.TerminalModes) */
-		snprintf(num, sizeof num, "%u", (unsigned)tio.c_iflag);
-		puts_(b, ",\"termios\":{\"iflag\":");
-		puts_(b, num);
-		snprintf(num, sizeof num, "%u", (unsigned)tio.c_oflag);
-		puts_(b, ",\"oflag\":");
-		puts_(b, num);
-		snprintf(num, sizeof num, "%u", (unsigned)tio.c_cflag);
-		puts_(b, ",\"cflag\":");
-		puts_(b, num);
-		snprintf(num, sizeof num, "%u", (unsigned)tio.c_lflag);
-		puts_(b, ",\"lflag\":");
-		puts_(b, num);
-		puts_(b, ",\"cc\":[");
+		char t[128];
+		snprintf(t, sizeof t, ",\"termios\":{\"iflag\":%u,\"oflag\":%u,\"cflag\":%u,\"lflag\":%u,\"cc\":[",
+			 (unsigned)tio.c_iflag, (unsigned)tio.c_oflag, (unsigned)tio.c_cflag, (unsigned)tio.c_lflag);
+		puts_(b, t);
 		for (int i = 0; i < 19 && i < NCCS; i++) {
 			snprintf(num, sizeof num, i ? ",%u" : "%u", (unsigned)tio.c_cc[i]);
 			puts_(b, num);
