@@ -274,7 +274,9 @@ func TestExec(t *testing.T) {
 		{name: "echo", args: []string{"127.0.0.1", "/bin/sh -c 'echo hi && sleep 0'"}, stdout: "hi\n"},
 		{name: "stderr and status", args: []string{"127.0.0.1", "echo err >&2; exit 3"}, stderr: "err\n", code: 3},
 		{name: "stdin", args: []string{"127.0.0.1", "cat"}, stdin: "payload", stdout: "payload"},
-		{name: "SendEnv", args: []string{"-o", "SendEnv=LC_* LANG", "127.0.0.1", "echo $LANG"}, stdout: "C.UTF-8\n"},
+		// Over a master without SendEnv: ssh's master passes a mux
+		// client's variables only where its own SendEnv does too.
+		{name: "SendEnv over a master without", args: []string{"-o", "SendEnv=LC_* LANG", "127.0.0.1", "echo $LANG"}, stdout: "\n"},
 		{name: "no SendEnv", args: []string{"127.0.0.1", "echo $LANG"}, stdout: "\n"},
 		{name: "words joined", args: []string{"127.0.0.1", "echo", "a", "b"}, stdout: "a b\n"},
 		{name: "tty notice", args: []string{"-tt", "127.0.0.1", "true"}, stderr: "Shared connection to 127.0.0.1 closed.\r\n"},
@@ -298,6 +300,21 @@ func TestExec(t *testing.T) {
 	}
 	if n := h.ts.conns.Load(); n != 1 {
 		t.Errorf("%d TCP connections, want 1", n)
+	}
+	// A master of its own, with SendEnv: it passes LANG to its sessions,
+	// and to a mux client's that asks for it too, not to one that does not.
+	cp := filepath.Join(t.TempDir(), "cp")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-o", "SendEnv=LANG", "127.0.0.1", "echo $LANG"}, "C.UTF-8\n"},
+		{[]string{"-o", "SendEnv=LC_* LANG", "127.0.0.1", "echo $LANG"}, "C.UTF-8\n"},
+		{[]string{"127.0.0.1", "echo $LANG"}, "\n"},
+	} {
+		if r := h.run("ssh", h.sshArgsAt(cp, tt.args...), ""); r.stdout != tt.want || r.code != 0 {
+			t.Errorf("%v: %+v, want stdout %q", tt.args, r, tt.want)
+		}
 	}
 	if n := h.ts.envReplies.Load(); n != 0 {
 		t.Errorf("%d env requests wanted a reply; ssh sends them without (a round trip each)", n)

@@ -202,6 +202,24 @@ type sshConn struct {
 	sftp     *sftp.Client
 	home     string // the SFTP server's starting directory
 	counted  bool   // in t.alive
+	// sendEnv is the master's SendEnv: a session's variables pass it as
+	// well as the invocation's own, as ssh's master filters a mux
+	// client's.
+	sendEnv []string
+}
+
+// masterEnv keeps the variables of env that c's master's SendEnv passes.
+func (c *sshConn) masterEnv(env [][2]string) [][2]string {
+	var out [][2]string
+	for _, kv := range env {
+		for _, p := range c.sendEnv {
+			if sshclient.MatchPattern(p, kv[0]) {
+				out = append(out, kv)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // goneLocked takes c out of t.alive, once; c.mu is held.
@@ -313,7 +331,7 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 	t.settings.Store(settings)
 	t.dials++
 	t.connected.Store(true)
-	c := &sshConn{t: t, client: client, counted: true}
+	c := &sshConn{t: t, client: client, counted: true, sendEnv: settings.SendEnv}
 	t.alive.Add(1)
 	if master != nil {
 		c.master = master.id
@@ -388,7 +406,7 @@ func (t *target) newSession(ctx context.Context, p sshclient.Prompter, env [][2]
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, kv := range env {
+	for _, kv := range c.masterEnv(env) {
 		// As ssh sends them: no reply wanted, so no round trip each.
 		_, _ = sess.SendRequest("env", false, ssh.Marshal(&struct{ Name, Value string }{kv[0], kv[1]}))
 	}
@@ -402,7 +420,7 @@ func (t *target) startExec(ctx context.Context, p sshclient.Prompter, env [][2]s
 	var e *sshclient.Exec
 	c, err := t.use(ctx, p, func(c *sshConn) error {
 		var err error
-		e, err = sshclient.StartExec(c.client.Client, env, pty, command)
+		e, err = sshclient.StartExec(c.client.Client, c.masterEnv(env), pty, command)
 		return err
 	})
 	if err != nil {
