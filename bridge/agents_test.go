@@ -134,7 +134,7 @@ func TestExpiryFreesMemory(t *testing.T) {
 	freed := 0
 	h.srv.freeMemory = func() { freed++ }
 	// Two targets: the same place through another ControlPath is another one.
-	for _, cp := range []string{"/tmp/cp/x", "/tmp/cp/y"} {
+	for _, cp := range []string{h.cp, h.cp + "y"} {
 		if r := h.run("ssh", h.sshArgsAt(cp, "127.0.0.1", "true"), ""); r.code != 0 {
 			t.Fatalf("ControlPath=%s: %+v", cp, r)
 		}

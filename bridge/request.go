@@ -97,8 +97,11 @@ func (s *Server) resolveTarget(iv *invocation, inv *fakessh.SSHInvocation) (*ssh
 	if inv.Control != "" {
 		return settings, nil, nil
 	}
-	t, fallback := s.share(iv, settings)
-	if fallback != "" {
+	t, fallback, err := s.share(iv, settings)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case fallback != "":
 		return nil, nil, &fallbackError{fallback}
 	}
 	return settings, t, nil

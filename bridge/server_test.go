@@ -34,6 +34,7 @@ type harness struct {
 	// cwd and home are the shims' working directory and HOME: one per
 	// harness, as for one Ansible run (transferKey).
 	cwd, home string
+	cp        string // sshArgs' ControlPath, in a directory of the harness's
 }
 
 func newHarness(t *testing.T, maxSessions int) *harness {
@@ -100,7 +101,8 @@ func newHarnessListener(t *testing.T, maxSessions int, cfg Config, wrap func(net
 		<-done
 	})
 	_, port, _ := net.SplitHostPort(ts.addr)
-	return &harness{t: t, path: shimPath(t), logs: hook, srv: srv, ts: ts, sock: sock, port: port, cwd: t.TempDir(), home: t.TempDir()}
+	return &harness{t: t, path: shimPath(t), logs: hook, srv: srv, ts: ts, sock: sock, port: port, cwd: t.TempDir(), home: t.TempDir(),
+		cp: filepath.Join(t.TempDir(), "x")}
 }
 
 // shimPath returns a PATH whose sftp and scp are shims, as after
@@ -251,7 +253,7 @@ func (h *harness) learnTransfers() {
 func (h *harness) sshArgs(extra ...string) []string {
 	args := []string{"-C", "-o", "ControlMaster=auto", "-o", "ControlPersist=60s", "-F", "none",
 		"-o", "Port=" + h.port, "-o", `User="tester"`, "-o", "StrictHostKeyChecking=no",
-		"-o", "UserKnownHostsFile=/dev/null", "-o", `ControlPath="/tmp/cp/x"`}
+		"-o", "UserKnownHostsFile=/dev/null", "-o", "ControlPath=" + h.cp}
 	return append(args, extra...)
 }
 
@@ -371,7 +373,7 @@ func TestShimSignalledClosesChannel(t *testing.T) {
 func TestControlStopRedials(t *testing.T) {
 	h := newHarness(t, 0)
 	check := h.run("ssh", h.sshArgs("-O", "check", "127.0.0.1"), "")
-	if check.code != 255 || !strings.Contains(check.stderr, "Control socket connect(/tmp/cp/x): No such file or directory") {
+	if check.code != 255 || !strings.Contains(check.stderr, "Control socket connect("+h.cp+"): No such file or directory") {
 		t.Fatalf("check before connecting: %+v", check)
 	}
 	h.run("ssh", h.sshArgs("127.0.0.1", "true"), "")

@@ -44,31 +44,46 @@ func SharingFallback(reason string) bool {
 }
 
 // share returns the target iv's settings multiplex onto, or why the real
-// ssh should serve iv instead.
-func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target, fallback string) {
+// ssh should serve iv instead; err is ssh's fatal error about the
+// ControlPath.
+func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target, fallback string, err error) {
 	if settings.ControlPath == "" {
-		return nil, reasonNoControlPath
+		return nil, reasonNoControlPath, nil
 	}
-	if realMaster(settings.ControlPath) {
-		return nil, reasonRealMaster
-	}
+	note := ""
 	switch settings.ControlMaster {
-	case "auto", "yes", "no":
+	case "auto", "no":
+		// What ssh does with the socket first, as a mux client.
+		var found sshclient.ControlSocket
+		found, note, err = sshclient.ProbeControlPath(settings.ControlPath, settings.ControlMaster)
+		switch {
+		case err != nil:
+			return nil, "", err
+		case found == sshclient.ListeningMaster:
+			return nil, reasonRealMaster, nil
+		}
+	case "yes":
+		if realMaster(settings.ControlPath) {
+			return nil, reasonRealMaster, nil
+		}
 	default:
-		return nil, "ControlMaster=" + settings.ControlMaster + ": " + reasonOwnConnection
+		return nil, "ControlMaster=" + settings.ControlMaster + ": " + reasonOwnConnection, nil
 	}
 	t = s.targets.lookup(settings.ControlPath)
 	live := t != nil && t.hasLive()
 	switch {
 	case live && settings.ControlMaster == "yes":
-		return nil, "ControlMaster=yes beside a master: " + reasonOwnConnection
+		return nil, "ControlMaster=yes beside a master: " + reasonOwnConnection, nil
 	case !live && settings.ControlMaster == "no":
-		return nil, "ControlMaster=no without a master: " + reasonOwnConnection
+		return nil, "ControlMaster=no without a master: " + reasonOwnConnection, nil
+	}
+	if level := strings.ToLower(settings.LogLevel); note != "" && level != "quiet" && level != "fatal" {
+		iv.errorf("%s", note)
 	}
 	t = s.targets.get(settings, iv)
 	iv.mustLogin.Store(!live)
 	iv.log = iv.log.WithField("target", t.label)
-	return t, ""
+	return t, "", nil
 }
 
 // realMaster reports whether an ssh master listens on the control socket

@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -197,5 +200,38 @@ func TestNoMasterMeansOwnLogin(t *testing.T) {
 	run()
 	if r := <-results; r.code != 0 || dials.Load() != 2 {
 		t.Fatalf("over the master: %+v, %d logins", r, dials.Load())
+	}
+}
+
+// TestControlPathAsSSH: what ssh does with the ControlPath itself. Too
+// long for a socket is fatal before anything else; a new master that
+// cannot listen beside it fails once logged in; a stale socket (or a
+// file) there is removed, and a live one served.
+func TestControlPathAsSSH(t *testing.T) {
+	h := newHarness(t, 0)
+	dir := t.TempDir()
+	long := filepath.Join(dir, strings.Repeat("l", 108))
+	r := h.run("ssh", h.sshArgsAt(long, "127.0.0.1", "echo ran"), "")
+	if r.code != 255 || r.stdout != "" || r.stderr != "ControlPath too long ('"+long+"' >= 108 bytes)\r\n" {
+		t.Errorf("a path too long: %+v", r)
+	}
+	missing := filepath.Join(dir, "no", "such", "cp")
+	r = h.run("ssh", h.sshArgsAt(missing, "127.0.0.1", "echo ran"), "")
+	bind := regexp.MustCompile(`^unix_listener: cannot bind to path ` + regexp.QuoteMeta(missing) + `\.[A-Za-z0-9]{16}: No such file or directory\r\n$`)
+	if r.code != 255 || r.stdout != "" || !bind.MatchString(r.stderr) {
+		t.Errorf("a directory that is not there: %+v", r)
+	}
+	if h.ts.conns.Load() != 1 {
+		t.Errorf("%d logins, want the one that failed to listen", h.ts.conns.Load())
+	}
+	stale := filepath.Join(dir, "stale")
+	if err := os.WriteFile(stale, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.run("ssh", h.sshArgsAt(stale, "127.0.0.1", "echo ran"), ""); r.code != 0 || r.stdout != "ran\n" {
+		t.Errorf("a stale file at the path: %+v", r)
+	}
+	if _, err := os.Lstat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the stale file is still there: %v", err)
 	}
 }

@@ -328,6 +328,14 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 	if err != nil {
 		return nil, err
 	}
+	if master != nil && (s.ControlMaster == "auto" || s.ControlMaster == "yes") {
+		// A new master listens on its ControlPath once logged in, and
+		// fails there as ssh's does.
+		if err := sshclient.CheckMuxListen(s.ControlPath); err != nil {
+			client.Close()
+			return nil, err
+		}
+	}
 	t.settings.Store(settings)
 	t.dials++
 	t.connected.Store(true)

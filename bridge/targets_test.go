@@ -19,7 +19,7 @@ func targetNames(st Status) []string {
 func TestTargetLabelsUnique(t *testing.T) {
 	h := newHarness(t, 0)
 	base := "tester@127.0.0.1:" + h.port
-	adhoc := h.sshArgsAt("/tmp/cp/adhoc", "127.0.0.1", "true")
+	adhoc := h.sshArgsAt(h.cp+"-adhoc", "127.0.0.1", "true")
 	if r := h.run("ssh", adhoc, ""); r.code != 0 {
 		t.Fatalf("ad-hoc: %+v", r)
 	}

@@ -1,0 +1,76 @@
+package sshclient
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"syscall"
+	"time"
+)
+
+// sunPathMax is the size of a unix socket address's path (sun_path).
+const sunPathMax = 108
+
+// ControlSocket is what ssh finds at a ControlPath before it
+// multiplexes (mux.c's muxclient, for ControlMaster auto and no).
+type ControlSocket int
+
+const (
+	NoControlSocket ControlSocket = iota // nothing there, or a stale socket ssh removed
+	ListeningMaster                      // a master accepts on it
+	UnusableSocket                       // connect failed otherwise: ssh says so and goes on
+)
+
+// ProbeControlPath does what ssh does with path before it multiplexes:
+// a path too long for a socket is fatal; a socket (or file) that refuses
+// connections is stale and removed where ssh may become master
+// (ControlMaster other than no); any other failure is reported (note)
+// and ssh goes on without a master.
+func ProbeControlPath(path, controlMaster string) (ControlSocket, string, error) {
+	if len(path) >= sunPathMax {
+		return 0, "", &ConnError{Msg: fmt.Sprintf("ControlPath too long ('%s' >= %d bytes)", path, sunPathMax), Err: errors.New("ControlPath too long")}
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	switch {
+	case err == nil:
+		c.Close()
+		return ListeningMaster, "", nil
+	case errors.Is(err, syscall.ENOENT):
+		return NoControlSocket, "", nil
+	case errors.Is(err, syscall.ECONNREFUSED):
+		if controlMaster != "no" {
+			_ = os.Remove(path)
+		}
+		return NoControlSocket, "", nil
+	}
+	return UnusableSocket, fmt.Sprintf("Control socket connect(%.100s): %s", path, strerror(err)), nil
+}
+
+// CheckMuxListen does what ssh's new master does with its ControlPath
+// once logged in (mux.c's muxserver_listen): it listens on a temporary
+// name beside it, and fails as ssh does where it cannot (exit 255 after
+// the message). The socket is removed again: the daemon's master lives
+// in the daemon.
+func CheckMuxListen(path string) error {
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	suffix := make([]byte, 16)
+	for i := range suffix {
+		n, err := rand.Int(rand.Reader, big.NewInt(int64(len(letters))))
+		if err != nil {
+			return err
+		}
+		suffix[i] = letters[n.Int64()]
+	}
+	tmp := path + "." + string(suffix)
+	if len(tmp) >= sunPathMax {
+		return &ConnError{Msg: fmt.Sprintf("unix_listener: path \"%s\" too long for Unix domain socket", tmp), Err: errors.New("ControlPath too long")}
+	}
+	l, err := net.Listen("unix", tmp)
+	if err != nil {
+		return &ConnError{Msg: fmt.Sprintf("unix_listener: cannot bind to path %s: %s", tmp, strerror(err)), Err: err}
+	}
+	return l.Close() // and unlinks tmp
+}
