@@ -63,15 +63,18 @@ func (t *target) heldWrapper(script string) *ansiballz.Wrapper {
 	return w
 }
 
-// startupEnv names a variable of env that python reads as it starts,
-// which a task forked from a running interpreter cannot take: PYTHON*
-// (PYTHONPATH, PYTHONUTF8, ...) and the locale's LC_CTYPE, which decides
-// the C locale's coercion and UTF-8 mode, and the encodings of files,
-// names and stdio. "" if none. (TZ the interpreter applies: tzset.)
+// startupEnv names a variable of env that a process reads as it starts,
+// which a task forked from a running interpreter cannot take: python's
+// PYTHON* (PYTHONPATH, PYTHONUTF8, ...) and the locale's LC_CTYPE, which
+// decides the C locale's coercion and UTF-8 mode and the encodings of
+// files, names and stdio; the dynamic loader's LD_* (LD_LIBRARY_PATH for
+// a library a module loads) and glibc's GLIBC_TUNABLES. "" if none. (TZ
+// the interpreter applies: tzset.)
 func startupEnv(env [][2]string) string {
 	for _, kv := range env {
 		switch k := kv[0]; {
-		case strings.HasPrefix(k, "PYTHON"), k == "LC_ALL", k == "LC_CTYPE", k == "LANG":
+		case strings.HasPrefix(k, "PYTHON"), strings.HasPrefix(k, "LD_"),
+			k == "LC_ALL", k == "LC_CTYPE", k == "LANG", k == "GLIBC_TUNABLES":
 			return k
 		}
 	}
@@ -79,7 +82,7 @@ func startupEnv(env [][2]string) string {
 }
 
 // slowStartupEnv is why a module step ran in a python of its own.
-const slowStartupEnv = "environment python reads as it starts (PYTHON*, LANG, LC_ALL, LC_CTYPE): the module runs in a python of its own, as with stock"
+const slowStartupEnv = "environment a process reads as it starts (PYTHON*, LANG, LC_ALL, LC_CTYPE, LD_*, GLIBC_TUNABLES): the module runs in a python of its own, as with stock"
 
 // moduleRequest is the interpreter request for a module run: the wrapper
 // taken apart, the VAR=value prefixes, a PTY as -tt asks,

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/pkg/sftp"
@@ -70,11 +71,22 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 	if err := iv.accept(""); err != nil {
 		return fakessh.ExitSSHError
 	}
-	ctx = b.untilHangup(ctx)
+	watch := b.watchShim(ctx)
 	if inv.BatchFile == "-" {
-		raw, err := io.ReadAll(io.LimitReader(iv.stdin, maxReplay+1))
-		if err == nil {
-			cmds, err = fakessh.ParseSFTPBatch(io.MultiReader(bytes.NewReader(raw), iv.stdin))
+		var raw []byte
+		read := make(chan error, 1)
+		go func() {
+			var err error
+			if raw, err = io.ReadAll(io.LimitReader(iv.stdin, maxReplay+1)); err == nil {
+				cmds, err = fakessh.ParseSFTPBatch(io.MultiReader(bytes.NewReader(raw), iv.stdin))
+			}
+			read <- err
+		}()
+		var err error
+		select {
+		case err = <-read:
+		case <-watch.done:
+			return 1 // sftp dies of a signal while it reads its batch
 		}
 		if err != nil {
 			iv.errorf("%v", err)
@@ -92,10 +104,24 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 		go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
 	}
 	for _, c := range cmds {
+		if watch.ended() {
+			return 1
+		}
 		if !c.Quiet {
 			_, _ = fmt.Fprintf(iv.stdout(), "sftp> %s\n", c.Text)
 		}
-		quit, err := b.run(ctx, c)
+		cctx, done := watch.command(ctx)
+		quit, err := b.run(cctx, c)
+		interrupted := done()
+		switch {
+		case watch.ended():
+			return 1
+		case interrupted && c.Name == "put":
+			// sftp's upload stops where it is and counts as done.
+			err = nil
+		case interrupted:
+			err = errReported // the get stops, a failure with no message
+		}
 		if err != nil {
 			if errors.Is(err, errReported) {
 				err = nil
@@ -214,19 +240,92 @@ type batchRun struct {
 	fast             bool // shared temp dirs may hold uploads
 }
 
-// untilHangup returns ctx, cancelled once the shim goes away or is
-// signalled: scp and sftp die then, and their copy stops where it is.
-func (b *batchRun) untilHangup(ctx context.Context) context.Context {
-	ctx, cancel := context.WithCancel(ctx)
+// shimWatch stops a served copy as the tool's signal handlers stop it.
+// scp, on SIGINT, SIGTERM or SIGHUP, and sftp, on SIGTERM or SIGHUP or on
+// SIGINT between commands, kill their ssh and exit 1 (killchild); sftp on
+// SIGINT during a command says "Interrupt", abandons that command and
+// reads on (cmd_interrupt). A shim that goes away stops the copy too.
+// The shim waits for the daemon's exit status after a signal, so that no
+// byte is written after it exits, as none is after scp's.
+type shimWatch struct {
+	done        chan struct{} // closed when the tool ends
+	mu          sync.Mutex
+	cancel      context.CancelFunc // the command running, nil between
+	stopped     bool               // the tool ends: every command is over
+	interrupted bool               // the running command was interrupted
+}
+
+// watchShim starts a shimWatch of b's shim until ctx ends.
+func (b *batchRun) watchShim(ctx context.Context) *shimWatch {
+	w := &shimWatch{done: make(chan struct{})}
 	go func() {
-		defer cancel()
-		select {
-		case <-b.iv.hangup():
-		case <-b.iv.signals:
-		case <-ctx.Done():
+		for {
+			select {
+			case <-b.iv.hangup():
+				w.stop()
+				return
+			case sig := <-b.iv.signals:
+				if b.scp || sig != "INT" || !w.interrupt() {
+					w.stop()
+					return
+				}
+				_, _ = io.WriteString(b.iv.stderr(), "\rInterrupt  \n")
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
-	return ctx
+	return w
+}
+
+// command returns the context for one command; done ends it and says
+// whether a signal interrupted it.
+func (w *shimWatch) command(ctx context.Context) (context.Context, func() (interrupted bool)) {
+	ctx, cancel := context.WithCancel(ctx)
+	w.mu.Lock()
+	w.cancel, w.interrupted = cancel, false
+	if w.stopped {
+		cancel()
+	}
+	w.mu.Unlock()
+	return ctx, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.cancel = nil
+		cancel()
+		return w.interrupted
+	}
+}
+
+// interrupt cancels the running command, if one is; false if none is.
+func (w *shimWatch) interrupt() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel == nil {
+		return false
+	}
+	w.interrupted = true
+	w.cancel()
+	return true
+}
+
+func (w *shimWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.stopped = true
+		close(w.done)
+	}
+	if w.cancel != nil {
+		w.cancel()
+	}
+}
+
+// ended reports whether the tool ends (a signal it dies of, or no shim).
+func (w *shimWatch) ended() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stopped
 }
 
 func (b *batchRun) remote(p string) string {
@@ -417,7 +516,7 @@ func (b *batchRun) putPlan(src, dst string) (p transferPlan, why string) {
 		dst = name
 	}
 	if !b.remoteServed(dst) {
-		return p, "a remote path with ~user"
+		return p, "a remote path starting with ~"
 	}
 	p = transferPlan{path: b.remote(dst), display: dst}
 	if b.fast {
@@ -467,7 +566,7 @@ func (b *batchRun) putPlan(src, dst string) (p transferPlan, why string) {
 // the real tool, as putPlan does.
 func (b *batchRun) getPlan(src, dst string) (p transferPlan, why string) {
 	if !b.remoteServed(src) {
-		return p, "a remote path with ~user"
+		return p, "a remote path starting with ~"
 	}
 	rsrc := b.remote(src)
 	if strings.HasSuffix(src, "/") {
@@ -520,10 +619,11 @@ func (b *batchRun) named(p transferPlan) transferPlan {
 	return p
 }
 
-// remoteServed: ~ and ~/ are the login directory; ~user is the real
-// tool's (its server expands it).
+// remoteServed: scp takes ~ and ~/ as the login directory, and leaves
+// ~user to its server; sftp takes a ~ literally, as a name. The bridge
+// serves scp's login directory and leaves the rest to the real tool.
 func (b *batchRun) remoteServed(p string) bool {
-	return !strings.HasPrefix(p, "~") || p == "~" || strings.HasPrefix(p, "~/")
+	return !strings.HasPrefix(p, "~") || b.scp && (p == "~" || strings.HasPrefix(p, "~/"))
 }
 
 // pathAppend is OpenSSH's path_append: dir and name, one slash between.
@@ -749,20 +849,24 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	if err := iv.accept(""); err != nil {
 		return fakessh.ExitSSHError
 	}
-	ctx = b.untilHangup(ctx)
+	ctx, done := b.watchShim(ctx).command(ctx)
+	defer done()
 	go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
 	if upload {
 		err = b.put(ctx, src.Path, inv.Target.Path)
-		var dest *destOpenError
-		if errors.As(err, &dest) {
-			// scp says what failed, then which file.
-			iv.errorf("scp: %v", err)
-			err = fmt.Errorf("failed to upload file %s to %s", src.Path, inv.Target.Path)
-		}
 	} else {
 		err = b.get(ctx, src.Path, inv.Target.Path)
 	}
-	if err != nil {
+	var dest *destOpenError
+	switch {
+	case ctx.Err() != nil:
+		return 1 // signalled or gone: scp says nothing
+	case errors.As(err, &dest):
+		// scp says what failed, then which file.
+		iv.errorf("scp: %v", err)
+		iv.errorf("scp: failed to upload file %s to %s", src.Path, inv.Target.Path)
+		return 1
+	case err != nil:
 		iv.errorf("scp: %v", err)
 		return 1
 	}

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 )
 
 // TestSFTPBatchFallback: the real sftp runs a batch with any command
@@ -208,7 +211,7 @@ func TestTransferServedSet(t *testing.T) {
 		// regression writes nothing that matters.
 		{"a local path in /dev", []string{"127.0.0.1:" + src, "/dev/shm/ansible-bridge-test-" + filepath.Base(dir)}, "scp: a local path in /dev"},
 		{"the shim's stdout", []string{"127.0.0.1:" + src, "/proc/self/fd/1"}, "scp: a local path in /proc"},
-		{"~user", []string{src, "127.0.0.1:~root/x"}, "scp: a remote path with ~user"},
+		{"~user", []string{src, "127.0.0.1:~root/x"}, "scp: a remote path starting with ~"},
 		{"a remote glob", []string{"127.0.0.1:" + dir + "/s*", tree}, "scp: a remote glob"},
 	} {
 		if r := h.run("scp", h.sshArgs(tc.args...), ""); r.fallback != tc.reason || !r.via {
@@ -221,6 +224,7 @@ func TestTransferServedSet(t *testing.T) {
 		{"", "reget " + src + " " + old + "\n", `sftp: the batch command "reget"`},
 		{"", "put -p " + src + " " + dir + "/p\n", "sftp: put -p"},
 		{"", "put " + src + " " + dir + "/x\nget " + dir + "/x " + dir + "/y\n", "sftp: get a remote source that is not a regular file"},
+		{"", "put " + src + " ~/x\n", "sftp: put a remote path starting with ~"}, // sftp takes it as a name
 	} {
 		// Options are read before stdin, which the real sftp then reads;
 		// a batch read is handed back.
@@ -306,5 +310,46 @@ func TestCtl(t *testing.T) {
 	}
 	if _, err := src.ReadRemote(context.Background(), "nobody@nowhere:22", f); err == nil {
 		t.Error("ReadRemote of an unknown target")
+	}
+}
+
+// TestSFTPSignalled: sftp dies of SIGINT while it waits for its batch
+// (killchild: exit 1, nothing printed, nothing run), and the daemon says
+// so at once, though stdin stays open: the shim waits for that answer.
+func TestSFTPSignalled(t *testing.T) {
+	h := newHarness(t, 0)
+	c, err := net.Dial("unix", h.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hello := shimHello("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), h.cwd, []string{"HOME=" + h.home, "PATH=" + h.path})
+	if err := wire.Write(c, wire.Hello, hello); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := wire.Read(c)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		if f.Type == wire.Accept {
+			break
+		}
+	}
+	if err := wire.Write(c, wire.Stdin, []byte("put ")); err != nil { // half a line, no EOF
+		t.Fatal(err)
+	}
+	if err := wire.Write(c, wire.Signal, []byte("INT")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := wire.Read(c)
+	switch {
+	case err != nil:
+		t.Fatalf("read: %v", err)
+	case f.Type != wire.Exit:
+		t.Fatalf("frame %q %q before the exit status; sftp prints nothing", f.Type, f.Payload)
+	}
+	if code, _ := wire.ExitCode(f.Payload); code != 1 {
+		t.Fatalf("exit %d, want sftp's 1", code)
 	}
 }

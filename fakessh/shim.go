@@ -304,12 +304,14 @@ func pumpStdin(send func(wire.Type, []byte) error) {
 	}
 }
 
-// forwardSignals passes window changes on, and on a terminating signal
-// tells the daemon, calls atExit (the terminal back, and what ssh prints
-// then) and exits at once as prog does (signalExit): sshpass,
-// for one, stops a wrong-password login with SIGHUP and expects ssh to
-// be gone.
+// forwardSignals passes window changes on, and tells the daemon of a
+// terminating signal. ssh then calls atExit (the terminal back, and what
+// ssh prints then) and exits 255 at once: sshpass, for one, stops a
+// wrong-password login with SIGHUP and expects ssh to be gone. scp and
+// sftp wait for the daemon to stop the copy and send the exit status,
+// stopWait at most (sftp's SIGINT may only abandon a command).
 func forwardSignals(prog string, sigs <-chan os.Signal, send func(wire.Type, []byte) error, atExit func()) {
+	var deadline *time.Timer
 	for s := range sigs {
 		if s == syscall.SIGWINCH {
 			if cols, rows, err := term.GetSize(int(os.Stdin.Fd())); err == nil {
@@ -318,21 +320,24 @@ func forwardSignals(prog string, sigs <-chan os.Signal, send func(wire.Type, []b
 			continue
 		}
 		_ = send(wire.Signal, []byte(unixSignalName(s)))
-		atExit()
-		os.Exit(signalExit(prog))
+		switch {
+		case prog == "ssh":
+			atExit()
+			os.Exit(ExitSSHError)
+		case s == syscall.SIGQUIT:
+			// scp and sftp die of it, which the C front reproduces; Go
+			// cannot restore the default action.
+			atExit()
+			os.Exit(1)
+		case deadline == nil && !(prog == "sftp" && s == syscall.SIGINT):
+			deadline = time.AfterFunc(stopWait, func() { atExit(); os.Exit(1) })
+		}
 	}
 }
 
-// signalExit is the status prog exits with on a terminating signal: ssh
-// 255; scp and sftp kill their ssh and exit 1 (killchild). They die of
-// SIGQUIT, which the C front reproduces; Go cannot restore the default
-// action, so here it is 1 too.
-func signalExit(prog string) int {
-	if prog == "ssh" {
-		return ExitSSHError
-	}
-	return 1
-}
+// stopWait bounds how long scp and sftp wait for the daemon's exit
+// status after a signal they die of (STOP_WAIT_MS in the C front).
+const stopWait = 2 * time.Second
 
 func unixSignalName(s os.Signal) string {
 	switch s {

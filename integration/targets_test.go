@@ -399,8 +399,8 @@ func checkNoPython(t *testing.T, r *runResult) {
 	}
 }
 
-// setupStartupEnv writes what startup-env.yml reads: a UTF-8 text file
-// and a python module, in a directory every user may read.
+// setupStartupEnv writes what startup-env.yml reads: a UTF-8 text file,
+// a python module and a library, in a directory every user may read.
 func setupStartupEnv(t *testing.T) map[string]map[string]any {
 	t.Helper()
 	// The same path for both runs: it is in the module's arguments.
@@ -409,7 +409,15 @@ func setupStartupEnv(t *testing.T) map[string]map[string]any {
 	if err := os.MkdirAll(filepath.Join(dir, "pp"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, content := range map[string]string{"utf8.txt": "café\n", "pp/ab_startenv_pp.py": "VALUE = 'from PYTHONPATH'\n"} {
+	// A library the loader finds only on LD_LIBRARY_PATH: zlib, renamed.
+	zlib, err := os.ReadFile("/lib/x86_64-linux-gnu/libz.so.1")
+	if err != nil {
+		t.Skipf("no zlib to load: %v", err)
+	}
+	for name, content := range map[string]string{"utf8.txt": "café\n", "pp/ab_startenv_pp.py": "VALUE = 'from PYTHONPATH'\n", "lib/libabstartenv.so.1": string(zlib)} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}

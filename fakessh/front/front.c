@@ -47,9 +47,11 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXIT_SSH_ERROR 255
+#define STOP_WAIT_MS 2000 /* stopWait in fakessh/shim.go */
 #define HEADER_LEN 5
 #define MAX_PAYLOAD (1 << 20)
 #define STDIN_PIPE_SIZE (1 << 20) /* fakessh's stdinPipeSize */
@@ -543,8 +545,22 @@ static const char *signal_name(int sig)
 	}
 }
 
+/* stop_deadline: after a signal scp and sftp die of, the daemon stops
+ * the copy and sends the exit status; this is how long (CLOCK_MONOTONIC,
+ * ms) the front waits for it. 0: no such signal yet. */
+static long long stop_deadline;
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* signalled passes a window change on, as the Go shim does where stdin
- * is a terminal, and ends the shim for any other signal. */
+ * is a terminal, and tells the daemon of any other signal: ssh ends at
+ * once; scp and sftp wait for the daemon to stop the copy and give the
+ * exit status (sftp's SIGINT may only abandon a command). */
 static void signalled(int sig)
 {
 	if (sig == SIGWINCH) {
@@ -559,15 +575,17 @@ static void signalled(int sig)
 	(void)send_frame('S', name, strlen(name));
 	if (signal_line)
 		(void)write_all(2, signal_line, signal_line_n);
-	/* ssh exits 255; scp and sftp kill their ssh and exit 1, and die of
-	 * SIGQUIT (signalExit in fakessh/shim.go). */
+	/* ssh exits 255; scp and sftp kill their ssh and exit 1 (the
+	 * daemon's answer, or after a while without one), and die of SIGQUIT
+	 * (forwardSignals in fakessh/shim.go). */
 	if (strcmp(g_prog, "ssh") == 0)
 		exit(EXIT_SSH_ERROR);
 	if (sig == SIGQUIT) {
 		signal(SIGQUIT, SIG_DFL);
 		raise(SIGQUIT);
 	}
-	exit(1);
+	if (!stop_deadline && !(sig == SIGINT && strcmp(g_prog, "sftp") == 0))
+		stop_deadline = now_ms() + STOP_WAIT_MS;
 }
 
 /* ---------------------------------------------------------------- main */
@@ -615,7 +633,14 @@ int main(int argc, char **argv)
 		struct pollfd p[3] = {{.fd = conn, .events = POLLIN | (queued ? POLLOUT : 0)},
 				      {.fd = sig_pipe[0], .events = POLLIN},
 				      {.fd = state == ACCEPTED && !queued ? 0 : -1, .events = POLLIN}};
-		if (poll(p, 3, -1) < 0) {
+		int timeout = -1;
+		if (stop_deadline) {
+			long long left = stop_deadline - now_ms();
+			if (left <= 0)
+				exit(1);
+			timeout = (int)left;
+		}
+		if (poll(p, 3, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			lost("poll failed");

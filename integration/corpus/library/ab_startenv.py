@@ -2,7 +2,7 @@
 # -*- coding: utf-8 -*-
 # Reports what python took from the environment as it started
 # (startup-env.yml): the text a file reads as, a module found on
-# PYTHONPATH, the time zone.
+# PYTHONPATH, the time zone, a library found on LD_LIBRARY_PATH.
 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
@@ -14,8 +14,12 @@ options:
   path:
     description: a UTF-8 text file to read in text mode
     type: str
+  lib:
+    description: a shared library to load by name (LD_LIBRARY_PATH)
+    type: str
 '''
 
+import ctypes
 import sys
 import time
 
@@ -23,7 +27,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 
 def main():
-    module = AnsibleModule(argument_spec=dict(path=dict(type='str')))
+    module = AnsibleModule(argument_spec=dict(path=dict(type='str'), lib=dict(type='str')))
     try:
         with open(module.params['path']) as f:
             text = f.read()
@@ -34,7 +38,12 @@ def main():
         pp = ab_startenv_pp.VALUE
     except ImportError as e:
         pp = type(e).__name__
-    module.exit_json(changed=False, text=text, pp=pp, tz=time.strftime('%Z'),
+    try:
+        ctypes.CDLL(module.params['lib'])
+        lib = 'loaded'
+    except OSError:
+        lib = 'OSError'
+    module.exit_json(changed=False, text=text, pp=pp, tz=time.strftime('%Z'), lib=lib,
                      utf8_mode=sys.flags.utf8_mode, fsencoding=sys.getfilesystemencoding())
 
 
