@@ -107,7 +107,6 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 		if err := sess.RequestPty(term, iv.hello.Rows, iv.hello.Cols, r.terminalModes()); err != nil {
 			iv.errorf("PTY allocation request failed on channel 0")
 		}
-		r.signalLine()
 	}
 	stdin, err := sess.StdinPipe()
 	if err == nil {
@@ -182,6 +181,10 @@ func (r *request) exec(command string, opts execOpts) int {
 		if err := iv.accept(mode); err != nil {
 			return fakessh.ExitSSHError
 		}
+	}
+	if tty {
+		// After the accept, which hands a raw terminal to the Go shim.
+		r.signalLine()
 	}
 	go func() {
 		if inv.NoStdin {
