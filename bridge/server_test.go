@@ -480,9 +480,8 @@ func TestTransfers(t *testing.T) {
 			t.Fatalf("scp down: %+v", r)
 		}
 		assertFile(t, filepath.Join(dir, "fetched"), content, 0o600)
-		// A missing file is the real scp's to report.
 		r = h.run("scp", h.sshArgs("[127.0.0.1]:/nonexistent", filepath.Join(dir, "x")), "")
-		if r.fallback != "scp: a remote source that is not a regular file" || !r.via {
+		if r.code != 1 || r.stderr != "scp: /nonexistent: No such file or directory\r\n" {
 			t.Fatalf("scp missing: %+v", r)
 		}
 	})

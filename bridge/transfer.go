@@ -495,6 +495,7 @@ type transferPlan struct {
 	path, display string
 	exists        bool
 	held          bool // into a temp dir the bridge holds
+	missing       bool // a get whose source is not there: the tool says so
 }
 
 // putPlan resolves an upload of the local file src to the remote dst
@@ -575,7 +576,10 @@ func (b *batchRun) getPlan(src, dst string) (p transferPlan, why string) {
 	if err := b.t.materializeHeld(context.Background(), b.iv); err != nil {
 		return p, "held temp dirs that cannot be written to the target"
 	}
-	if st, err := b.sc.Stat(rsrc); err != nil || !st.Mode().IsRegular() {
+	if st, err := b.sc.Stat(rsrc); err != nil {
+		// Whatever the stat's error, the tool reports the name alone.
+		return transferPlan{missing: true}, ""
+	} else if !st.Mode().IsRegular() {
 		return p, "a remote source that is not a regular file"
 	}
 	name := path.Base(rsrc)
@@ -724,6 +728,12 @@ func (b *batchRun) get(ctx context.Context, src, dst string) error {
 	display := rsrc
 	if b.scp {
 		display = visSafe(src)
+	}
+	switch {
+	case p.missing && b.scp:
+		return fmt.Errorf("%s: No such file or directory", display) // strerror(ENOENT)
+	case p.missing:
+		return msgf("File \"%s\" not found.", rsrc)
 	}
 	rf, err := b.sc.Open(rsrc)
 	if err != nil {

@@ -223,7 +223,7 @@ func TestTransferServedSet(t *testing.T) {
 		{"-N", "get " + src + " " + dir + "/n\n", "sftp -N"},
 		{"", "reget " + src + " " + old + "\n", `sftp: the batch command "reget"`},
 		{"", "put -p " + src + " " + dir + "/p\n", "sftp: put -p"},
-		{"", "put " + src + " " + dir + "/x\nget " + dir + "/x " + dir + "/y\n", "sftp: get a remote source that is not a regular file"},
+		{"", "get " + dir + "\n", "sftp: get a remote source that is not a regular file"},
 		{"", "put " + src + " ~/x\n", "sftp: put a remote path starting with ~"}, // sftp takes it as a name
 	} {
 		// Options are read before stdin, which the real sftp then reads;
@@ -235,6 +235,16 @@ func TestTransferServedSet(t *testing.T) {
 		if r := h.run("sftp", append(args, h.sshArgs("127.0.0.1")...), tc.batch); r.fallback != tc.reason || r.replay != replay || !r.via {
 			t.Errorf("sftp %s %q: %+v, want it handed back: %q", tc.opts, tc.batch, r, tc.reason)
 		}
+	}
+	// A source that is not there, the tool's words, served.
+	missing := filepath.Join(dir, "missing")
+	if r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), "get "+missing+" "+dir+"/m\n"); r.code != 1 || r.fallback != "" ||
+		r.stderr != "File \""+missing+"\" not found.\r\n" {
+		t.Errorf("sftp get of a missing file: %+v", r)
+	}
+	if r := h.run("scp", h.sshArgs("127.0.0.1:"+missing, dir+"/m"), ""); r.code != 1 || r.fallback != "" ||
+		r.stderr != "scp: "+missing+": No such file or directory\r\n" {
+		t.Errorf("scp of a missing file: %+v", r)
 	}
 	if r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1:"+dir)...), "get x\n"); r.fallback != "sftp host:path" {
 		t.Errorf("sftp host:path: %+v", r)

