@@ -162,6 +162,30 @@ func (h *harness) runEnv(prog string, argv []string, stdin string, env ...string
 
 // shimHello is the hello frame's payload a shim sends for prog and argv,
 // parsed as the shim parses it, from directory cwd with environment env.
+// accepted talks to the daemon as a shim running prog with argv would,
+// until the daemon accepts the invocation, and returns the connection
+// (closed when the test ends).
+func (h *harness) accepted(prog string, argv []string) net.Conn {
+	h.t.Helper()
+	c, err := net.Dial("unix", h.sock)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { c.Close() })
+	if err := wire.Write(c, wire.Hello, shimHello(prog, argv, h.cwd, []string{"HOME=" + h.home, "PATH=" + h.path})); err != nil {
+		h.t.Fatal(err)
+	}
+	for {
+		f, err := wire.Read(c)
+		if err != nil {
+			h.t.Fatalf("read: %v", err)
+		}
+		if f.Type == wire.Accept {
+			return c
+		}
+	}
+}
+
 func shimHello(prog string, argv []string, cwd string, env []string) []byte {
 	h, _ := fakessh.NewHello(prog, argv)
 	h.Cwd, h.Env, h.Umask = cwd, env, 0o22
@@ -329,24 +353,7 @@ func TestExec(t *testing.T) {
 // without a PTY running (README, "When a client dies").
 func TestShimSignalledClosesChannel(t *testing.T) {
 	h := newHarness(t, 0)
-	c, err := net.Dial("unix", h.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	hello := shimHello("ssh", h.sshArgs("127.0.0.1", "sleep 30"), h.cwd, []string{"HOME=" + h.home, "PATH=" + h.path})
-	if err := wire.Write(c, wire.Hello, hello); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		f, err := wire.Read(c)
-		if err != nil {
-			t.Fatalf("read: %v", err)
-		}
-		if f.Type == wire.Accept {
-			break
-		}
-	}
+	c := h.accepted("ssh", h.sshArgs("127.0.0.1", "sleep 30"))
 	deadline := time.Now().Add(10 * time.Second)
 	for h.ts.execs.Load() == 0 {
 		if time.Now().After(deadline) {

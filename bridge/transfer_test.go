@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -328,24 +327,7 @@ func TestCtl(t *testing.T) {
 // so at once, though stdin stays open: the shim waits for that answer.
 func TestSFTPSignalled(t *testing.T) {
 	h := newHarness(t, 0)
-	c, err := net.Dial("unix", h.sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	hello := shimHello("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), h.cwd, []string{"HOME=" + h.home, "PATH=" + h.path})
-	if err := wire.Write(c, wire.Hello, hello); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		f, err := wire.Read(c)
-		if err != nil {
-			t.Fatalf("read: %v", err)
-		}
-		if f.Type == wire.Accept {
-			break
-		}
-	}
+	c := h.accepted("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...))
 	if err := wire.Write(c, wire.Stdin, []byte("put ")); err != nil { // half a line, no EOF
 		t.Fatal(err)
 	}
