@@ -3,6 +3,7 @@ package bridge
 import (
 	"os"
 
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
 )
 
@@ -38,7 +39,7 @@ func (r *request) serveControl() int {
 	running := t != nil && t.hasLive()
 	iv.log.WithField("control", inv.Control).WithField("running", running).Info("control request")
 	if !running {
-		iv.errorf("Control socket connect(%s): No such file or directory", path)
+		iv.errorf("%s", sshclient.ControlConnectError(path))
 		return fakessh.ExitSSHError
 	}
 	switch inv.Control {

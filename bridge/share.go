@@ -76,6 +76,11 @@ func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target,
 		return nil, "ControlMaster=yes beside a master: " + reasonOwnConnection, nil
 	case !live && settings.ControlMaster == "no":
 		return nil, "ControlMaster=no without a master: " + reasonOwnConnection, nil
+	case !live && exists(settings.ControlPath):
+		// What ssh could not remove (a directory; anything, for yes):
+		// its new master cannot listen there, and it runs without one,
+		// saying so ("ControlSocket ... already exists").
+		return nil, "something at the ControlPath: " + reasonOwnConnection, nil
 	}
 	if level := strings.ToLower(settings.LogLevel); note != "" && level != "quiet" && level != "fatal" {
 		iv.errorf("%s", note)
@@ -84,6 +89,11 @@ func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target,
 	iv.mustLogin.Store(!live)
 	iv.log = iv.log.WithField("target", t.label)
 	return t, "", nil
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // realMaster reports whether an ssh master listens on the control socket

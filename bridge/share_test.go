@@ -234,4 +234,26 @@ func TestControlPathAsSSH(t *testing.T) {
 	if _, err := os.Lstat(stale); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the stale file is still there: %v", err)
 	}
+	// A directory there stays, and ssh runs without a master: the real one.
+	busy := filepath.Join(dir, "busy")
+	if err := os.Mkdir(busy, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.run("ssh", h.sshArgsAt(busy, "127.0.0.1", "echo ran"), ""); !strings.HasPrefix(r.fallback, "something at the ControlPath") {
+		t.Errorf("a directory at the path: %+v", r)
+	}
+	if st, err := os.Lstat(busy); err != nil || !st.IsDir() {
+		t.Errorf("the directory at the path went: %v", err)
+	}
+	// -O with no master: connect's own error, the path cut at 100 bytes.
+	for _, tc := range []struct{ path, stderr string }{
+		{busy, "Control socket connect(" + busy + "): Connection refused\r\n"},
+		{missing, "Control socket connect(" + missing + "): No such file or directory\r\n"},
+		{long, "ControlPath too long ('" + long + "' >= 108 bytes)\r\n"},
+		{long[:105], "Control socket connect(" + long[:100] + "): No such file or directory\r\n"},
+	} {
+		if r := h.run("ssh", h.sshArgsAt(tc.path, "-O", "check", "127.0.0.1"), ""); r.code != 255 || r.stderr != tc.stderr {
+			t.Errorf("-O check at %s: %+v, want %q", tc.path, r, tc.stderr)
+		}
+	}
 }

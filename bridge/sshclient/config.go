@@ -327,7 +327,7 @@ func (r *resolver) note(s string) {
 func sessionDefault(kw, v string) bool {
 	v = strings.ToLower(v)
 	switch kw {
-	case "remotecommand", "setenv":
+	case "remotecommand":
 		return v == "none"
 	case "requesttty":
 		return v == "auto"
@@ -524,6 +524,13 @@ func (r *resolver) applyArgs(kw, raw string, args []string, src source, active b
 		// They shape the session. The shim's parser honours or refuses
 		// the command line's (which come first and win); a file's the
 		// daemon would ignore, so the real ssh runs with it.
+		if kw == "setenv" {
+			for _, a := range args {
+				if !strings.Contains(a, "=") {
+					return bad("Invalid SetEnv.")
+				}
+			}
+		}
 		if _, ok := r.vals[kw]; ok || !active {
 			return ""
 		}

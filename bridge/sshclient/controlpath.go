@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"os"
 	"syscall"
 	"time"
 )
@@ -42,11 +41,34 @@ func ProbeControlPath(path, controlMaster string) (ControlSocket, string, error)
 		return NoControlSocket, "", nil
 	case errors.Is(err, syscall.ECONNREFUSED):
 		if controlMaster != "no" {
-			_ = os.Remove(path)
+			_ = syscall.Unlink(path) // not a directory: unlink(2) as ssh's
 		}
 		return NoControlSocket, "", nil
 	}
-	return UnusableSocket, fmt.Sprintf("Control socket connect(%.100s): %s", path, strerror(err)), nil
+	return UnusableSocket, "Control socket connect(" + clip100(path) + "): " + strerror(err), nil
+}
+
+// ControlConnectError is what `ssh -O` says, exit 255, when no master
+// answers at path: the path too long for a socket, or connect's error.
+func ControlConnectError(path string) string {
+	if len(path) >= sunPathMax {
+		return fmt.Sprintf("ControlPath too long ('%s' >= %d bytes)", path, sunPathMax)
+	}
+	var err error = syscall.ECONNREFUSED // someone answers after all: no master of ours
+	if c, derr := net.DialTimeout("unix", path, time.Second); derr != nil {
+		err = derr
+	} else {
+		c.Close()
+	}
+	return "Control socket connect(" + clip100(path) + "): " + strerror(err)
+}
+
+// clip100 is C's %.100s: at most 100 bytes.
+func clip100(s string) string {
+	if len(s) > 100 {
+		return s[:100]
+	}
+	return s
 }
 
 // CheckMuxListen does what ssh's new master does with its ControlPath
