@@ -767,7 +767,8 @@ func getInPlace(ctx context.Context, rf *sftp.File, dst string) (int64, error) {
 	return n, err
 }
 
-// ctxReader and ctxWriter stop a copy once ctx ends: the shim went away.
+// ctxReader and ctxWriter stop a copy once ctx ends: the shim went away
+// or was signalled.
 type ctxReader struct {
 	ctx context.Context
 	r   io.Reader
