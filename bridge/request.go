@@ -155,16 +155,23 @@ func (r *request) sendEnv() [][2]string {
 	return sendEnv(r.settings.SendEnv, r.iv.hello.Env)
 }
 
+// ownSession tells whether ssh runs the session itself, as the master it
+// became without ControlPersist; otherwise it is a mux client (with
+// ControlPersist the master goes to the background, and even the first
+// ssh is its client).
+func (r *request) ownSession() bool {
+	return r.iv.master.Load() && r.settings.ControlPersist == sshclient.PersistNo
+}
+
 // terminalModes are the modes ssh sends with its pty-req: the shim's
 // terminal's; for stdin that is none, all zero from a master serving a
-// mux client (it calls tcgetattr on a zeroed struct, and ControlPersist
-// makes even the first ssh one), and none from a master running its own
-// session.
+// mux client (it calls tcgetattr on a zeroed struct), and none from a
+// master running its own session.
 func (r *request) terminalModes() ssh.TerminalModes {
 	switch {
 	case r.iv.hello.Termios != nil:
 		return fakessh.TerminalModes(*r.iv.hello.Termios)
-	case r.iv.hello.StdinTTY, r.iv.master.Load() && r.settings.ControlPersist == sshclient.PersistNo:
+	case r.iv.hello.StdinTTY, r.ownSession():
 		return ssh.TerminalModes{}
 	}
 	return fakessh.TerminalModes(wire.Termios{})
@@ -175,7 +182,7 @@ func (r *request) terminalModes() ssh.TerminalModes {
 // closed.", unless quiet. (A master running its own session says "Killed
 // by signal N.", which the shim leaves out.)
 func (r *request) signalLine() {
-	if r.iv.quiet || r.iv.master.Load() && r.settings.ControlPersist == sshclient.PersistNo {
+	if r.iv.quiet || r.ownSession() {
 		return
 	}
 	_ = r.iv.send(wire.OnSignal, []byte("Shared connection to "+r.settings.HostName+" closed.\r\n"))
@@ -190,12 +197,11 @@ func (r *request) count(route string) { r.t.countRoute(r.iv, route) }
 // sharedClosed prints what ssh prints after a session on a terminal,
 // unless quiet: "Shared connection to HOST closed." from a mux client,
 // "Connection to HOST closed." from a master that runs the session
-// itself (with ControlPersist the master goes to the background, and
-// the ssh run is its first mux client).
+// itself (ownSession).
 func (r *request) sharedClosed() {
 	switch {
 	case r.iv.quiet:
-	case r.iv.master.Load() && r.settings.ControlPersist == sshclient.PersistNo:
+	case r.ownSession():
 		r.iv.errorf("Connection to %s closed.", r.settings.HostName)
 	default:
 		r.iv.errorf("Shared connection to %s closed.", r.settings.HostName)

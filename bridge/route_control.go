@@ -27,7 +27,8 @@ func (r *request) serveControl() int {
 		iv.errorf("No ControlPath specified for \"-O\" command")
 		return fakessh.ExitSSHError
 	}
-	if realMaster(path) {
+	dialErr := sshclient.DialControl(path)
+	if dialErr == nil {
 		iv.fallback(reasonRealMaster)
 		return -1
 	}
@@ -39,7 +40,7 @@ func (r *request) serveControl() int {
 	running := t != nil && t.hasLive()
 	iv.log.WithField("control", inv.Control).WithField("running", running).Info("control request")
 	if !running {
-		iv.errorf("%s", sshclient.ControlConnectError(path))
+		iv.errorf("%s", sshclient.ControlConnectError(path, dialErr))
 		return fakessh.ExitSSHError
 	}
 	switch inv.Control {

@@ -269,16 +269,19 @@ func exitStatus(err error) int {
 func sendEnv(patterns []string, env []string) [][2]string {
 	var out [][2]string
 	for _, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			continue
-		}
-		for _, p := range patterns {
-			if sshclient.MatchPattern(p, k) {
-				out = append(out, [2]string{k, v})
-				break
-			}
+		if k, v, ok := strings.Cut(kv, "="); ok && sendEnvPasses(patterns, k) {
+			out = append(out, [2]string{k, v})
 		}
 	}
 	return out
+}
+
+// sendEnvPasses tells whether SendEnv patterns pass the variable name.
+func sendEnvPasses(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if sshclient.MatchPattern(p, name) {
+			return true
+		}
+	}
+	return false
 }

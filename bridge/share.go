@@ -1,10 +1,8 @@
 package bridge
 
 import (
-	"net"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 )
@@ -63,7 +61,7 @@ func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target,
 			return nil, reasonRealMaster, nil
 		}
 	case "yes":
-		if realMaster(settings.ControlPath) {
+		if sshclient.DialControl(settings.ControlPath) == nil {
 			return nil, reasonRealMaster, nil
 		}
 	default:
@@ -94,19 +92,4 @@ func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target,
 func exists(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
-}
-
-// realMaster reports whether an ssh master listens on the control socket
-// at path: a socket that accepts a connection (a stale one refuses).
-func realMaster(path string) bool {
-	fi, err := os.Lstat(path)
-	if err != nil || fi.Mode()&os.ModeSocket == 0 {
-		return false
-	}
-	c, err := net.DialTimeout("unix", path, time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
 }

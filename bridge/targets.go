@@ -212,11 +212,8 @@ type sshConn struct {
 func (c *sshConn) masterEnv(env [][2]string) [][2]string {
 	var out [][2]string
 	for _, kv := range env {
-		for _, p := range c.sendEnv {
-			if sshclient.MatchPattern(p, kv[0]) {
-				out = append(out, kv)
-				break
-			}
+		if sendEnvPasses(c.sendEnv, kv[0]) {
+			out = append(out, kv)
 		}
 	}
 	return out

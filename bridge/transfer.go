@@ -354,12 +354,7 @@ func localPath(iv *invocation, p string) string {
 
 // run executes one batch command; quit is true for bye/exit/quit.
 func (b *batchRun) run(ctx context.Context, c fakessh.BatchCommand) (quit bool, err error) {
-	arg := func(i int) string {
-		if i < len(c.Args) {
-			return c.Args[i]
-		}
-		return ""
-	}
+	arg := func(i int) string { return argOr(c.Args, i) }
 	// need words a missing path as sftp's parse_args does.
 	need := func(n int) error {
 		switch {
@@ -387,12 +382,22 @@ func (b *batchRun) run(ctx context.Context, c fakessh.BatchCommand) (quit bool, 
 		if err := need(1); err != nil {
 			return false, err
 		}
-		return false, b.put(ctx, arg(0), arg(1))
+		// Planned again: an earlier command may have changed the
+		// destination since the batch was checked.
+		p, why := b.putPlan(arg(0), arg(1))
+		if why != "" {
+			return false, msgf("ansible-bridge: put %s: %s", arg(0), why)
+		}
+		return false, b.put(ctx, arg(0), p)
 	case "get":
 		if err := need(1); err != nil {
 			return false, err
 		}
-		return false, b.get(ctx, arg(0), arg(1))
+		p, why := b.getPlan(arg(0), arg(1))
+		if why != "" {
+			return false, msgf("ansible-bridge: get %s: %s", arg(0), why)
+		}
+		return false, b.get(ctx, arg(0), p)
 	case "cd", "chdir":
 		dir := b.remote(cmpOr(arg(0), "~"))
 		st, err := b.sc.Stat(dir)
@@ -663,13 +668,9 @@ func localUnserved(p string) string {
 	return ""
 }
 
-// put uploads the local file src to the remote dst as sftp's put does.
-func (b *batchRun) put(ctx context.Context, src, dst string) error {
-	p, why := b.putPlan(src, dst)
-	if why != "" {
-		// The batch was checked before it ran; something changed since.
-		return msgf("ansible-bridge: put %s: %s", src, why)
-	}
+// put uploads the local file src as sftp's put does, where putPlan
+// says.
+func (b *batchRun) put(ctx context.Context, src string, p transferPlan) error {
 	f, err := os.Open(b.local(src))
 	if err != nil {
 		return msgf("open local \"%s\": %s", src, sftpErrText(err))
@@ -717,13 +718,9 @@ func putInPlace(sc *sftp.Client, dst string, r io.Reader) (int64, error) {
 	return n, err
 }
 
-// get downloads the remote file src to the local dst as sftp's get
-// does: the remote file is opened first, and named if it cannot be.
-func (b *batchRun) get(ctx context.Context, src, dst string) error {
-	p, why := b.getPlan(src, dst)
-	if why != "" {
-		return msgf("ansible-bridge: get %s: %s", src, why)
-	}
+// get downloads the remote file src as sftp's get does, where getPlan
+// says: the remote file is opened first, and named if it cannot be.
+func (b *batchRun) get(ctx context.Context, src string, p transferPlan) error {
 	rsrc := b.remote(src)
 	display := rsrc
 	if b.scp {
@@ -847,11 +844,12 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	}
 	defer release()
 	b.scp = true
+	var plan transferPlan
 	var why string
 	if upload {
-		_, why = b.putPlan(src.Path, inv.Target.Path)
+		plan, why = b.putPlan(src.Path, inv.Target.Path)
 	} else {
-		_, why = b.getPlan(src.Path, inv.Target.Path)
+		plan, why = b.getPlan(src.Path, inv.Target.Path)
 	}
 	if why != "" {
 		iv.handBack(nil, "scp: "+why)
@@ -864,9 +862,9 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	defer done()
 	go func() { _, _ = io.Copy(io.Discard, iv.stdin) }()
 	if upload {
-		err = b.put(ctx, src.Path, inv.Target.Path)
+		err = b.put(ctx, src.Path, plan)
 	} else {
-		err = b.get(ctx, src.Path, inv.Target.Path)
+		err = b.get(ctx, src.Path, plan)
 	}
 	var dest *destOpenError
 	switch {

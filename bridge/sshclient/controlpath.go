@@ -32,10 +32,9 @@ func ProbeControlPath(path, controlMaster string) (ControlSocket, string, error)
 	if len(path) >= sunPathMax {
 		return 0, "", &ConnError{Msg: fmt.Sprintf("ControlPath too long ('%s' >= %d bytes)", path, sunPathMax), Err: errors.New("ControlPath too long")}
 	}
-	c, err := net.DialTimeout("unix", path, time.Second)
+	err := DialControl(path)
 	switch {
 	case err == nil:
-		c.Close()
 		return ListeningMaster, "", nil
 	case errors.Is(err, syscall.ENOENT):
 		return NoControlSocket, "", nil
@@ -48,17 +47,22 @@ func ProbeControlPath(path, controlMaster string) (ControlSocket, string, error)
 	return UnusableSocket, "Control socket connect(" + clip100(path) + "): " + strerror(err), nil
 }
 
+// DialControl connects to the control socket at path, as ssh's mux
+// client does, and hangs up: nil if a master answers there.
+func DialControl(path string) error {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		c.Close()
+	}
+	return err
+}
+
 // ControlConnectError is what `ssh -O` says, exit 255, when no master
-// answers at path: the path too long for a socket, or connect's error.
-func ControlConnectError(path string) string {
+// answered at path (DialControl's err): the path too long for a socket,
+// or connect's error.
+func ControlConnectError(path string, err error) string {
 	if len(path) >= sunPathMax {
 		return fmt.Sprintf("ControlPath too long ('%s' >= %d bytes)", path, sunPathMax)
-	}
-	var err error = syscall.ECONNREFUSED // someone answers after all: no master of ours
-	if c, derr := net.DialTimeout("unix", path, time.Second); derr != nil {
-		err = derr
-	} else {
-		c.Close()
 	}
 	return "Control socket connect(" + clip100(path) + "): " + strerror(err)
 }
