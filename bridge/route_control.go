@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"os"
+	"syscall"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
@@ -27,12 +28,14 @@ func (r *request) serveControl() int {
 		iv.errorf("No ControlPath specified for \"-O\" command")
 		return fakessh.ExitSSHError
 	}
-	dialErr := sshclient.DialControl(path)
-	if dialErr == nil {
-		iv.fallback(reasonRealMaster)
-		return -1
-	}
 	t := r.s.targets.lookup(path)
+	var dialErr error
+	if t == nil || !t.ownsControlPath(path) {
+		if dialErr = sshclient.DialControl(path); dialErr == nil {
+			iv.fallback(reasonRealMaster)
+			return -1
+		}
+	}
 	if t != nil {
 		t.countRoute(iv, routeControl)
 		iv.log = iv.log.WithField("target", t.label)
@@ -40,6 +43,9 @@ func (r *request) serveControl() int {
 	running := t != nil && t.hasLive()
 	iv.log.WithField("control", inv.Control).WithField("running", running).Info("control request")
 	if !running {
+		if dialErr == nil { // the socket went with its master meanwhile
+			dialErr = syscall.ENOENT
+		}
 		iv.errorf("%s", sshclient.ControlConnectError(path, dialErr))
 		return fakessh.ExitSSHError
 	}

@@ -24,7 +24,10 @@ import (
 //     autoask, whose confirmation the bridge does not reproduce), and so
 //     does the real ssh: the invocation is handed to it;
 //   - a control socket that a real ssh master listens on is that
-//     master's: the real ssh multiplexes over it.
+//     master's: the real ssh multiplexes over it;
+//   - the daemon's master listens on its ControlPath (package mux), so a
+//     real ssh with that path (the user's own, or one an invocation is
+//     handed to) multiplexes over the daemon's connection.
 
 // Fallback reasons of the connection-sharing rules. They are OpenSSH's
 // contract, not a shortcoming: doctor does not count them as failures.
@@ -49,8 +52,12 @@ func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target,
 		return nil, reasonNoControlPath, nil
 	}
 	note := ""
-	switch settings.ControlMaster {
-	case "auto", "no":
+	own := s.targets.lookup(settings.ControlPath)
+	switch {
+	case own != nil && own.ownsControlPath(settings.ControlPath):
+		// The daemon's own master socket: found as ssh would find it,
+		// without dialling it.
+	case settings.ControlMaster == "auto" || settings.ControlMaster == "no":
 		// What ssh does with the socket first, as a mux client.
 		var found sshclient.ControlSocket
 		found, note, err = sshclient.ProbeControlPath(settings.ControlPath, settings.ControlMaster)
@@ -60,7 +67,7 @@ func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target,
 		case found == sshclient.ListeningMaster:
 			return nil, reasonRealMaster, nil
 		}
-	case "yes":
+	case settings.ControlMaster == "yes":
 		if sshclient.DialControl(settings.ControlPath) == nil {
 			return nil, reasonRealMaster, nil
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/ansible-bridge/ansible-bridge/bridge/mux"
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/interp"
 	"github.com/pkg/sftp"
@@ -180,8 +181,10 @@ type target struct {
 	// without t.mu: whether a master is up must not wait for a login in
 	// progress (ssh would not wait for another's either).
 	alive     atomic.Int32
-	connected atomic.Bool  // a dial has succeeded once
-	lastUse   atomic.Int64 // when one last began or ended, unix ns
+	connected atomic.Bool // a dial has succeeded once
+	// control is the control socket of the target's latest master.
+	control atomic.Pointer[mux.Listener]
+	lastUse atomic.Int64 // when one last began or ended, unix ns
 }
 
 // sshConn is one TCP connection to a target.
@@ -206,6 +209,11 @@ type sshConn struct {
 	// well as the invocation's own, as ssh's master filters a mux
 	// client's.
 	sendEnv []string
+	// mux is the control socket real ssh clients share c through (nil
+	// for a connection that is no master's).
+	mux *mux.Listener
+	// forwards are those mux clients asked c's master for.
+	forwards forwardSet
 }
 
 // masterEnv keeps the variables of env that c's master's SendEnv passes.
@@ -325,10 +333,11 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 	if err != nil {
 		return nil, err
 	}
+	c := &sshConn{t: t, client: client, counted: true, sendEnv: settings.SendEnv}
 	if master != nil && (s.ControlMaster == "auto" || s.ControlMaster == "yes") {
 		// A new master listens on its ControlPath once logged in, and
 		// fails there as ssh's does.
-		if err := sshclient.CheckMuxListen(s.ControlPath); err != nil {
+		if err := c.listenMux(master, settings); err != nil {
 			client.Close()
 			return nil, err
 		}
@@ -336,7 +345,6 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 	t.settings.Store(settings)
 	t.dials++
 	t.connected.Store(true)
-	c := &sshConn{t: t, client: client, counted: true, sendEnv: settings.SendEnv}
 	t.alive.Add(1)
 	if master != nil {
 		c.master = master.id
@@ -386,6 +394,7 @@ func (t *target) stop(now bool) {
 	t.conns = nil
 	t.mu.Unlock()
 	for _, c := range conns {
+		c.mux.Close() // ssh -O stop: no new clients
 		c.mu.Lock()
 		c.detached = true
 		c.goneLocked()
@@ -546,6 +555,8 @@ func (c *sshConn) markDead() {
 	if already {
 		return
 	}
+	c.mux.Close()
+	c.forwards.close()
 	t := c.t
 	t.mu.Lock()
 	t.forgetLocked(c)

@@ -342,7 +342,7 @@ var flagKeys = map[string]bool{
 	"batchmode": true, "identitiesonly": true, "passwordauthentication": true,
 	"kbdinteractiveauthentication": true, "hashknownhosts": true,
 	"checkhostip": true, "compression": true, "tcpkeepalive": true,
-	"clearallforwardings": true,
+	"clearallforwardings": true, "gatewayports": true, "streamlocalbindunlink": true,
 }
 
 // apply processes one keyword/value, first value wins (identity and
@@ -572,6 +572,10 @@ func convtime(s string) (time.Duration, error) {
 }
 
 // strerror renders an error like C's strerror for the common cases.
+// Strerror is C's strerror for err's errno (ssh's wording), else err's
+// own text.
+func Strerror(err error) string { return strerror(err) }
+
 func strerror(err error) string {
 	var errno syscall.Errno
 	switch {

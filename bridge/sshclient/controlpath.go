@@ -1,10 +1,8 @@
 package sshclient
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"syscall"
 	"time"
@@ -73,30 +71,4 @@ func clip100(s string) string {
 		return s[:100]
 	}
 	return s
-}
-
-// CheckMuxListen does what ssh's new master does with its ControlPath
-// once logged in (mux.c's muxserver_listen): it listens on a temporary
-// name beside it, and fails as ssh does where it cannot (exit 255 after
-// the message). The socket is removed again: the daemon's master lives
-// in the daemon.
-func CheckMuxListen(path string) error {
-	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	suffix := make([]byte, 16)
-	for i := range suffix {
-		n, err := rand.Int(rand.Reader, big.NewInt(int64(len(letters))))
-		if err != nil {
-			return err
-		}
-		suffix[i] = letters[n.Int64()]
-	}
-	tmp := path + "." + string(suffix)
-	if len(tmp) >= sunPathMax {
-		return &ConnError{Msg: fmt.Sprintf("unix_listener: path \"%s\" too long for Unix domain socket", tmp), Err: errors.New("ControlPath too long")}
-	}
-	l, err := net.Listen("unix", tmp)
-	if err != nil {
-		return &ConnError{Msg: fmt.Sprintf("unix_listener: cannot bind to path %s: %s", tmp, strerror(err)), Err: err}
-	}
-	return l.Close() // and unlinks tmp
 }

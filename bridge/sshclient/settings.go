@@ -119,6 +119,11 @@ type Settings struct {
 	// SendEnv holds the patterns of local variables to send to the
 	// server (accumulated over all sources, "-pattern" removals applied).
 	SendEnv []string
+	// GatewayPorts, StreamLocalBindMask and StreamLocalBindUnlink are
+	// the master's, for the forwards its mux clients ask it for.
+	GatewayPorts          bool
+	StreamLocalBindMask   os.FileMode
+	StreamLocalBindUnlink bool
 	// Ciphers, MACs and KexAlgorithms are the configured lists as OpenSSH
 	// would assemble them, less what x/crypto does not implement; nil
 	// when not configured (x/crypto's defaults). HostKeyAlgorithms
@@ -467,6 +472,16 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 	}
 
 	s.SendEnv = r.lists["sendenv"]
+	s.GatewayPorts = v["gatewayports"] == "yes"
+	s.StreamLocalBindUnlink = v["streamlocalbindunlink"] == "yes"
+	s.StreamLocalBindMask = 0o177
+	if m, ok := v["streamlocalbindmask"]; ok {
+		mask, err := strconv.ParseUint(m, 8, 32)
+		if err != nil || mask > 0o777 {
+			return fail(fmt.Errorf("bad StreamLocalBindMask %q", m))
+		}
+		s.StreamLocalBindMask = os.FileMode(mask)
+	}
 
 	// Known hosts files.
 	user, userSet := r.lists["userknownhostsfile"]

@@ -379,12 +379,16 @@ var served = map[string]bool{
 	"proxyjump":                       true,
 	"pubkeyauthentication":            true,
 	"sendenv":                         true,
-	"serveralivecountmax":             true,
-	"serveraliveinterval":             true,
-	"stricthostkeychecking":           true,
-	"updatehostkeys":                  true,
-	"user":                            true,
-	"userknownhostsfile":              true,
+	// The master's, for the forwards its mux clients ask for.
+	"gatewayports":          true,
+	"streamlocalbindmask":   true,
+	"streamlocalbindunlink": true,
+	"serveralivecountmax":   true,
+	"serveraliveinterval":   true,
+	"stricthostkeychecking": true,
+	"updatehostkeys":        true,
+	"user":                  true,
+	"userknownhostsfile":    true,
 }
 
 // reasons say why an accepted keyword needs nothing of the SSH client.
@@ -399,10 +403,8 @@ var reasons = map[string]string{
 	"forwardagent":                     "yes makes the shim fall back",
 	"forwardx11":                       "yes makes the shim fall back",
 	"forwardx11trusted":                "only matters with ForwardX11",
-	"gatewayports":                     "only matters with forwardings, which make the shim fall back",
 	"clearallforwardings":              "only matters with forwardings",
 	"exitonforwardfailure":             "only matters with forwardings",
-	"streamlocalbindunlink":            "only matters with forwardings",
 	"tunnel":                           "yes makes the shim fall back",
 	"proxyusefdpass":                   "yes makes the shim fall back",
 	"forkafterauthentication":          "yes makes the shim fall back",

@@ -1,0 +1,305 @@
+package mux
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
+)
+
+// sessionRequest is MUX_C_NEW_SESSION's body.
+type sessionRequest struct {
+	tty, subsystem bool
+	escape         uint32
+	term, command  string
+	env            []string
+}
+
+func parseSession(p *packet) (*sessionRequest, error) {
+	var r sessionRequest
+	var flags [4]uint32
+	if _, err := p.str(); err != nil { // reserved
+		return nil, err
+	}
+	for i := range flags {
+		v, err := p.u32()
+		if err != nil {
+			return nil, err
+		}
+		flags[i] = v
+	}
+	// flags[1] and [2] ask for X11 and agent forwarding, which a master
+	// grants only where its own ForwardX11 and ForwardAgent are on; the
+	// daemon's masters have neither (they run as the real ssh).
+	r.tty, r.subsystem = flags[0] != 0, flags[3] != 0
+	var err error
+	if r.escape, err = p.u32(); err != nil {
+		return nil, err
+	}
+	if r.term, err = p.str(); err != nil {
+		return nil, err
+	}
+	if r.command, err = p.str(); err != nil {
+		return nil, err
+	}
+	for !p.empty() {
+		kv, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		r.env = append(r.env, kv)
+	}
+	return &r, nil
+}
+
+// session is a passenger session: a session channel run on the client's
+// descriptors.
+type session struct {
+	cl     *client
+	id     uint32
+	ch     ssh.Channel
+	in     passedFD
+	out    passedFD
+	errOut *lockedWriter
+	w      *waker
+	fds    []int
+	tty    bool
+
+	closeOnce sync.Once
+	done      chan struct{} // the session has ended and its descriptors are closed
+}
+
+// newSession serves MUX_C_NEW_SESSION (mux_master_process_new_session,
+// mux_session_confirm, client_session2_setup).
+func (cl *client) newSession(ctx context.Context, rid uint32, p *packet) error {
+	req, err := parseSession(p)
+	if err != nil {
+		return err
+	}
+	fds, err := receiveFDs(cl.c, 3)
+	if err != nil {
+		_ = cl.fail(rid, "did not receive file descriptors")
+		return err
+	}
+	if cl.s != nil {
+		closeAll(fds)
+		return cl.fail(rid, "Multiple sessions not supported")
+	}
+	var modes wire.Termios
+	if req.tty {
+		// Before the client puts its terminal in raw mode.
+		if t, err := unix.IoctlGetTermios(fds[0], unix.TCGETS); err == nil {
+			modes = wire.Termios{Iflag: t.Iflag, Oflag: t.Oflag, Cflag: t.Cflag, Lflag: t.Lflag, Cc: t.Cc[:]}
+		} else {
+			cl.log.WithError(err).Debug("mux_master_process_new_session: tcgetattr")
+		}
+	}
+	ch, reqs, release, err := cl.m.OpenChannel(ctx, "session", nil)
+	if err != nil {
+		closeAll(fds)
+		cl.log.WithError(err).Info("mux session: channel open failed")
+		return cl.fail(rid, "Session open refused by peer")
+	}
+	s, err := cl.startSession(ch, fds, req.tty)
+	if err != nil {
+		ch.Close()
+		release()
+		closeAll(fds)
+		return err
+	}
+	go func() {
+		s.run(reqs, req, modes)
+		release()
+	}()
+	return cl.reply(builder(nil).u32(msgSessionOpened).u32(rid).u32(s.id))
+}
+
+// startSession makes the session that will run on ch with the passed
+// descriptors.
+func (cl *client) startSession(ch ssh.Channel, fds []int, tty bool) (*session, error) {
+	w, err := newWaker()
+	if err != nil {
+		return nil, err
+	}
+	s := &session{cl: cl, id: cl.l.nextID(), ch: ch, w: w, fds: fds, tty: tty, done: make(chan struct{})}
+	s.in = passedFD{fd: fds[0], w: w}
+	s.out = passedFD{fd: fds[1], w: w}
+	if len(fds) > 2 {
+		s.errOut = &lockedWriter{w: passedFD{fd: fds[2], w: w}}
+	}
+	cl.s = s
+	cl.l.track(s, true)
+	return s, nil
+}
+
+// run sets the session up as ssh's master does (pty-req, env, then exec,
+// shell or subsystem) and relays it until the channel closes.
+func (s *session) run(reqs <-chan *ssh.Request, req *sessionRequest, modes wire.Termios) {
+	defer s.finish()
+	exit := make(chan struct{})
+	go s.serveRequests(reqs, exit)
+	if req.tty {
+		ws, _ := unix.IoctlGetWinsize(s.fds[0], unix.TIOCGWINSZ)
+		if ws == nil {
+			ws = &unix.Winsize{}
+		}
+		payload := ssh.Marshal(struct {
+			Term                   string
+			Cols, Rows, XPix, YPix uint32
+			Modes                  string
+		}{req.term, uint32(ws.Col), uint32(ws.Row), uint32(ws.Xpixel), uint32(ws.Ypixel), encodeModes(fakessh.TerminalModes(modes))})
+		if ok, err := s.ch.SendRequest("pty-req", true, payload); err == nil && !ok {
+			_, _ = io.WriteString(s.errOut, "PTY allocation request failed\r\n")
+			_ = s.cl.reply(builder(nil).u32(msgTTYAllocFail).u32(s.id))
+		}
+	}
+	patterns := s.cl.m.SendEnv()
+	for _, kv := range req.env {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || !matchAny(patterns, name) {
+			continue
+		}
+		_, _ = s.ch.SendRequest("env", false, ssh.Marshal(struct{ Name, Value string }{name, val}))
+	}
+	kind, payload := "shell", []byte(nil)
+	switch {
+	case req.command != "" && req.subsystem:
+		kind, payload = "subsystem", ssh.Marshal(struct{ Name string }{req.command})
+	case req.command != "":
+		kind, payload = "exec", ssh.Marshal(struct{ Command string }{req.command})
+	}
+	if ok, err := s.ch.SendRequest(kind, true, payload); err == nil && !ok {
+		_, _ = io.WriteString(s.errOut, kind+" request failed\r\n")
+		s.ch.Close()
+	}
+	var relays sync.WaitGroup
+	relays.Add(2)
+	go func() {
+		defer relays.Done()
+		if _, err := io.Copy(s.out, s.ch); err != nil && err != errWoken {
+			// The client's stdout is gone: the master tells the remote
+			// (chan_write_failed), whose next write then fails.
+			_, _ = s.ch.SendRequest("eow@openssh.com", false, nil)
+			_, _ = io.Copy(io.Discard, s.ch)
+		}
+	}()
+	go func() {
+		defer relays.Done()
+		_, _ = io.Copy(s.errOut, s.ch.Stderr())
+	}()
+	go s.relayInput(req)
+	relays.Wait()
+	<-exit
+}
+
+// relayInput sends the client's stdin, through the escape filter where
+// the session has a terminal and an escape character, and EOF after it.
+func (s *session) relayInput(req *sessionRequest) {
+	var in io.Reader = s.in
+	if req.tty && req.escape != noEscape {
+		in = &escapeFilter{r: s.in, s: s, escape: byte(req.escape), lastWasCR: true}
+	}
+	_, err := io.Copy(s.ch, in)
+	if err != errWoken {
+		_ = s.ch.CloseWrite()
+	}
+}
+
+// serveRequests takes the session's requests until the channel closes:
+// an exit status goes to the client at once, as the master sends it.
+func (s *session) serveRequests(reqs <-chan *ssh.Request, done chan<- struct{}) {
+	defer close(done)
+	for r := range reqs {
+		ok := false
+		if r.Type == "exit-status" && len(r.Payload) >= 4 {
+			ok = true
+			_ = s.cl.reply(builder(nil).u32(msgExitMessage).u32(s.id).u32(binary.BigEndian.Uint32(r.Payload)))
+		}
+		if r.WantReply {
+			_ = r.Reply(ok, nil)
+		}
+	}
+}
+
+// abandon is the client going away (or ~.): the channel closes, which
+// the remote sees as a master closing a dead client's session.
+func (s *session) abandon() {
+	s.w.wake()
+	_ = s.ch.Close()
+}
+
+// finish releases the descriptors once the session has ended.
+func (s *session) finish() {
+	s.closeOnce.Do(func() {
+		s.w.wake()
+		_ = s.ch.Close()
+		s.cl.l.track(s, false)
+		closeAll(s.fds)
+		unix.Close(s.w.fd)
+		close(s.done)
+		// The client reads the end of its session as the end of the
+		// control connection.
+		_ = s.cl.c.CloseWrite()
+	})
+}
+
+// windowChanged sends the terminal's size, as the master does for each
+// session with a terminal on SIGWINCH.
+func (s *session) windowChanged() {
+	ws, err := unix.IoctlGetWinsize(s.fds[0], unix.TIOCGWINSZ)
+	if err != nil {
+		return
+	}
+	_, _ = s.ch.SendRequest("window-change", false, ssh.Marshal(struct{ Cols, Rows, XPix, YPix uint32 }{uint32(ws.Col), uint32(ws.Row), uint32(ws.Xpixel), uint32(ws.Ypixel)}))
+}
+
+// encodeModes is a pty-req's encoded terminal modes.
+func encodeModes(m map[uint8]uint32) string {
+	ops := make([]int, 0, len(m))
+	for op := range m {
+		ops = append(ops, int(op))
+	}
+	slices.Sort(ops)
+	var b []byte
+	for _, op := range ops {
+		b = append(b, byte(op))
+		b = binary.BigEndian.AppendUint32(b, m[uint8(op)])
+	}
+	return string(append(b, 0)) // TTY_OP_END
+}
+
+func matchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if sshclient.MatchPattern(p, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// lockedWriter serialises the session's stderr between the remote's and
+// the escape filter's messages.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}

@@ -1,0 +1,48 @@
+package bridge
+
+import (
+	"context"
+	"sync"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/forward"
+	"github.com/ansible-bridge/ansible-bridge/bridge/mux"
+)
+
+// forwardSet holds the forwards mux clients asked a master for; they
+// live as long as its connection, as in the master process.
+type forwardSet struct {
+	mu  sync.Mutex
+	set *forward.Set
+}
+
+// forward opens or cancels one of c's forwards for a mux client.
+func (c *sshConn) forward(ctx context.Context, cancel bool, f mux.Forward) (int, error) {
+	c.forwards.mu.Lock()
+	if c.forwards.set == nil {
+		s := c.t.settings.Load()
+		c.forwards.set = forward.NewSet(c.client.Client, forward.Options{
+			GatewayPorts:          s.GatewayPorts,
+			StreamLocalBindMask:   s.StreamLocalBindMask,
+			StreamLocalBindUnlink: s.StreamLocalBindUnlink,
+			Log:                   c.t.log.WithField("forwards", s.ControlPath),
+		})
+	}
+	set := c.forwards.set
+	c.forwards.mu.Unlock()
+	spec := forward.Spec{Kind: forward.Kind(f.Kind), ListenHost: f.ListenHost, ListenPort: f.ListenPort, ConnectHost: f.ConnectHost, ConnectPort: f.ConnectPort}
+	if cancel {
+		return 0, set.Cancel(ctx, spec)
+	}
+	return set.Open(ctx, spec)
+}
+
+// close ends the forwards (the connection has closed).
+func (f *forwardSet) close() {
+	f.mu.Lock()
+	set := f.set
+	f.set = nil
+	f.mu.Unlock()
+	if set != nil {
+		set.Close()
+	}
+}

@@ -1,0 +1,99 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/mux"
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"golang.org/x/crypto/ssh"
+)
+
+// routeMux counts what real ssh clients asked of a master's control
+// socket: sessions, stdio and port forwards.
+const routeMux = "mux"
+
+// listenMux puts c's control socket at its ControlPath once c's master
+// has logged in, as ssh's new master does (muxserver_listen): a real ssh
+// with the same ControlPath then multiplexes over c. A socket already
+// there is ssh's "disabling multiplexing" (said to the master, which
+// goes on without one); any other failure ends the master with ssh's
+// message.
+func (c *sshConn) listenMux(master *invocation, s *sshclient.Settings) error {
+	l, err := mux.Listen(s.ControlPath)
+	var exists *mux.ExistsError
+	var fatal *mux.FatalError
+	switch {
+	case errors.As(err, &exists):
+		if level := strings.ToLower(s.LogLevel); level != "quiet" && level != "fatal" && master != nil {
+			master.errorf("%s", exists.Error())
+		}
+		return nil
+	case errors.As(err, &fatal):
+		return &sshclient.ConnError{Msg: fatal.Msg, Err: fatal}
+	case err != nil:
+		return err
+	}
+	c.mux = l
+	c.t.control.Store(l)
+	go l.Serve(context.Background(), muxMaster{c}, c.t.log.WithField("mux", s.ControlPath))
+	return nil
+}
+
+// ownsControlPath reports whether the socket at path is the control
+// socket of t's master, without waiting for a login in progress.
+func (t *target) ownsControlPath(path string) bool {
+	return t.control.Load().At(path)
+}
+
+// muxMaster is a connection as its control socket's clients share it.
+type muxMaster struct{ c *sshConn }
+
+func (m muxMaster) OpenChannel(ctx context.Context, kind string, payload []byte) (ssh.Channel, <-chan *ssh.Request, func(), error) {
+	c, t := m.c, m.c.t
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		return nil, nil, nil, errors.New("the master's connection has closed")
+	}
+	c.active++
+	c.mu.Unlock()
+	ch, reqs, err := c.client.OpenChannel(kind, payload)
+	if err != nil {
+		c.release()
+		return nil, nil, nil, fmt.Errorf("open %s channel: %w", kind, err)
+	}
+	t.mu.Lock()
+	t.routes[routeMux]++
+	t.mu.Unlock()
+	// In flight, so that ControlPersist counts from its end.
+	t.inflight.Add(1)
+	t.lastUse.Store(time.Now().UnixNano())
+	done := func() {
+		t.lastUse.Store(time.Now().UnixNano())
+		if t.inflight.Add(-1) == 0 && t.settings.Load().ControlPersist == sshclient.PersistNo {
+			t.expireIdle(time.Now())
+		}
+		c.release()
+	}
+	return ch, reqs, done, nil
+}
+
+func (m muxMaster) SendEnv() []string { return m.c.sendEnv }
+
+func (m muxMaster) Forward(ctx context.Context, cancel bool, f mux.Forward) (int, error) {
+	return m.c.forward(ctx, cancel, f)
+}
+
+func (m muxMaster) Terminate() {
+	m.c.t.log.Info("mux client asked the master to exit")
+	m.c.t.stop(true)
+}
+
+func (m muxMaster) StopListening() {
+	m.c.t.log.Info("mux client asked the master to stop listening")
+	m.c.t.stop(false)
+}
