@@ -1,0 +1,79 @@
+package bridge
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestRealSSHJoinsTheMaster: a real ssh given the daemon master's
+// ControlPath multiplexes over the daemon's connection (ControlMaster no:
+// it cannot log in itself), as over an ssh -M master.
+func TestRealSSHJoinsTheMaster(t *testing.T) {
+	realSSH, err := exec.LookPath("/usr/bin/ssh")
+	if err != nil {
+		t.Skip("no OpenSSH client")
+	}
+	h := newHarness(t, 0)
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", "true"), ""); r.code != 0 {
+		t.Fatalf("the master: %+v", r)
+	}
+	if st, err := os.Lstat(h.cp); err != nil || st.Mode()&fs.ModeSocket == 0 || st.Mode().Perm() != 0o600 {
+		t.Fatalf("no 0600 control socket at the ControlPath: %v", err)
+	}
+	// run runs the real ssh with opts, then the host and command.
+	run := func(stdin string, opts []string, command ...string) (string, string, int) {
+		t.Helper()
+		args := append([]string{"-F", "none", "-o", "ControlMaster=no", "-o", "ControlPath=" + h.cp, "-o", "BatchMode=yes", "-p", h.port}, opts...)
+		cmd := exec.Command(realSSH, append(append(args, "tester@127.0.0.1"), command...)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return stdout.String(), stderr.String(), code
+	}
+	for _, tc := range []struct {
+		name, stdin    string
+		opts           []string
+		command        string
+		stdout, stderr string
+		code           int
+	}{
+		{"status and streams", "", nil, "echo out; echo err >&2; exit 3", "out\n", "err\n", 3},
+		{"stdin to its end", "a\nb\n", nil, "cat; echo end", "a\nb\nend\n", "", 0},
+		{"-n", "unread", []string{"-n"}, "cat; echo end", "end\n", "", 0},
+		{"-O check", "", []string{"-O", "check"}, "", "", fmt.Sprintf("Master running (pid=%d)\r\n", os.Getpid()), 0},
+	} {
+		var command []string
+		if tc.command != "" {
+			command = []string{tc.command}
+		}
+		stdout, stderr, code := run(tc.stdin, tc.opts, command...)
+		if stdout != tc.stdout || stderr != tc.stderr || code != tc.code {
+			t.Errorf("%s: got %q %q %d, want %q %q %d", tc.name, stdout, stderr, code, tc.stdout, tc.stderr, tc.code)
+		}
+	}
+	if n := h.ts.conns.Load(); n != 1 {
+		t.Errorf("%d logins, want the master's only", n)
+	}
+	if st := h.srv.Status(); len(st.Targets) != 1 || st.Targets[0].Routes[routeMux] != 3 {
+		t.Errorf("status: %+v, want 3 mux sessions counted", st.Targets)
+	}
+	if _, stderr, code := run("", []string{"-O", "exit"}); code != 0 || stderr != "Exit request sent.\r\n" {
+		t.Errorf("-O exit: %q %d", stderr, code)
+	}
+	// The master exits after its answer, as ssh's does.
+	waitFor(t, "the control socket to go with its master", func() bool {
+		_, err := os.Lstat(h.cp)
+		return err != nil
+	})
+}
