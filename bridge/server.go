@@ -312,8 +312,8 @@ func (s *Server) stopping() bool {
 // Stop makes Run return.
 func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopCh) }) }
 
-// idleWatch cancels the daemon once no invocation has been in flight for
-// cfg.Idle.
+// idleWatch cancels the daemon once no invocation (nor mux client
+// session) has been in flight for cfg.Idle.
 func (s *Server) idleWatch(ctx context.Context, cancel func()) {
 	if s.cfg.Idle <= 0 {
 		return
@@ -327,7 +327,9 @@ func (s *Server) idleWatch(ctx context.Context, cancel func()) {
 		case <-s.activity:
 			timer.Reset(s.cfg.Idle)
 		case <-timer.C:
-			if s.active.Load() == 0 {
+			// A real ssh's session over a master's control socket is
+			// no invocation, but the daemon is its master.
+			if s.active.Load() == 0 && !s.targets.busy() {
 				s.log.WithField("idle", s.cfg.Idle).Info("idle; exiting")
 				cancel()
 				return

@@ -135,6 +135,16 @@ func (r *registry) connected() bool {
 	return false
 }
 
+// busy reports whether anything is in flight on a target.
+func (r *registry) busy() bool {
+	for _, t := range r.all() {
+		if t.inflight.Load() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *registry) closeAll() {
 	for _, t := range r.all() {
 		t.stop(true)
