@@ -74,6 +74,8 @@ type session struct {
 	tty    bool
 
 	closeOnce sync.Once
+	fdMu      sync.Mutex // held while the descriptors are used outside the relays
+	ended     bool
 	done      chan struct{} // the session has ended and its descriptors are closed
 }
 
@@ -242,7 +244,10 @@ func (s *session) finish() {
 		s.w.wake()
 		_ = s.ch.Close()
 		s.cl.l.track(s, false)
+		s.fdMu.Lock()
+		s.ended = true
 		closeAll(s.fds)
+		s.fdMu.Unlock()
 		unix.Close(s.w.fd)
 		close(s.done)
 		// The client reads the end of its session as the end of the
@@ -254,7 +259,13 @@ func (s *session) finish() {
 // windowChanged sends the terminal's size, as the master does for each
 // session with a terminal on SIGWINCH.
 func (s *session) windowChanged() {
+	s.fdMu.Lock()
+	if s.ended {
+		s.fdMu.Unlock()
+		return
+	}
 	ws, err := unix.IoctlGetWinsize(s.fds[0], unix.TIOCGWINSZ)
+	s.fdMu.Unlock()
 	if err != nil {
 		return
 	}
