@@ -17,7 +17,8 @@ import (
 // clientCase is a shell script that drives real clients nobody here
 // wrote (rsync, git, scp, sftp, ssh) at the lab host "lab". SIDE in it
 // is the side's name, so that each side works in remote and local
-// directories of its own.
+// directories of its own. REAL_SSH is the real ssh, on both sides, and
+// LABPORT the lab sshd's port.
 type clientCase struct {
 	name, script string
 }
@@ -172,7 +173,10 @@ printf 'cd /nonexistent\nls\n' | sftp -b - lab; echo "rc=$?"
 // in two setups: the user's ssh_config asks for multiplexing
 // (ControlMaster auto, a ControlPath, ControlPersist), which the bridge
 // serves, and no Control options, which go to the real binaries. Output,
-// exit status and the resulting files must be the same.
+// exit status and the resulting files must be the same. With
+// multiplexing, the muxClientCases also run: the real ssh (REAL_SSH in
+// the script) as a client of the master, which the daemon is on the
+// shims side.
 func TestClientsLikeOpenSSH(t *testing.T) {
 	requireLab(t)
 	requireBridge(t)
@@ -188,7 +192,11 @@ func TestClientsLikeOpenSSH(t *testing.T) {
 		}
 		t.Run(setup, func(t *testing.T) {
 			d := newPrivateDaemon(t)
-			for _, tc := range clientCases {
+			cases := clientCases
+			if mux {
+				cases = append(cases[:len(cases):len(cases)], muxClientCases...)
+			}
+			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
 					var got [2]clientRun
 					for i, side := range []string{"openssh", "shims"} {
@@ -245,12 +253,12 @@ func runClientCase(t *testing.T, tc clientCase, side string, mux bool, d *privat
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	prelude := fmt.Sprintf(`export SSHCFG=%[1]s
+	prelude := fmt.Sprintf(`export SSHCFG=%[1]s REAL_SSH=%[2]s LABPORT=%[3]s
 ssh() { command ssh -F %[1]s "$@"; }
 scp() { command scp -F %[1]s "$@"; }
 sftp() { command sftp -F %[1]s "$@"; }
 export RSYNC_RSH="ssh -F %[1]s" GIT_SSH_COMMAND="ssh -F %[1]s"
-`, cfgFile)
+`, cfgFile, suite.realSSH, suite.lab.Port)
 	remoteDir := "clients-" + side
 	remoteHome := "/home/" + suite.lab.User
 	path := suite.basePATH

@@ -49,7 +49,8 @@ func (f *escapeFilter) Read(p []byte) (int, error) {
 				f.pending = false
 				switch ch {
 				case '.':
-					f.say(fmt.Sprintf("%c.\r\n", f.escape))
+					// ssh queues "~.", then force-closes the channel
+					// with the queue: the client sees nothing.
 					f.s.abandon()
 					return 0, errWoken
 				case 'Z' - 64, 'v', 'V', '&', 'C':

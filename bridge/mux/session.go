@@ -179,7 +179,8 @@ func (s *session) run(reqs <-chan *ssh.Request, req *sessionRequest, modes wire.
 		kind, payload = "exec", ssh.Marshal(struct{ Command string }{req.command})
 	}
 	if ok, err := s.ch.SendRequest(kind, true, payload); err == nil && !ok {
-		_, _ = io.WriteString(s.errOut, kind+" request failed\r\n")
+		// ssh's master queues "exec request failed" for the client's
+		// stderr, but closes the channel's output with it unwritten.
 		s.ch.Close()
 	}
 	var relays sync.WaitGroup
