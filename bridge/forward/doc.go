@@ -42,8 +42,7 @@
 // umask around bind(2); the umask is process-wide in Go, so instead the
 // socket is bound in a new 0700 directory beside the path, given its mode
 // and hard-linked into place (bind's "in use" becomes link's "exists").
-// Unlike OpenSSH, which leaves socket files behind, Cancel and Close
-// remove the file if it is still the one the Set bound.
+// Cancel and Close leave the file, as OpenSSH does.
 //
 // # Remote forwards
 //

@@ -147,7 +147,7 @@ func (s *Set) Cancel(ctx context.Context, spec Spec) error {
 }
 
 // Close ends every forward, as the end of the master's connection does:
-// listeners close, socket files this Set bound are removed, relayed
+// listeners close (socket files stay, as OpenSSH leaves them), relayed
 // connections are cut and remote forwards cancelled. It waits for the
 // Set's goroutines, except the one that takes forwarded-tcpip channels:
 // that one refuses them until the connection ends, since x/crypto offers
@@ -168,7 +168,7 @@ func (s *Set) Close() {
 
 	s.cancel()
 	for _, f := range local {
-		f.close(s.log)
+		f.close()
 	}
 	for _, f := range remote {
 		if f.established {

@@ -27,23 +27,13 @@ const (
 type localFwd struct {
 	spec Spec
 	lns  []net.Listener
-	// sock is the socket file bound for a path listener, removed on close
-	// only while it is still the same file.
-	sock     string
-	sockInfo os.FileInfo
 }
 
-func (f *localFwd) close(log logrus.FieldLogger) {
+// close closes the listeners. A unix socket's file stays, as OpenSSH
+// leaves it (StreamLocalBindUnlink is how a later bind replaces it).
+func (f *localFwd) close() {
 	for _, ln := range f.lns {
 		ln.Close()
-	}
-	if f.sock == "" {
-		return
-	}
-	if fi, err := os.Lstat(f.sock); err == nil && os.SameFile(fi, f.sockInfo) {
-		if err := os.Remove(f.sock); err != nil {
-			log.Warnf("remove %s: %v", f.sock, err)
-		}
 	}
 }
 
@@ -73,7 +63,7 @@ func (s *Set) openLocal(ctx context.Context, spec Spec, log logrus.FieldLogger) 
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		f.close(log)
+		f.close()
 		return &Error{Reason: reasonFailed, Err: net.ErrClosed}
 	}
 	s.local = append(s.local, f)
@@ -98,7 +88,7 @@ func (s *Set) cancelLocal(spec Spec) error {
 	if found == nil {
 		return &Error{Reason: reasonNotForwarded}
 	}
-	found.close(s.log)
+	found.close()
 	return nil
 }
 
@@ -119,11 +109,11 @@ func (s *Set) listen(ctx context.Context, spec Spec, log logrus.FieldLogger) (*l
 		if spec.ListenHost == "" {
 			return nil, errors.New("no forward path name")
 		}
-		ln, fi, err := listenUnix(spec.ListenHost, s.opts.StreamLocalBindMask, s.opts.StreamLocalBindUnlink, log)
+		ln, err := listenUnix(spec.ListenHost, s.opts.StreamLocalBindMask, s.opts.StreamLocalBindUnlink, log)
 		if err != nil {
 			return nil, err
 		}
-		f.lns, f.sock, f.sockInfo = []net.Listener{ln}, spec.ListenHost, fi
+		f.lns = []net.Listener{ln}
 		log.Debugf("Local forwarding listening on path %s.", spec.ListenHost)
 		return f, nil
 	}
@@ -190,9 +180,9 @@ func (s *Set) bindAddrs(ctx context.Context, host string) ([]netip.Addr, error) 
 // 0700 directory beside path, given its mode there, and hard-linked into
 // place: no one can connect before the mode is right, and an existing
 // file is not clobbered (bind's EADDRINUSE becomes link's EEXIST).
-func listenUnix(path string, mask os.FileMode, unlinkFirst bool, log logrus.FieldLogger) (*net.UnixListener, os.FileInfo, error) {
+func listenUnix(path string, mask os.FileMode, unlinkFirst bool, log logrus.FieldLogger) (*net.UnixListener, error) {
 	if len(path) >= sunPathLen {
-		return nil, nil, fmt.Errorf("unix_listener: path %q too long for Unix domain socket", path)
+		return nil, fmt.Errorf("unix_listener: path %q too long for Unix domain socket", path)
 	}
 	if unlinkFirst {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -202,7 +192,7 @@ func listenUnix(path string, mask os.FileMode, unlinkFirst bool, log logrus.Fiel
 	mode := 0o777 &^ mask.Perm()
 	dir, err := os.MkdirTemp(filepath.Dir(path), ".fwd")
 	if err != nil {
-		return nil, nil, fmt.Errorf("unix_listener: cannot bind to path %s: %w", path, err)
+		return nil, fmt.Errorf("unix_listener: cannot bind to path %s: %w", path, err)
 	}
 	defer os.RemoveAll(dir)
 	tmp := filepath.Join(dir, "s")
@@ -211,40 +201,31 @@ func listenUnix(path string, mask os.FileMode, unlinkFirst bool, log logrus.Fiel
 		// straight after. Until then the process umask applies.
 		return bindUnix(path, path, mode)
 	}
-	ln, _, err := bindUnix(tmp, tmp, mode)
+	ln, err := bindUnix(tmp, tmp, mode)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := os.Link(tmp, path); err != nil {
 		ln.Close()
-		return nil, nil, fmt.Errorf("unix_listener: cannot bind to path %s: %w", path, err)
+		return nil, fmt.Errorf("unix_listener: cannot bind to path %s: %w", path, err)
 	}
-	fi, err := os.Lstat(path)
-	if err != nil {
-		ln.Close()
-		return nil, nil, fmt.Errorf("unix_listener: %w", err)
-	}
-	return ln, fi, nil
+	return ln, nil
 }
 
-func bindUnix(bind, path string, mode os.FileMode) (*net.UnixListener, os.FileInfo, error) {
+func bindUnix(bind, path string, mode os.FileMode) (*net.UnixListener, error) {
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: bind, Net: "unix"})
 	if err != nil {
-		return nil, nil, fmt.Errorf("unix_listener: cannot bind to path %s: %w", path, err)
+		return nil, fmt.Errorf("unix_listener: cannot bind to path %s: %w", path, err)
 	}
-	// The Set removes the file itself, and only if it is still its own.
+	// Closing leaves the file, as OpenSSH does (the temporary name
+	// goes with its directory).
 	ln.SetUnlinkOnClose(false)
 	if err := os.Chmod(bind, mode); err != nil {
 		ln.Close()
 		os.Remove(bind)
-		return nil, nil, fmt.Errorf("unix_listener: %w", err)
+		return nil, fmt.Errorf("unix_listener: %w", err)
 	}
-	fi, err := os.Lstat(bind)
-	if err != nil {
-		ln.Close()
-		return nil, nil, fmt.Errorf("unix_listener: %w", err)
-	}
-	return ln, fi, nil
+	return ln, nil
 }
 
 // accept is channel_post_port_listener for one listener.
