@@ -25,6 +25,7 @@ func (c *sshConn) forward(ctx context.Context, cancel bool, f mux.Forward) (int,
 			StreamLocalBindMask:   s.StreamLocalBindMask,
 			StreamLocalBindUnlink: s.StreamLocalBindUnlink,
 			Log:                   c.t.log.WithField("forwards", s.ControlPath),
+			Busy:                  c.t.muxBusy,
 		})
 	}
 	set := c.forwards.set

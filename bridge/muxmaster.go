@@ -69,17 +69,23 @@ func (m muxMaster) OpenChannel(ctx context.Context, kind string, payload []byte)
 	t.mu.Lock()
 	t.routes[routeMux]++
 	t.mu.Unlock()
-	// In flight, so that ControlPersist counts from its end.
-	t.inflight.Add(1)
-	t.lastUse.Store(time.Now().UnixNano())
+	t.muxBusy(1)
 	done := func() {
-		t.lastUse.Store(time.Now().UnixNano())
-		if t.inflight.Add(-1) == 0 && t.settings.Load().ControlPersist == sshclient.PersistNo {
-			t.expireIdle(time.Now())
-		}
+		t.muxBusy(-1)
 		c.release()
 	}
 	return ch, reqs, done, nil
+}
+
+// muxBusy counts a mux client's open channel (a session, a forwarded
+// connection) in flight, as ssh's master counts open channels: the
+// target does not expire under it, and ControlPersist counts from its
+// end.
+func (t *target) muxBusy(delta int) {
+	t.lastUse.Store(time.Now().UnixNano())
+	if t.inflight.Add(int32(delta)) == 0 && t.settings.Load().ControlPersist == sshclient.PersistNo {
+		t.expireIdle(time.Now())
+	}
 }
 
 func (m muxMaster) SendEnv() []string { return m.c.sendEnv }

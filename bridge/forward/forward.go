@@ -47,6 +47,10 @@ type Options struct {
 	// Log receives what OpenSSH's master would print on its stderr; nil
 	// discards it.
 	Log logrus.FieldLogger
+	// Busy, if set, is told of each forwarded connection as its channel
+	// opens (+1) and ends (-1): an open channel keeps ssh's master past
+	// ControlPersist.
+	Busy func(delta int)
 }
 
 // Error is a refused request. Its message is exactly the reason OpenSSH's

@@ -27,6 +27,10 @@ func (s *Set) relay(conn net.Conn, ch ssh.Channel, reqs <-chan *ssh.Request, toC
 		return
 	}
 	defer s.untrack(ch)
+	if s.opts.Busy != nil {
+		s.opts.Busy(1)
+		defer s.opts.Busy(-1)
+	}
 
 	down := make(chan struct{})
 	go func() {
