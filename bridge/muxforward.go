@@ -25,7 +25,7 @@ func (c *sshConn) forward(ctx context.Context, cancel bool, f mux.Forward) (int,
 			StreamLocalBindMask:   s.StreamLocalBindMask,
 			StreamLocalBindUnlink: s.StreamLocalBindUnlink,
 			Log:                   c.t.log.WithField("forwards", s.ControlPath),
-			Busy:                  c.t.muxBusy,
+			Busy:                  c.forwarding,
 		})
 	}
 	set := c.forwards.set
@@ -35,6 +35,21 @@ func (c *sshConn) forward(ctx context.Context, cancel bool, f mux.Forward) (int,
 		return 0, set.Cancel(ctx, spec)
 	}
 	return set.Open(ctx, spec)
+}
+
+// forwarding counts a forwarded connection's channel as a session of
+// the connection: `-O stop` and ControlPersist wait for it, as ssh's
+// master waits for its open channels.
+func (c *sshConn) forwarding(delta int) {
+	if delta > 0 {
+		c.mu.Lock()
+		c.active++
+		c.mu.Unlock()
+		c.t.muxBusy(delta)
+		return
+	}
+	c.t.muxBusy(delta)
+	c.release()
 }
 
 // close ends the forwards (the connection has closed).
