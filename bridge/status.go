@@ -28,7 +28,8 @@ const StatusColumns = `columns, one row per target (user@host:port):
   ROUTES    invocations per route: cached (answered by the daemon), module and
             become (run in a persistent interpreter), exec (passthrough), dd,
             sftp and scp (file transfers), control (ssh -O), fallback (handed
-            to the real binary)
+            to the real binary), mux (sessions and -W of real ssh clients
+            over the master's control socket)
 then, per target, the invocations that took the slow path with the reason,
 and what the shims ran the real binary for (from the shim log). Above the
 table: the calls the C front handed to the Go shim, by why (prompt,
