@@ -77,3 +77,27 @@ func TestRealSSHJoinsTheMaster(t *testing.T) {
 		return err != nil
 	})
 }
+
+// TestServedTerminalEscapes: a served -tt session is a mux client's, so
+// its master's escape filter applies, as ssh's master applies it.
+func TestServedTerminalEscapes(t *testing.T) {
+	h := newHarness(t, 0)
+	closed := "Shared connection to 127.0.0.1 closed.\r\n"
+	r := h.run("ssh", h.sshArgs("-tt", "127.0.0.1", "wc -c"), "x\n~~y\n~?")
+	if r.code != 0 || r.stdout != "5\n" || !strings.Contains(r.stderr, "~?\r\nSupported escape sequences:\r\n ~.   - terminate session\r\n") || !strings.HasSuffix(r.stderr, closed) {
+		t.Errorf("~~ and ~?: %+v", r)
+	}
+	r = h.run("ssh", h.sshArgs("-tt", "127.0.0.1", "cat >/dev/null; echo never"), "~.")
+	if r.code != 255 || r.stdout != "" || r.stderr != closed {
+		t.Errorf("~.: %+v", r)
+	}
+	r = h.run("ssh", h.sshArgs("-tt", "-e", "none", "127.0.0.1", "wc -c"), "~.\n")
+	if r.code != 0 || r.stdout != "3\n" || r.stderr != closed {
+		t.Errorf("-e none: %+v", r)
+	}
+	// Without a terminal there is no filter.
+	r = h.run("ssh", h.sshArgs("127.0.0.1", "wc -c"), "~.\n")
+	if r.code != 0 || r.stdout != "3\n" {
+		t.Errorf("no terminal: %+v", r)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ansible-bridge/ansible-bridge/bridge/mux"
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"golang.org/x/crypto/ssh"
@@ -190,7 +191,13 @@ func (r *request) exec(command string, opts execOpts) int {
 		if inv.NoStdin {
 			_, _ = io.Copy(io.Discard, iv.stdin)
 		} else {
-			n, _ := io.Copy(stdinPipe, io.MultiReader(bytes.NewReader(opts.stdinPrefix), iv.stdin))
+			in := io.MultiReader(bytes.NewReader(opts.stdinPrefix), iv.stdin)
+			if esc := r.settings.EscapeChar; tty && esc != sshclient.EscapeNone && !r.ownSession() {
+				// A mux client's terminal session: its master filters
+				// the escapes.
+				in = mux.NewEscapeFilter(in, byte(esc), shimEscapes{iv, sess})
+			}
+			n, _ := io.Copy(stdinPipe, in)
 			t.bytesIn.Add(n)
 		}
 		stdinPipe.Close()
@@ -240,6 +247,28 @@ wait:
 		r.sharedClosed()
 	}
 	return code
+}
+
+// shimEscapes is a served terminal session as its escapes act on it.
+type shimEscapes struct {
+	iv   *invocation
+	sess remoteSession
+}
+
+func (e shimEscapes) Say(s string) { _, _ = io.WriteString(e.iv.stderr(), s) }
+func (e shimEscapes) End()         { _ = e.sess.Close() }
+func (e shimEscapes) Break(ms uint32) {
+	if s, ok := e.sess.(interface {
+		SendRequest(string, bool, []byte) (bool, error)
+	}); ok {
+		_, _ = s.SendRequest("break", false, ssh.Marshal(struct{ Ms uint32 }{ms}))
+	}
+}
+
+// OpenMessage lists this session only: the master's other channels are
+// not gathered (docs/limits.md).
+func (e shimEscapes) OpenMessage() string {
+	return "The following connections are open:\r\n  #0 client-session\r\n"
 }
 
 func isExit(err error) bool {

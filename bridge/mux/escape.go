@@ -7,15 +7,36 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// escapeFilter is the master's escape handling for a mux client's
-// session (clientloop.c's process_escapes with a control channel): the
-// escape character after a newline starts a command; ~. ends the session,
-// ~B sends a break, ~R asks for a rekey, ~? and ~# print, and what ssh
-// reserves for its own client (~^Z, ~v, ~V, ~&, ~C) is "not available to
-// multiplexed sessions".
+// EscapeTarget is the session an escape filter acts on.
+type EscapeTarget interface {
+	// Say writes to the client's stderr.
+	Say(s string)
+	// End closes the session's channel (~.).
+	End()
+	// Break sends a BREAK of ms milliseconds (~B).
+	Break(ms uint32)
+	// OpenMessage is the ~# listing.
+	OpenMessage() string
+}
+
+// NewEscapeFilter filters r, a mux client's terminal input, as ssh's
+// master does (clientloop.c's process_escapes for a channel with a
+// control client): escape after a newline starts a command; ~. ends the
+// session, ~B sends a break, ~R asks for a rekey, ~? and ~# print, and
+// what ssh keeps for its own client (~^Z, ~v, ~V, ~&, ~C) is "not
+// available to multiplexed sessions". Reading ends with an error once ~.
+// has ended the session. ssh's master tracks "after a newline" across
+// all its sessions at once; here each session has its own.
+func NewEscapeFilter(r io.Reader, escape byte, t EscapeTarget) io.Reader {
+	return &escapeFilter{r: r, t: t, escape: escape, lastWasCR: true}
+}
+
+// errEnded is the read of a filter whose ~. ended the session.
+var errEnded = fmt.Errorf("the session was ended with an escape: %w", errWoken)
+
 type escapeFilter struct {
 	r         io.Reader
-	s         *session
+	t         EscapeTarget
 	escape    byte
 	pending   bool
 	lastWasCR bool
@@ -51,8 +72,8 @@ func (f *escapeFilter) Read(p []byte) (int, error) {
 				case '.':
 					// ssh queues "~.", then force-closes the channel
 					// with the queue: the client sees nothing.
-					f.s.abandon()
-					return 0, errWoken
+					f.t.End()
+					return 0, errEnded
 				case 'Z' - 64, 'v', 'V', '&', 'C':
 					name := string(ch)
 					if ch == 'Z'-64 {
@@ -62,7 +83,7 @@ func (f *escapeFilter) Read(p []byte) (int, error) {
 					continue
 				case 'B':
 					f.say(fmt.Sprintf("%cB\r\n", f.escape))
-					_, _ = f.s.ch.SendRequest("break", false, ssh.Marshal(struct{ Ms uint32 }{1000}))
+					f.t.Break(1000)
 					continue
 				case 'R':
 					// A rekey of the master's connection: x/crypto rekeys
@@ -72,7 +93,7 @@ func (f *escapeFilter) Read(p []byte) (int, error) {
 					f.say(escapeHelp(f.escape))
 					continue
 				case '#':
-					f.say(fmt.Sprintf("%c#\r\n", f.escape) + f.s.cl.l.openMessage())
+					f.say(fmt.Sprintf("%c#\r\n", f.escape) + f.t.OpenMessage())
 					continue
 				default:
 					if ch != f.escape {
@@ -97,4 +118,12 @@ func (f *escapeFilter) Read(p []byte) (int, error) {
 	}
 }
 
-func (f *escapeFilter) say(s string) { _, _ = io.WriteString(f.s.errOut, s) }
+func (f *escapeFilter) say(s string) { f.t.Say(s) }
+
+// A session is its own escapes' target.
+func (s *session) Say(msg string)      { _, _ = io.WriteString(s.errOut, msg) }
+func (s *session) End()                { s.abandon() }
+func (s *session) OpenMessage() string { return s.cl.l.openMessage() }
+func (s *session) Break(ms uint32) {
+	_, _ = s.ch.SendRequest("break", false, ssh.Marshal(struct{ Ms uint32 }{ms}))
+}

@@ -25,8 +25,7 @@ func TestEscapes(t *testing.T) {
 	} {
 		var said bytes.Buffer
 		s := &session{errOut: &lockedWriter{w: &said}}
-		f := &escapeFilter{r: strings.NewReader(tc.in), s: s, escape: '~', lastWasCR: true}
-		sent, err := io.ReadAll(f)
+		sent, err := io.ReadAll(NewEscapeFilter(strings.NewReader(tc.in), '~', s))
 		if err != nil || string(sent) != tc.sent || said.String() != tc.said {
 			t.Errorf("%s: sent %q, said %q (%v); want %q, %q", tc.name, sent, said.String(), err, tc.sent, tc.said)
 		}

@@ -3,6 +3,7 @@ package mux
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"slices"
 	"strings"
@@ -208,10 +209,10 @@ func (s *session) run(reqs <-chan *ssh.Request, req *sessionRequest, modes wire.
 func (s *session) relayInput(req *sessionRequest) {
 	var in io.Reader = s.in
 	if req.tty && req.escape != noEscape {
-		in = &escapeFilter{r: s.in, s: s, escape: byte(req.escape), lastWasCR: true}
+		in = NewEscapeFilter(s.in, byte(req.escape), s)
 	}
 	_, err := io.Copy(s.ch, in)
-	if err != errWoken {
+	if !errors.Is(err, errWoken) {
 		_ = s.ch.CloseWrite()
 	}
 }

@@ -337,6 +337,26 @@ func sessionDefault(kw, v string) bool {
 	return v == "no" || v == "false"
 }
 
+const (
+	// EscapeNone is EscapeChar none.
+	EscapeNone    = -1
+	escapeInvalid = -2
+)
+
+// escapeChar is readconf.c's EscapeChar: one character, ^X for a control
+// character, or none.
+func escapeChar(s string) int {
+	switch {
+	case s == "none":
+		return EscapeNone
+	case len(s) == 1:
+		return int(s[0])
+	case len(s) == 2 && s[0] == '^' && s[1] >= 64 && s[1] < 128:
+		return int(s[1] & 31)
+	}
+	return escapeInvalid
+}
+
 // Keywords whose argument is a yes/no flag.
 var flagKeys = map[string]bool{
 	"batchmode": true, "identitiesonly": true, "passwordauthentication": true,
@@ -538,6 +558,18 @@ func (r *resolver) applyArgs(kw, raw string, args []string, src source, active b
 		if src.file != "command-line" && !sessionDefault(kw, arg) {
 			r.note(fmt.Sprintf("%s %s (from %s line %d) is not served", kw, raw, src.file, src.line))
 		}
+	case "streamlocalbindmask":
+		// Read from files for a master's forwards (-o with it makes the
+		// shim fall back: it is not in the keyword table).
+		if m, err := strconv.ParseUint(arg, 8, 32); err != nil || m > 0o777 {
+			return bad("Bad mask.")
+		}
+		set(arg)
+	case "escapechar":
+		if escapeChar(arg) == escapeInvalid {
+			return bad("Bad escape character.")
+		}
+		set(arg)
 	case "localforward", "remoteforward", "dynamicforward":
 		// They accumulate, and a mux client asks its master for them;
 		// ClearAllForwardings yes (which scp and sftp pass) drops them.

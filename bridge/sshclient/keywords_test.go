@@ -42,6 +42,8 @@ func sampleValue(name string, kw sshconf.Keyword) string {
 		return "nc %h %p"
 	case sshconf.SetEnv:
 		return "A=b"
+	case sshconf.Escape:
+		return "^]"
 	case sshconf.ForwardAgent:
 		return "no"
 	}

@@ -119,6 +119,8 @@ type Settings struct {
 	// SendEnv holds the patterns of local variables to send to the
 	// server (accumulated over all sources, "-pattern" removals applied).
 	SendEnv []string
+	// EscapeChar is the session's escape character, EscapeNone for none.
+	EscapeChar int
 	// GatewayPorts, StreamLocalBindMask and StreamLocalBindUnlink are
 	// the master's, for the forwards its mux clients ask it for.
 	GatewayPorts          bool
@@ -472,14 +474,15 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 	}
 
 	s.SendEnv = r.lists["sendenv"]
+	s.EscapeChar = '~'
+	if e, ok := v["escapechar"]; ok {
+		s.EscapeChar = escapeChar(e)
+	}
 	s.GatewayPorts = v["gatewayports"] == "yes"
 	s.StreamLocalBindUnlink = v["streamlocalbindunlink"] == "yes"
 	s.StreamLocalBindMask = 0o177
 	if m, ok := v["streamlocalbindmask"]; ok {
-		mask, err := strconv.ParseUint(m, 8, 32)
-		if err != nil || mask > 0o777 {
-			return fail(fmt.Errorf("bad StreamLocalBindMask %q", m))
-		}
+		mask, _ := strconv.ParseUint(m, 8, 32) // checked as read
 		s.StreamLocalBindMask = os.FileMode(mask)
 	}
 

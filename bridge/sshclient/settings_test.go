@@ -253,7 +253,7 @@ Host *
 					PasswordAuthentication: true, KbdInteractiveAuthentication: true, PubkeyAuthentication: true,
 					PreferredAuthentications: []string{"gssapi-with-mic", "hostbased", "publickey", "keyboard-interactive", "password"},
 					NumberOfPasswordPrompts:  3, LogLevel: "QUIET",
-					ControlMaster: "no", ControlPersist: PersistNo, StreamLocalBindMask: 0o177,
+					ControlMaster: "no", ControlPersist: PersistNo, StreamLocalBindMask: 0o177, EscapeChar: '~',
 				}
 				got := *s
 				got.Env, got.userKHDisplay, got.globalKHDisplay, got.updateHostKeys = Env{}, nil, nil, false

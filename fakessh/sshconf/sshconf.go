@@ -379,9 +379,11 @@ var served = map[string]bool{
 	"proxyjump":                       true,
 	"pubkeyauthentication":            true,
 	"sendenv":                         true,
+	// A served -tt session's escapes (a mux client's, filtered by the
+	// daemon as ssh's master filters them).
+	"escapechar": true,
 	// The master's, for the forwards its mux clients ask for.
 	"gatewayports":          true,
-	"streamlocalbindmask":   true,
 	"streamlocalbindunlink": true,
 	"serveralivecountmax":   true,
 	"serveraliveinterval":   true,
@@ -395,7 +397,6 @@ var served = map[string]bool{
 var reasons = map[string]string{
 	"requesttty":                       "the shim asks for a terminal as ssh would, and falls back for what it cannot (from a file: falls back unless auto)",
 	"sessiontype":                      "the shim runs the command or subsystem itself (from a file: falls back unless default)",
-	"escapechar":                       "no escape sequences without an interactive terminal",
 	"setenv":                           "makes the shim fall back: the master's is sent with each session",
 	"remotecommand":                    "makes the shim fall back unless none",
 	"localcommand":                     "runs only with PermitLocalCommand yes, which makes the shim fall back",
