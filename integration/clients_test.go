@@ -50,6 +50,11 @@ sys.stderr.buffer.write(p.stderr)
 print("rc=%d" % p.returncode)
 ' ssh -F "$SSHCFG" -tt lab 'stty -a'
 `},
+	{"ssh -tt: escapes from a pipe", `
+printf 'one\n~~two\n~?three\n' | ssh -tt lab 'read a; read b; read c; echo "got $a $b $c"'; echo "rc=$?"
+printf '~.' | ssh -tt lab 'read a; echo never'; echo "rc=$?"
+printf '~.\n' | ssh -e none -tt lab 'read a; echo "got $a"'; echo "rc=$?"
+`},
 	{"ssh -O", `
 ssh -O check lab 2>&1 | sed 's/pid=[0-9]*/pid=N/'; echo "rc=${PIPESTATUS[0]}"
 ssh lab true
