@@ -77,10 +77,10 @@ func (m muxMaster) OpenChannel(ctx context.Context, kind string, payload []byte)
 	return ch, reqs, done, nil
 }
 
-// muxBusy counts a mux client's open channel (a session, a forwarded
-// connection) in flight, as ssh's master counts open channels: the
-// target does not expire under it, and ControlPersist counts from its
-// end.
+// muxBusy counts a mux client's connection or open channel (a session,
+// a forwarded connection) in flight, as ssh's master counts open
+// channels: the target does not expire under it, and ControlPersist
+// counts from its end.
 func (t *target) muxBusy(delta int) {
 	t.lastUse.Store(time.Now().UnixNano())
 	if t.inflight.Add(int32(delta)) == 0 && t.settings.Load().ControlPersist == sshclient.PersistNo {
@@ -98,6 +98,8 @@ func (m muxMaster) Terminate() {
 	m.c.t.log.Info("mux client asked the master to exit")
 	m.c.t.stop(true)
 }
+
+func (m muxMaster) Busy(delta int) { m.c.t.muxBusy(delta) }
 
 func (m muxMaster) StopListening() {
 	m.c.t.log.Info("mux client asked the master to stop listening")

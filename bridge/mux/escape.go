@@ -122,7 +122,7 @@ func (f *escapeFilter) say(s string) { f.t.Say(s) }
 
 // A session is its own escapes' target.
 func (s *session) Say(msg string)      { _, _ = io.WriteString(s.errOut, msg) }
-func (s *session) End()                { s.abandon() }
+func (s *session) End()                { s.force() }
 func (s *session) OpenMessage() string { return s.cl.l.openMessage() }
 func (s *session) Break(ms uint32) {
 	_, _ = s.ch.SendRequest("break", false, ssh.Marshal(struct{ Ms uint32 }{ms}))

@@ -11,39 +11,61 @@ import (
 // errWoken is a wait cut short because the session ended.
 var errWoken = errors.New("session ended")
 
-// waker ends every wait on a session's descriptors at once: an eventfd
-// that stays readable once written.
-type waker struct {
-	fd   int
-	once sync.Once
+// fdGuard is a session's hold on the descriptors its client passed: every
+// use holds it shared, and the session ends by waking the waits and then
+// taking it alone to close them, so that no use can reach a descriptor
+// number after it is closed (and perhaps reused).
+type fdGuard struct {
+	mu     sync.RWMutex
+	wakeFD int // an eventfd: stays readable once written
+	once   sync.Once
+	ended  bool
 }
 
-func newWaker() (*waker, error) {
+func newFDGuard() (*fdGuard, error) {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return nil, err
 	}
-	return &waker{fd: fd}, nil
+	return &fdGuard{wakeFD: fd}, nil
 }
 
-func (w *waker) wake() {
-	w.once.Do(func() {
+// wake ends every wait on the descriptors, now and later.
+func (g *fdGuard) wake() {
+	g.once.Do(func() {
 		var one = [8]byte{7: 1}
-		_, _ = unix.Write(w.fd, one[:])
+		_, _ = unix.Write(g.wakeFD, one[:])
 	})
+}
+
+// close wakes the waits and, once they are over, closes fds.
+func (g *fdGuard) close(fds []int) {
+	g.wake()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ended {
+		return
+	}
+	g.ended = true
+	closeAll(fds)
+	unix.Close(g.wakeFD)
 }
 
 // passedFD is a descriptor a client passed. Its flags are shared with the
 // client's parent (a terminal, a shell's pipe) and are left alone: it is
-// waited on with poll(2), which the waker can cut short.
+// waited on with poll(2), which the guard can cut short.
 type passedFD struct {
 	fd int
-	w  *waker
+	g  *fdGuard
 }
 
-// wait polls for events on the descriptor, or the waker.
+// wait polls for events on the descriptor, or the wake; g.mu is held
+// shared.
 func (p passedFD) wait(events int16) error {
-	fds := []unix.PollFd{{Fd: int32(p.fd), Events: events}, {Fd: int32(p.w.fd), Events: unix.POLLIN}}
+	if p.g.ended {
+		return errWoken
+	}
+	fds := []unix.PollFd{{Fd: int32(p.fd), Events: events}, {Fd: int32(p.g.wakeFD), Events: unix.POLLIN}}
 	for {
 		_, err := unix.Poll(fds, -1)
 		if err == unix.EINTR {
@@ -62,6 +84,8 @@ func (p passedFD) wait(events int16) error {
 }
 
 func (p passedFD) Read(b []byte) (int, error) {
+	p.g.mu.RLock()
+	defer p.g.mu.RUnlock()
 	for {
 		if err := p.wait(unix.POLLIN); err != nil {
 			return 0, err
@@ -85,6 +109,8 @@ func (p passedFD) Read(b []byte) (int, error) {
 // Write writes b whole, a pipe buffer's worth at a time so that a
 // blocking descriptor the poll found writable does not block.
 func (p passedFD) Write(b []byte) (int, error) {
+	p.g.mu.RLock()
+	defer p.g.mu.RUnlock()
 	done := 0
 	for done < len(b) {
 		if err := p.wait(unix.POLLOUT); err != nil {

@@ -30,6 +30,10 @@ type Master interface {
 	// StopListening is `ssh -O stop`: the socket is gone already; the
 	// master ends once its sessions have.
 	StopListening()
+	// Busy counts a client's control connection in (+1) and out (-1):
+	// ssh's master counts it as an open channel, so ControlPersist
+	// counts from the last one's end.
+	Busy(delta int)
 }
 
 // Forward is a forwarding a client asks for (MUX_C_OPEN_FWD).
@@ -69,6 +73,8 @@ func (l *Listener) serveClient(ctx context.Context, c *net.UnixConn, m Master, l
 		log.WithError(err).Error("control socket: client refused")
 		return
 	}
+	m.Busy(1)
+	defer m.Busy(-1)
 	if err := writePacket(c, builder(nil).u32(msgHello).u32(protocolVersion)); err != nil {
 		return
 	}

@@ -70,14 +70,14 @@ type session struct {
 	in     passedFD
 	out    passedFD
 	errOut *lockedWriter
-	w      *waker
+	g      *fdGuard
 	fds    []int
 	tty    bool
 
 	closeOnce sync.Once
-	fdMu      sync.Mutex // held while the descriptors are used outside the relays
-	ended     bool
 	done      chan struct{} // the session has ended and its descriptors are closed
+	forceOnce sync.Once
+	forced    chan struct{} // closed by ~.: the client is let go at once
 }
 
 // newSession serves MUX_C_NEW_SESSION (mux_master_process_new_session,
@@ -128,15 +128,15 @@ func (cl *client) newSession(ctx context.Context, rid uint32, p *packet) error {
 // startSession makes the session that will run on ch with the passed
 // descriptors.
 func (cl *client) startSession(ch ssh.Channel, fds []int, tty bool) (*session, error) {
-	w, err := newWaker()
+	g, err := newFDGuard()
 	if err != nil {
 		return nil, err
 	}
-	s := &session{cl: cl, id: cl.l.nextID(), ch: ch, w: w, fds: fds, tty: tty, done: make(chan struct{})}
-	s.in = passedFD{fd: fds[0], w: w}
-	s.out = passedFD{fd: fds[1], w: w}
+	s := &session{cl: cl, id: cl.l.nextID(), ch: ch, g: g, fds: fds, tty: tty, done: make(chan struct{}), forced: make(chan struct{})}
+	s.in = passedFD{fd: fds[0], g: g}
+	s.out = passedFD{fd: fds[1], g: g}
 	if len(fds) > 2 {
-		s.errOut = &lockedWriter{w: passedFD{fd: fds[2], w: w}}
+		s.errOut = &lockedWriter{w: passedFD{fd: fds[2], g: g}}
 	}
 	cl.s = s
 	cl.l.track(s, true)
@@ -200,8 +200,18 @@ func (s *session) run(reqs <-chan *ssh.Request, req *sessionRequest, modes wire.
 		_, _ = io.Copy(s.errOut, s.ch.Stderr())
 	}()
 	go s.relayInput(req)
-	relays.Wait()
-	<-exit
+	ended := make(chan struct{})
+	go func() {
+		relays.Wait()
+		<-exit
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-s.forced:
+		// The channel is closed; the remote may take its time to
+		// close its side, which the client does not wait for.
+	}
 }
 
 // relayInput sends the client's stdin, through the escape filter where
@@ -223,7 +233,7 @@ func (s *session) serveRequests(reqs <-chan *ssh.Request, done chan<- struct{}) 
 	defer close(done)
 	for r := range reqs {
 		ok := false
-		if r.Type == "exit-status" && len(r.Payload) >= 4 {
+		if r.Type == "exit-status" && len(r.Payload) >= 4 && !s.isForced() {
 			ok = true
 			_ = s.cl.reply(builder(nil).u32(msgExitMessage).u32(s.id).u32(binary.BigEndian.Uint32(r.Payload)))
 		}
@@ -233,24 +243,38 @@ func (s *session) serveRequests(reqs <-chan *ssh.Request, done chan<- struct{}) 
 	}
 }
 
-// abandon is the client going away (or ~.): the channel closes, which
-// the remote sees as a master closing a dead client's session.
+// abandon is the client going away: the channel closes as the master
+// closes a dead client's (chan_read_failed, chan_write_failed): EOF, then
+// eow@openssh.com, then close.
 func (s *session) abandon() {
-	s.w.wake()
+	s.g.wake()
+	_ = s.ch.CloseWrite()
+	_, _ = s.ch.SendRequest("eow@openssh.com", false, nil)
 	_ = s.ch.Close()
+}
+
+// force is ~. (channel_force_close): the channel closes and the client
+// is let go at once, whatever the remote does after.
+func (s *session) force() {
+	s.forceOnce.Do(func() { close(s.forced) })
+	s.abandon()
+}
+
+func (s *session) isForced() bool {
+	select {
+	case <-s.forced:
+		return true
+	default:
+		return false
+	}
 }
 
 // finish releases the descriptors once the session has ended.
 func (s *session) finish() {
 	s.closeOnce.Do(func() {
-		s.w.wake()
 		_ = s.ch.Close()
 		s.cl.l.track(s, false)
-		s.fdMu.Lock()
-		s.ended = true
-		closeAll(s.fds)
-		s.fdMu.Unlock()
-		unix.Close(s.w.fd)
+		s.g.close(s.fds)
 		close(s.done)
 		// The client reads the end of its session as the end of the
 		// control connection.
@@ -261,13 +285,13 @@ func (s *session) finish() {
 // windowChanged sends the terminal's size, as the master does for each
 // session with a terminal on SIGWINCH.
 func (s *session) windowChanged() {
-	s.fdMu.Lock()
-	if s.ended {
-		s.fdMu.Unlock()
+	s.g.mu.RLock()
+	if s.g.ended {
+		s.g.mu.RUnlock()
 		return
 	}
 	ws, err := unix.IoctlGetWinsize(s.fds[0], unix.TIOCGWINSZ)
-	s.fdMu.Unlock()
+	s.g.mu.RUnlock()
 	if err != nil {
 		return
 	}

@@ -69,7 +69,7 @@ func (cl *client) stdioForward(ctx context.Context, rid uint32, p *packet) error
 		}()
 		_, _ = io.Copy(s.out, s.ch)
 		<-closed // the other way may still be open
-		s.w.wake()
+		s.g.wake()
 		wg.Wait()
 	}()
 	return cl.reply(builder(nil).u32(msgSessionOpened).u32(rid).u32(s.id))
