@@ -217,17 +217,24 @@ func cleanEnv(env []string) []string {
 	return out
 }
 
-// stopMasters sends `ssh -O exit` to every ControlPersist master the run
-// left in cp, so that no master outlives its run or is reused by the next
-// one. It returns how many there were.
+// stopMasters sends `ssh -O exit` to every ControlPersist master the real
+// ssh left in cp, so that no master outlives its run or is reused by the
+// next one, and returns how many there were. The daemon's own control
+// sockets (its masters listen on their ControlPaths) are left alone, as
+// the daemon's connections always were.
 func stopMasters(t *testing.T, cp string) int {
 	t.Helper()
 	entries, err := os.ReadDir(cp)
 	if err != nil {
 		t.Fatal(err)
 	}
+	n := 0
 	for _, e := range entries {
 		p := filepath.Join(cp, e.Name())
+		if daemonsMaster(p) {
+			continue
+		}
+		n++
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		out, err := exec.CommandContext(ctx, suite.realSSH, "-F", "none", "-o", "ControlPath="+p, "-O", "exit", "ab-lab").CombinedOutput()
 		cancel()
@@ -235,7 +242,24 @@ func stopMasters(t *testing.T, cp string) int {
 			t.Logf("ssh -O exit %s: %v: %s", p, err, out)
 		}
 	}
-	return len(entries)
+	return n
+}
+
+var masterPID = regexp.MustCompile(`Master running \(pid=(\d+)\)`)
+
+// daemonsMaster reports whether the master answering on the control
+// socket at path is an ansible-bridge daemon (`ssh -O check` names its
+// pid).
+func daemonsMaster(path string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, suite.realSSH, "-F", "none", "-o", "ControlPath="+path, "-O", "check", "ab-lab").CombinedOutput()
+	m := masterPID.FindSubmatch(out)
+	if m == nil {
+		return false
+	}
+	exe, err := os.Readlink("/proc/" + string(m[1]) + "/exe")
+	return err == nil && filepath.Base(strings.TrimSuffix(exe, " (deleted)")) == "ansible-bridge"
 }
 
 func createFile(t *testing.T, path string) *os.File {
