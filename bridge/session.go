@@ -298,19 +298,9 @@ func exitStatus(err error) int {
 func sendEnv(patterns []string, env []string) [][2]string {
 	var out [][2]string
 	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && sendEnvPasses(patterns, k) {
+		if k, v, ok := strings.Cut(kv, "="); ok && sshclient.MatchAny(patterns, k) {
 			out = append(out, [2]string{k, v})
 		}
 	}
 	return out
-}
-
-// sendEnvPasses tells whether SendEnv patterns pass the variable name.
-func sendEnvPasses(patterns []string, name string) bool {
-	for _, p := range patterns {
-		if sshclient.MatchPattern(p, name) {
-			return true
-		}
-	}
-	return false
 }

@@ -230,7 +230,7 @@ type sshConn struct {
 func (c *sshConn) masterEnv(env [][2]string) [][2]string {
 	var out [][2]string
 	for _, kv := range env {
-		if sendEnvPasses(c.sendEnv, kv[0]) {
+		if sshclient.MatchAny(c.sendEnv, kv[0]) {
 			out = append(out, kv)
 		}
 	}

@@ -87,14 +87,9 @@ func (cl *client) newSession(ctx context.Context, rid uint32, p *packet) error {
 	if err != nil {
 		return err
 	}
-	fds, err := receiveFDs(cl.c, 3)
-	if err != nil {
-		_ = cl.fail(rid, "did not receive file descriptors")
+	fds, err := cl.passenger(rid, 3)
+	if fds == nil {
 		return err
-	}
-	if cl.s != nil {
-		closeAll(fds)
-		return cl.fail(rid, "Multiple sessions not supported")
 	}
 	var modes wire.Termios
 	if req.tty {
@@ -123,6 +118,22 @@ func (cl *client) newSession(ctx context.Context, rid uint32, p *packet) error {
 		release()
 	}()
 	return cl.reply(builder(nil).u32(msgSessionOpened).u32(rid).u32(s.id))
+}
+
+// passenger receives a passenger request's n descriptors, and refuses
+// the request as the master does when they do not come or a session is
+// open already: fds is nil then.
+func (cl *client) passenger(rid uint32, n int) (fds []int, err error) {
+	fds, err = receiveFDs(cl.c, n)
+	if err != nil {
+		_ = cl.fail(rid, "did not receive file descriptors")
+		return nil, err
+	}
+	if cl.s != nil {
+		closeAll(fds)
+		return nil, cl.fail(rid, "Multiple sessions not supported")
+	}
+	return fds, nil
 }
 
 // startSession makes the session that will run on ch with the passed
@@ -167,7 +178,7 @@ func (s *session) run(reqs <-chan *ssh.Request, req *sessionRequest, modes wire.
 	patterns := s.cl.m.SendEnv()
 	for _, kv := range req.env {
 		name, val, ok := strings.Cut(kv, "=")
-		if !ok || name == "" || !matchAny(patterns, name) {
+		if !ok || name == "" || !sshclient.MatchAny(patterns, name) {
 			continue
 		}
 		_, _ = s.ch.SendRequest("env", false, ssh.Marshal(struct{ Name, Value string }{name, val}))
@@ -311,15 +322,6 @@ func encodeModes(m map[uint8]uint32) string {
 		b = binary.BigEndian.AppendUint32(b, m[uint8(op)])
 	}
 	return string(append(b, 0)) // TTY_OP_END
-}
-
-func matchAny(patterns []string, name string) bool {
-	for _, p := range patterns {
-		if sshclient.MatchPattern(p, name) {
-			return true
-		}
-	}
-	return false
 }
 
 func closeAll(fds []int) {

@@ -22,14 +22,9 @@ func (cl *client) stdioForward(ctx context.Context, rid uint32, p *packet) error
 	if err != nil {
 		return err
 	}
-	fds, err := receiveFDs(cl.c, 2)
-	if err != nil {
-		_ = cl.fail(rid, "did not receive file descriptors")
+	fds, err := cl.passenger(rid, 2)
+	if fds == nil {
 		return err
-	}
-	if cl.s != nil {
-		closeAll(fds)
-		return cl.fail(rid, "Multiple sessions not supported")
 	}
 	// channel_connect_stdio_fwd: the originator is "stdio-forward", port 0.
 	payload := ssh.Marshal(struct {

@@ -89,6 +89,14 @@ func hostLineMatches(host string, patterns []string) bool {
 	return found
 }
 
-// MatchPattern reports whether s matches an ssh_config wildcard pattern
-// ('*' and '?'), as SendEnv and Host patterns are matched.
-func MatchPattern(pattern, s string) bool { return matchPattern(s, pattern) }
+// MatchAny reports whether s matches any of patterns (ssh_config
+// wildcards, '*' and '?'), as a SendEnv list is matched against a
+// variable's name.
+func MatchAny(patterns []string, s string) bool {
+	for _, p := range patterns {
+		if matchPattern(s, p) {
+			return true
+		}
+	}
+	return false
+}
