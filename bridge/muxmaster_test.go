@@ -101,3 +101,29 @@ func TestServedTerminalEscapes(t *testing.T) {
 		t.Errorf("no terminal: %+v", r)
 	}
 }
+
+// TestControlMasterYesControl: `ssh -M -O cmd` asks no master; with no
+// master and ControlPersist it logs in, becomes one and asks itself;
+// beside a live master it is the real ssh's (a login of its own). The
+// requests sent are not said with -q.
+func TestControlMasterYesControl(t *testing.T) {
+	h := newHarness(t, 0)
+	yes := func(args ...string) []string { return withOption(h.sshArgs(args...), "ControlMaster", "yes") }
+	r := h.run("ssh", yes("-O", "check", "127.0.0.1"), "")
+	if r.code != 0 || r.stderr != fmt.Sprintf("Master running (pid=%d)\r\n", os.Getpid()) || h.ts.conns.Load() != 1 {
+		t.Fatalf("-M -O check with no master: %+v, %d logins", r, h.ts.conns.Load())
+	}
+	if _, err := os.Lstat(h.cp); err != nil {
+		t.Errorf("the new master has no control socket: %v", err)
+	}
+	if r := h.run("ssh", yes("-O", "check", "127.0.0.1"), ""); r.fallback == "" {
+		t.Errorf("-M -O check beside a master: %+v, want the real ssh's", r)
+	}
+	if r := h.run("ssh", h.sshArgs("-q", "-O", "exit", "127.0.0.1"), ""); r.code != 0 || r.stderr != "" {
+		t.Errorf("-q -O exit: %+v", r)
+	}
+	r = h.run("ssh", withOption(yes("-O", "check", "127.0.0.1"), "ControlPersist", "no"), "")
+	if r.fallback == "" {
+		t.Errorf("-M -O check without ControlPersist: %+v, want the real ssh's (it runs a login shell)", r)
+	}
+}

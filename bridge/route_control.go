@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
@@ -28,6 +29,9 @@ func (r *request) serveControl() int {
 		iv.errorf("No ControlPath specified for \"-O\" command")
 		return fakessh.ExitSSHError
 	}
+	if r.settings.ControlMaster == "yes" {
+		return r.controlAsMaster()
+	}
 	t := r.s.targets.lookup(path)
 	var dialErr error
 	if t == nil || !t.ownsControlPath(path) {
@@ -49,19 +53,65 @@ func (r *request) serveControl() int {
 		iv.errorf("%s", sshclient.ControlConnectError(path, dialErr))
 		return fakessh.ExitSSHError
 	}
-	switch inv.Control {
+	return r.answerControl(t)
+}
+
+// answerControl answers `ssh -O cmd` for t's live master. The requests
+// sent are said unless LogLevel is QUIET (-q), as mux.c says them.
+func (r *request) answerControl(t *target) int {
+	iv, cmd := r.iv, r.inv.Control
+	said := !r.inv.Quiet && !strings.EqualFold(r.settings.LogLevel, "quiet")
+	switch cmd {
 	case "check":
 		iv.errorf("Master running (pid=%d)", os.Getpid())
 	case "stop":
 		t.stop(false)
-		iv.errorf("Stop listening request sent.")
+		if said {
+			iv.errorf("Stop listening request sent.")
+		}
 	case "exit":
 		t.stop(true)
-		iv.errorf("Exit request sent.")
+		if said {
+			iv.errorf("Exit request sent.")
+		}
 	default:
-		// forward, cancel, proxy: not something the bridge can honour.
-		iv.fallback("-O " + inv.Control)
+		// forward, cancel, proxy: the real ssh asks the daemon's
+		// control socket itself.
+		iv.fallback("-O " + cmd)
 		return -1
 	}
 	return 0
+}
+
+// controlAsMaster is `ssh -O cmd` with ControlMaster yes, which asks no
+// master: ssh logs in and becomes one, and with ControlPersist its
+// foreground half asks the backgrounded master the command. Beside a
+// live master, or without ControlPersist (ssh then runs a login shell
+// too), the real ssh runs it.
+func (r *request) controlAsMaster() int {
+	iv, inv := r.iv, r.inv
+	switch {
+	case inv.Control != "check" && inv.Control != "stop" && inv.Control != "exit":
+		iv.fallback("-O " + inv.Control)
+		return -1
+	case r.settings.ControlPersist == sshclient.PersistNo:
+		iv.fallback("-O " + inv.Control + " with ControlMaster=yes and no ControlPersist: " + reasonOwnConnection)
+		return -1
+	}
+	t, fallback, err := r.s.share(iv, r.settings)
+	switch {
+	case err != nil:
+		return connFailure(iv, err)
+	case fallback != "":
+		iv.fallback(fallback)
+		return -1
+	}
+	t.countRoute(iv, routeControl)
+	c, err := t.use(r.ctx, iv, func(*sshConn) error { return nil })
+	if err != nil {
+		return connFailure(iv, err)
+	}
+	c.release()
+	iv.log.WithField("control", inv.Control).Info("control request as a new master")
+	return r.answerControl(t)
 }
