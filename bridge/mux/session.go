@@ -208,7 +208,11 @@ func (s *session) run(reqs <-chan *ssh.Request, req *sessionRequest, modes wire.
 	}()
 	go func() {
 		defer relays.Done()
-		_, _ = io.Copy(s.errOut, s.ch.Stderr())
+		if _, err := io.Copy(s.errOut, s.ch.Stderr()); err != nil && err != errWoken {
+			// The client's stderr is gone: ssh's master drops what
+			// comes for it from then on.
+			_, _ = io.Copy(io.Discard, s.ch.Stderr())
+		}
 	}()
 	go s.relayInput(req)
 	ended := make(chan struct{})
