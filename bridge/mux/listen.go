@@ -106,9 +106,6 @@ func tempName(path string) (string, error) {
 	return path + "." + string(suffix), nil
 }
 
-// Path is where the listener is.
-func (l *Listener) Path() string { return l.path }
-
 // At reports whether the socket at path is still this listener's.
 func (l *Listener) At(path string) bool {
 	if l == nil || path != l.path {
