@@ -106,11 +106,8 @@ func (cl *client) newSession(ctx context.Context, rid uint32, p *packet) error {
 		cl.log.WithError(err).Info("mux session: channel open failed")
 		return cl.fail(rid, "Session open refused by peer")
 	}
-	s, err := cl.startSession(ch, fds, req.tty)
+	s, err := cl.startSession(ch, release, fds, req.tty)
 	if err != nil {
-		ch.Close()
-		release()
-		closeAll(fds)
 		return err
 	}
 	go func() {
@@ -137,10 +134,13 @@ func (cl *client) passenger(rid uint32, n int) (fds []int, err error) {
 }
 
 // startSession makes the session that will run on ch with the passed
-// descriptors.
-func (cl *client) startSession(ch ssh.Channel, fds []int, tty bool) (*session, error) {
+// descriptors; if it cannot, it closes them and ch, and releases ch.
+func (cl *client) startSession(ch ssh.Channel, release func(), fds []int, tty bool) (*session, error) {
 	g, err := newFDGuard()
 	if err != nil {
+		ch.Close()
+		release()
+		closeAll(fds)
 		return nil, err
 	}
 	s := &session{cl: cl, id: cl.l.nextID(), ch: ch, g: g, fds: fds, tty: tty, done: make(chan struct{}), forced: make(chan struct{})}

@@ -44,11 +44,8 @@ func (cl *client) stdioForward(ctx context.Context, rid uint32, p *packet) error
 		ssh.DiscardRequests(reqs)
 		close(closed)
 	}()
-	s, err := cl.startSession(ch, fds, false)
+	s, err := cl.startSession(ch, release, fds, false)
 	if err != nil {
-		ch.Close()
-		release()
-		closeAll(fds)
 		return err
 	}
 	go func() {
