@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/mux"
@@ -28,7 +27,7 @@ func (c *sshConn) listenMux(master *invocation, s *sshclient.Settings) error {
 	var fatal *mux.FatalError
 	switch {
 	case errors.As(err, &exists):
-		if level := strings.ToLower(s.LogLevel); level != "quiet" && level != "fatal" && master != nil {
+		if s.Says("ERROR") && master != nil {
 			master.errorf("%s", exists.Error())
 		}
 		return nil

@@ -140,14 +140,7 @@ func resolve(iv *invocation, inv *fakessh.SSHInvocation) (*sshclient.Settings, e
 
 // quiet tells whether ssh would suppress informational messages.
 func quiet(inv *fakessh.SSHInvocation, s *sshclient.Settings) bool {
-	if inv.Quiet {
-		return true
-	}
-	switch strings.ToLower(s.LogLevel) {
-	case "quiet", "fatal", "error":
-		return true
-	}
-	return false
+	return inv.Quiet || !s.Says("INFO")
 }
 
 // sendEnv is the shim's environment that SendEnv passes to the target.

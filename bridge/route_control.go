@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"os"
-	"strings"
 	"syscall"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
@@ -60,7 +59,7 @@ func (r *request) serveControl() int {
 // sent are said unless LogLevel is QUIET (-q), as mux.c says them.
 func (r *request) answerControl(t *target) int {
 	iv, cmd := r.iv, r.inv.Control
-	said := !r.inv.Quiet && !strings.EqualFold(r.settings.LogLevel, "quiet")
+	said := !r.inv.Quiet && r.settings.Says("FATAL")
 	switch cmd {
 	case "check":
 		iv.errorf("Master running (pid=%d)", os.Getpid())

@@ -87,7 +87,7 @@ func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target,
 		// saying so ("ControlSocket ... already exists").
 		return nil, "something at the ControlPath: " + reasonOwnConnection, nil
 	}
-	if level := strings.ToLower(settings.LogLevel); note != "" && level != "quiet" && level != "fatal" {
+	if note != "" && settings.Says("ERROR") {
 		iv.errorf("%s", note)
 	}
 	t = s.targets.get(settings, iv)

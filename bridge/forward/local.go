@@ -13,15 +13,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/crypto/ssh"
 )
 
-// Limits channels.c checks before listening.
-const (
-	niMaxHost  = 1025 // NI_MAXHOST
-	sunPathLen = 108  // sizeof(sockaddr_un.sun_path)
-)
+// niMaxHost (NI_MAXHOST) and sshclient.SunPathMax are the limits
+// channels.c checks before listening.
+const niMaxHost = 1025
 
 // localFwd is a -L or -D forward: its listeners on this side.
 type localFwd struct {
@@ -101,7 +100,7 @@ func (s *Set) listen(ctx context.Context, spec Spec, log logrus.FieldLogger) (*l
 		if len(spec.ConnectHost) >= niMaxHost {
 			return nil, errors.New("forward host name too long")
 		}
-	} else if spec.ListenPort == PortIsPath && len(spec.ConnectHost) > sunPathLen {
+	} else if spec.ListenPort == PortIsPath && len(spec.ConnectHost) > sshclient.SunPathMax {
 		return nil, fmt.Errorf("local connecting path too long: %s", spec.ConnectHost)
 	}
 	f := &localFwd{spec: spec}
@@ -181,7 +180,7 @@ func (s *Set) bindAddrs(ctx context.Context, host string) ([]netip.Addr, error) 
 // place: no one can connect before the mode is right, and an existing
 // file is not clobbered (bind's EADDRINUSE becomes link's EEXIST).
 func listenUnix(path string, mask os.FileMode, unlinkFirst bool, log logrus.FieldLogger) (*net.UnixListener, error) {
-	if len(path) >= sunPathLen {
+	if len(path) >= sshclient.SunPathMax {
 		return nil, fmt.Errorf("unix_listener: path %q too long for Unix domain socket", path)
 	}
 	if unlinkFirst {
@@ -196,7 +195,7 @@ func listenUnix(path string, mask os.FileMode, unlinkFirst bool, log logrus.Fiel
 	}
 	defer os.RemoveAll(dir)
 	tmp := filepath.Join(dir, "s")
-	if len(tmp) >= sunPathLen {
+	if len(tmp) >= sshclient.SunPathMax {
 		// No room for the detour: bind in place and set the mode
 		// straight after. Until then the process umask applies.
 		return bindUnix(path, path, mode)

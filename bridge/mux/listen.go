@@ -13,9 +13,6 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 )
 
-// sunPathMax is the size of a unix socket address's path (sun_path).
-const sunPathMax = 108
-
 // ExistsError is muxserver_listen's "ControlSocket %s already exists,
 // disabling multiplexing": ssh goes on without a master socket.
 type ExistsError struct{ Path string }
@@ -55,7 +52,7 @@ func Listen(path string) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(tmp) >= sunPathMax {
+	if len(tmp) >= sshclient.SunPathMax {
 		return nil, &FatalError{Msg: fmt.Sprintf("unix_listener: path \"%s\" too long for Unix domain socket", tmp), Err: syscall.ENAMETOOLONG}
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
@@ -114,8 +111,14 @@ func (l *Listener) At(path string) bool {
 	l.mu.Lock()
 	closed := l.closed
 	l.mu.Unlock()
+	return !closed && l.inPlace()
+}
+
+// inPlace reports whether the file at the listener's path is its socket,
+// not one put there since.
+func (l *Listener) inPlace() bool {
 	var st syscall.Stat_t
-	return !closed && syscall.Lstat(path, &st) == nil && st.Dev == l.dev && st.Ino == l.ino
+	return syscall.Lstat(l.path, &st) == nil && st.Dev == l.dev && st.Ino == l.ino
 }
 
 // Close stops listening and removes the socket, if it is still this
@@ -132,8 +135,7 @@ func (l *Listener) Close() {
 	}
 	l.closed = true
 	l.mu.Unlock()
-	var st syscall.Stat_t
-	if syscall.Lstat(l.path, &st) == nil && st.Dev == l.dev && st.Ino == l.ino {
+	if l.inPlace() {
 		_ = os.Remove(l.path)
 	}
 	_ = l.ln.Close()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/crypto/ssh"
 )
@@ -113,22 +114,12 @@ func (l *Listener) serveClient(ctx context.Context, c *net.UnixConn, m Master, l
 
 // checkPeer refuses a client of another uid, root excepted, as mux.c does.
 func checkPeer(c *net.UnixConn) error {
-	raw, err := c.SyscallConn()
+	peer, err := wire.PeerUID(c)
 	if err != nil {
-		return err
+		return fmt.Errorf("getpeereid: %w", err)
 	}
-	var cred *syscall.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	}); err != nil {
-		return err
-	}
-	if cerr != nil {
-		return fmt.Errorf("getpeereid: %w", cerr)
-	}
-	if uid := uint32(os.Getuid()); cred.Uid != 0 && cred.Uid != uid {
-		return fmt.Errorf("multiplex uid mismatch: peer euid %d != uid %d", cred.Uid, uid)
+	if uid := os.Getuid(); peer != 0 && peer != uid {
+		return fmt.Errorf("multiplex uid mismatch: peer euid %d != uid %d", peer, uid)
 	}
 	return nil
 }

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// sunPathMax is the size of a unix socket address's path (sun_path).
-const sunPathMax = 108
+// SunPathMax is the size of a unix socket address's path (sun_path).
+const SunPathMax = 108
 
 // ControlSocket is what ssh finds at a ControlPath before it
 // multiplexes (mux.c's muxclient, for ControlMaster auto and no).
@@ -27,8 +27,8 @@ const (
 // (ControlMaster other than no); any other failure is reported (note)
 // and ssh goes on without a master.
 func ProbeControlPath(path, controlMaster string) (ControlSocket, string, error) {
-	if len(path) >= sunPathMax {
-		return 0, "", &ConnError{Msg: fmt.Sprintf("ControlPath too long ('%s' >= %d bytes)", path, sunPathMax), Err: errors.New("ControlPath too long")}
+	if len(path) >= SunPathMax {
+		return 0, "", &ConnError{Msg: fmt.Sprintf("ControlPath too long ('%s' >= %d bytes)", path, SunPathMax), Err: errors.New("ControlPath too long")}
 	}
 	err := DialControl(path)
 	switch {
@@ -59,8 +59,8 @@ func DialControl(path string) error {
 // answered at path (DialControl's err): the path too long for a socket,
 // or connect's error.
 func ControlConnectError(path string, err error) string {
-	if len(path) >= sunPathMax {
-		return fmt.Sprintf("ControlPath too long ('%s' >= %d bytes)", path, sunPathMax)
+	if len(path) >= SunPathMax {
+		return fmt.Sprintf("ControlPath too long ('%s' >= %d bytes)", path, SunPathMax)
 	}
 	return "Control socket connect(" + clip100(path) + "): " + strerror(err)
 }

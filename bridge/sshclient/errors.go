@@ -71,6 +71,10 @@ func render(logLevel string, lines []msgLine) string {
 	return strings.Join(keep, "\r\n")
 }
 
+// Says reports whether ssh, at s's LogLevel, prints a message of level
+// ("FATAL", "ERROR", "INFO", ...).
+func (s *Settings) Says(level string) bool { return levelOf(level) <= levelOf(s.LogLevel) }
+
 func levelOf(name string) int {
 	if n, ok := logLevels[strings.ToUpper(name)]; ok {
 		return n
