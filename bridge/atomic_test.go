@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 
 	"github.com/pkg/sftp"
 )
@@ -125,12 +126,14 @@ func TestPutAtomicNeverWider(t *testing.T) {
 func TestReadAllOnce(t *testing.T) {
 	for _, n := range []int{0, 1, 64 << 10, 64<<10 + 1, 200 << 10} {
 		in := bytes.Repeat([]byte("x"), n)
-		got, err := readAllOnce(bytes.NewReader(in))
-		if err != nil || !bytes.Equal(got, in) || cap(got) != n {
-			t.Errorf("%d bytes: got %d (cap %d), %v", n, len(got), cap(got), err)
+		for _, hint := range []int{0, n, 2 * n} {
+			got, err := readAllOnce(iotest.OneByteReader(bytes.NewReader(in)), hint)
+			if err != nil || !bytes.Equal(got, in) {
+				t.Errorf("%d bytes, hint %d: got %d, %v", n, hint, len(got), err)
+			}
 		}
 	}
-	if _, err := readAllOnce(io.MultiReader(strings.NewReader("a"), iotestErr{})); err == nil {
+	if _, err := readAllOnce(io.MultiReader(strings.NewReader("a"), iotestErr{}), 0); err == nil {
 		t.Error("a read error was lost")
 	}
 }

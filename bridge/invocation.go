@@ -237,9 +237,11 @@ func (iv *invocation) hangup() <-chan struct{} {
 
 func (iv *invocation) readShim(w *io.PipeWriter) {
 	defer close(iv.gone)
+	frames := wire.NewReader(iv.conn)
+	defer frames.Wipe()
 	stdinOpen := true
 	for {
-		f, err := wire.Read(iv.conn)
+		f, err := frames.Next()
 		if err != nil {
 			if stdinOpen {
 				w.CloseWithError(errShimGone)

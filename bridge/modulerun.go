@@ -228,7 +228,8 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, re
 // overwrites a wrapper's parameters once it has run (Wrapper.Wipe; no
 // copy of the stream is kept).
 func (t *target) readPiped(iv *invocation, stdin io.Reader) ([]byte, *ansiballz.Wrapper) {
-	data, err := readAllOnce(io.LimitReader(stdin, maxPipedModule))
+	data, err := readAllOnce(io.LimitReader(stdin, maxPipedModule), int(t.pipedSize.Load()))
+	t.pipedSize.Store(int64(len(data)))
 	var w *ansiballz.Wrapper
 	if err == nil {
 		w = t.recognised(iv, data)
@@ -243,31 +244,27 @@ func (t *target) readPiped(iv *invocation, stdin io.Reader) ([]byte, *ansiballz.
 
 // readAllOnce is io.ReadAll without the copies its growing buffer
 // leaves in freed memory (a wrapper holds its task's arguments, perhaps
-// no_log ones): it reads fixed chunks, copies them once into a buffer of
-// the final size, and overwrites them.
-func readAllOnce(r io.Reader) ([]byte, error) {
-	const chunk = 64 << 10
-	var chunks [][]byte
-	n := 0
-	var err error
+// no_log ones). It reads into one buffer a little larger than hint (the
+// last wrapper's size: the next is the same module's, or one like it),
+// and should that fill, into one twice as large, overwriting the first.
+func readAllOnce(r io.Reader, hint int) ([]byte, error) {
+	buf := make([]byte, 0, max(hint+hint/8+4<<10, 64<<10))
 	for {
-		c := make([]byte, chunk)
-		k, rerr := io.ReadFull(r, c)
-		chunks = append(chunks, c[:k])
-		n += k
-		if rerr != nil {
-			if rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
-				err = rerr
-			}
-			break
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), 2*cap(buf))
+			copy(grown, buf)
+			clear(buf)
+			buf = grown
+		}
+		k, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
 		}
 	}
-	out := make([]byte, 0, n)
-	for _, c := range chunks {
-		out = append(out, c...)
-		clear(c[:cap(c)])
-	}
-	return out, err
 }
 
 // keepRemoteFiles tells whether the task runs with ANSIBLE_KEEP_REMOTE_FILES,

@@ -184,6 +184,9 @@ type target struct {
 	// (RemoveAllNoWait) since the last syncRemovals.
 	unsynced atomic.Pointer[interp.Client]
 	rtt      atomic.Int64 // last keepalive round trip, ns
+	// pipedSize is the size of the last wrapper a pipelined step sent: the
+	// next is read into a buffer that size (readAllOnce).
+	pipedSize atomic.Int64
 
 	drain    drain
 	inflight atomic.Int32 // invocations being served
