@@ -2,9 +2,11 @@ package integration
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,4 +99,96 @@ func passwordSSH(t *testing.T, ssh string, d *privateDaemon, st credStep, cpDir 
 	o := runOwnSession(t, exec.CommandContext(ctx, "sshpass", args...), d.env())
 	o.stderr = strings.ReplaceAll(o.stderr, cpDir, "CPDIR")
 	return o
+}
+
+// TestProxyLikeOpenSSH: ProxyJump and ProxyCommand print what OpenSSH
+// prints. A would-be ControlPersist master (Ansible always passes
+// ControlPersist) runs its proxy, a jump's "ssh -W" included, with stderr
+// on /dev/null; sshpkt_fatal's lines ("Connection closed by ...") are
+// logged at INFO, so that LogLevel ERROR hides them. Each case runs the
+// real ssh and the shim (a private daemon) with control sockets of their
+// own, and wants the same exit status, stdout and stderr.
+func TestProxyLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	dir := t.TempDir()
+	// The jump's ssh reads only this file (-F is passed on), not the
+	// command line's -o options.
+	cfg := filepath.Join(dir, "config")
+	conf := "Host *\n  User " + suite.lab.User + "\n  IdentityFile " + suite.lab.Key + "\n  IdentitiesOnly yes\n" +
+		"  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n"
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadPort := strconv.Itoa(dead.Addr().(*net.TCPAddr).Port)
+	dead.Close()
+	lab := suite.lab.Port
+	// localhost is the jump, 127.0.0.1 the target: one sshd, two names
+	// (ssh refuses a jump to the destination itself).
+	jump := []string{"-J", "localhost:" + lab}
+	failing := []string{"-o", `ProxyCommand=sh -c "echo proxy says no >&2; exit 1"`}
+	netcat := []string{"-o", "ProxyCommand=" + suite.realSSH + " -F " + cfg + " -W %h:%p localhost -p " + lab}
+	persist := []string{"-o", "ControlPersist=60s"}
+	errorLevel := []string{"-o", "LogLevel=ERROR"}
+	cat := func(parts ...[]string) []string {
+		var all []string
+		for _, p := range parts {
+			all = append(all, p...)
+		}
+		return all
+	}
+	cases := []struct {
+		name string
+		opts []string
+		port string
+	}{
+		{"jump", cat(jump, persist), lab},
+		{"jump without ControlPersist", jump, lab},
+		{"jump refused", cat([]string{"-J", "localhost:" + deadPort}, persist), lab},
+		{"jump refused without ControlPersist", []string{"-J", "localhost:" + deadPort}, lab},
+		{"target refused through the jump", cat(jump, persist), deadPort},
+		{"target refused through the jump without ControlPersist", jump, deadPort},
+		{"target refused through the jump, LogLevel ERROR", cat(jump, errorLevel), deadPort},
+		{"ProxyCommand", cat(netcat, persist), lab},
+		{"ProxyCommand without ControlPersist", netcat, lab},
+		{"ProxyCommand fails", cat(failing, persist), lab},
+		{"ProxyCommand fails without ControlPersist", failing, lab},
+		{"ProxyCommand fails, LogLevel ERROR", cat(failing, errorLevel), lab},
+		{"ProxyCommand fails, -q", cat(failing, []string{"-q"}), lab},
+	}
+	sides := []struct{ name, ssh string }{{"openssh", suite.realSSH}, {"shim", filepath.Join(suite.shims, "ssh")}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newPrivateDaemon(t)
+			var got [2]sshOutcome
+			for i, side := range sides {
+				cpDir, err := os.MkdirTemp(suite.work, "cp-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				// ControlMaster auto: without it the shim runs the real ssh.
+				cp := []string{"-o", "ControlPath=" + filepath.Join(cpDir, "%C"), "-o", "ControlMaster=auto"}
+				args := cat([]string{"-F", cfg}, cp, tc.opts, []string{"-p", tc.port, "127.0.0.1", "echo through"})
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				got[i] = runOwnSession(t, exec.CommandContext(ctx, side.ssh, args...), d.env())
+				cancel()
+				stop := cat([]string{"-F", cfg}, cp, []string{"-O", "exit", "-p", tc.port, "127.0.0.1"})
+				_ = exec.Command(side.ssh, stop...).Run()
+			}
+			if got[0] != got[1] {
+				t.Errorf("through the shim: %+v\nwith OpenSSH: %+v", got[1], got[0])
+			}
+			if strings.Contains(tc.name, "refused") || strings.Contains(tc.name, "fails") {
+				if got[0].rc != 255 {
+					t.Errorf("OpenSSH exited %d, want 255: the case tests nothing", got[0].rc)
+				}
+			} else if got[0].stdout != "through\n" {
+				t.Errorf("OpenSSH's run printed %q: the case tests nothing", got[0].stdout)
+			}
+		})
+	}
 }

@@ -146,14 +146,15 @@ func openTransport(ctx context.Context, s *Settings, p Prompter, rep *reporter, 
 func kexClosed(remote string) []msgLine {
 	return []msgLine{
 		errorLine("kex_exchange_identification: Connection closed by remote host"),
-		errorLine("Connection closed by " + remote),
+		fatalPacketLine("Connection closed by " + remote),
 	}
 }
 
 // dialJump connects through the ProxyJump hop s.Jump (itself possibly
 // jumping), using a direct-tcpip channel like "ssh -W".
 func dialJump(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) (*transport, error) {
-	jc, err := dial(ctx, s.Jump, p, log.WithField("jump", s.Jump.String()))
+	hop := s.silentHop()
+	jc, err := dial(ctx, hop, p, log.WithField("jump", hop.String()))
 	if err != nil {
 		var ce *ConnError
 		if !errors.As(err, &ce) {
@@ -161,6 +162,9 @@ func dialJump(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogg
 		}
 		if ctx.Err() != nil {
 			return nil, ce
+		}
+		if hop.stderrNull {
+			ce = &ConnError{Err: ce.Err} // the hop's messages went to /dev/null
 		}
 		return nil, prefixed(ce, s.LogLevel, err, kexClosed(proxyRemote)...)
 	}
@@ -170,17 +174,17 @@ func dialJump(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogg
 		if ctx.Err() != nil {
 			return nil, &ConnError{Err: ctx.Err()}
 		}
-		var hop []msgLine
+		var lines []msgLine
 		var oce *ssh.OpenChannelError
 		if errors.As(err, &oce) {
 			sep := ""
 			if oce.Message != "" {
 				sep = ": "
 			}
-			hop = append(hop, errorLine(fmt.Sprintf("channel 0: open failed: %s%s%s", oce.Reason, sep, oce.Message)))
+			lines = append(lines, errorLine(fmt.Sprintf("channel 0: open failed: %s%s%s", oce.Reason, sep, oce.Message)))
 		}
-		hop = append(hop, fatalLine("stdio forwarding failed"))
-		inner := failure(s.Jump.LogLevel, err, hop...)
+		lines = append(lines, fatalLine("stdio forwarding failed"))
+		inner := failure(hop.LogLevel, err, lines...)
 		return nil, prefixed(inner, s.LogLevel, err, kexClosed(proxyRemote)...)
 	}
 	return &transport{
@@ -332,31 +336,26 @@ func startProxyCommand(ctx context.Context, s *Settings, rep *reporter, log logr
 	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return nil, &ConnError{Msg: fmt.Sprintf("Could not create pipes to communicate with the proxy: %v", err), Err: err}
+		return nil, proxyPipeError(err)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, &ConnError{Msg: fmt.Sprintf("Could not create pipes to communicate with the proxy: %v", err), Err: err}
+		closeAll(inR, inW)
+		return nil, proxyPipeError(err)
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return nil, &ConnError{Msg: fmt.Sprintf("Could not create pipes to communicate with the proxy: %v", err), Err: err}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	var errR, errW *os.File
+	if !s.proxyStderrNull() { // else exec gives it /dev/null
+		if errR, errW, err = os.Pipe(); err != nil {
+			closeAll(inR, inW, outR, outW)
+			return nil, proxyPipeError(err)
+		}
+		cmd.Stderr = errW
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	err = cmd.Start()
-	inR.Close()
-	outW.Close()
-	errW.Close()
+	closeAll(inR, outW, errW)
 	if err != nil {
-		inW.Close()
-		outR.Close()
-		errR.Close()
+		closeAll(inW, outR, errR)
 		return nil, failure(s.LogLevel, err, fatalLine(fmt.Sprintf("Exec(%s): %s", shell, strerror(err))))
 	}
 	log.WithField("pid", cmd.Process.Pid).Debug("proxy command started")
@@ -364,27 +363,43 @@ func startProxyCommand(ctx context.Context, s *Settings, rep *reporter, log logr
 		err := cmd.Wait()
 		log.WithError(err).Debug("proxy command exited")
 	}()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer errR.Close()
-		buf := make([]byte, 4096)
-		for {
-			n, err := errR.Read(buf)
-			if n > 0 {
-				rep.raw(string(buf[:n]))
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return &transport{
+	tr := &transport{
 		conn:   &proxyConn{r: outR, w: inW, cmd: cmd},
 		remote: proxyRemote,
 		hostIP: "<no hostip for proxy command>",
-		stderr: done,
-	}, nil
+	}
+	if errR != nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer errR.Close()
+			buf := make([]byte, 4096)
+			for {
+				n, err := errR.Read(buf)
+				if n > 0 {
+					rep.raw(string(buf[:n]))
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		tr.stderr = done
+	}
+	return tr, nil
+}
+
+func proxyPipeError(err error) *ConnError {
+	return &ConnError{Msg: fmt.Sprintf("Could not create pipes to communicate with the proxy: %v", err), Err: err}
+}
+
+// closeAll closes the files that are not nil.
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // bannerConn watches the server's version line: until it has arrived,
@@ -501,7 +516,7 @@ func mapHandshakeError(ctx context.Context, err error, s *Settings, bc *bannerCo
 	}
 	var ane *ssh.AlgorithmNegotiationError
 	if errors.As(err, &ane) {
-		return failure(s.LogLevel, err, errorLine(fmt.Sprintf("Unable to negotiate with %s: no matching %s found. Their offer: %s",
+		return failure(s.LogLevel, err, fatalPacketLine(fmt.Sprintf("Unable to negotiate with %s: no matching %s found. Their offer: %s",
 			remote, negotiationName(ane.What), strings.Join(ane.RequestedAlgorithms, ","))))
 	}
 	if m := disconnectRE().FindStringSubmatch(err.Error()); m != nil {
@@ -511,7 +526,7 @@ func mapHandshakeError(ctx context.Context, err error, s *Settings, bc *bannerCo
 		}
 		return failure(s.LogLevel, err,
 			errorLine(fmt.Sprintf("Received disconnect from %s:%s: %.400s", remote, m[1], msg)),
-			errorLine("Disconnected from "+remote))
+			fatalPacketLine("Disconnected from "+remote))
 	}
 	bc.mu.Lock()
 	seen, timedOut, ioErr := bc.seen, bc.timedOut, bc.ioErr
@@ -519,7 +534,7 @@ func mapHandshakeError(ctx context.Context, err error, s *Settings, bc *bannerCo
 	if timedOut {
 		return failure(s.LogLevel, err,
 			errorLine("Connection timed out during banner exchange"),
-			errorLine(fmt.Sprintf("Connection to %s timed out", remote)))
+			fatalPacketLine(fmt.Sprintf("Connection to %s timed out", remote)))
 	}
 	cause := ioErr
 	if cause == nil {
@@ -530,23 +545,23 @@ func mapHandshakeError(ctx context.Context, err error, s *Settings, bc *bannerCo
 		if !seen {
 			return failure(s.LogLevel, err,
 				errorLine("kex_exchange_identification: read: Connection reset by peer"),
-				errorLine("Connection reset by "+remote))
+				fatalPacketLine("Connection reset by "+remote))
 		}
-		return failure(s.LogLevel, err, errorLine("Connection reset by "+remote))
+		return failure(s.LogLevel, err, fatalPacketLine("Connection reset by "+remote))
 	case errors.Is(cause, io.EOF), errors.Is(cause, io.ErrUnexpectedEOF), errors.Is(cause, syscall.EPIPE),
 		errors.Is(cause, os.ErrClosed), errors.Is(cause, net.ErrClosed):
 		if !seen {
 			return failure(s.LogLevel, err, kexClosed(remote)...)
 		}
-		return failure(s.LogLevel, err, errorLine("Connection closed by "+remote))
+		return failure(s.LogLevel, err, fatalPacketLine("Connection closed by "+remote))
 	}
 	var errno syscall.Errno
 	if errors.As(cause, &errno) {
-		return failure(s.LogLevel, err, errorLine(fmt.Sprintf("ssh_dispatch_run_fatal: Connection to %s: %s", remote, errnoText(errno))))
+		return failure(s.LogLevel, err, fatalPacketLine(fmt.Sprintf("ssh_dispatch_run_fatal: Connection to %s: %s", remote, errnoText(errno))))
 	}
 	if !seen {
 		return failure(s.LogLevel, err, errorLine("kex_exchange_identification: "+strings.TrimPrefix(err.Error(), "ssh: handshake failed: ")))
 	}
-	return failure(s.LogLevel, err, errorLine(fmt.Sprintf("ssh_dispatch_run_fatal: Connection to %s: %s", remote,
+	return failure(s.LogLevel, err, fatalPacketLine(fmt.Sprintf("ssh_dispatch_run_fatal: Connection to %s: %s", remote,
 		strings.TrimPrefix(err.Error(), "ssh: handshake failed: "))))
 }

@@ -560,13 +560,18 @@ func TestDialProxyJump(t *testing.T) {
 	}
 	deadPort := closed.Addr().(*net.TCPAddr).Port
 	closed.Close()
+	// As a would-be ControlPersist master, ssh runs the hop's "ssh -W"
+	// with its stderr on /dev/null: only its own lines are left.
+	persist := []fakessh.Option{{Key: "controlpath", Value: filepath.Join(env.Home, "cm-%C")}, {Key: "controlpersist", Value: "60s"}}
 	tests := []struct {
 		name    string
 		jump    string
 		port    int
+		opts    []fakessh.Option
 		wantErr string
 	}{
 		{name: "one hop", jump: fmt.Sprintf("127.0.0.1:%d", jump.port()), port: target.port()},
+		{name: "one hop, ControlPersist", jump: fmt.Sprintf("127.0.0.1:%d", jump.port()), port: target.port(), opts: persist},
 		{name: "two hops", jump: fmt.Sprintf("tester@127.0.0.1:%d,ssh://127.0.0.1:%d", jump2.port(), jump.port()), port: target.port()},
 		{name: "hop refused", jump: fmt.Sprintf("127.0.0.1:%d", deadPort), port: target.port(),
 			wantErr: fmt.Sprintf("ssh: connect to host 127.0.0.1 port %d: Connection refused\r\n"+
@@ -577,11 +582,22 @@ func TestDialProxyJump(t *testing.T) {
 				"stdio forwarding failed\r\n" +
 				"kex_exchange_identification: Connection closed by remote host\r\n" +
 				"Connection closed by UNKNOWN port 65535"},
+		{name: "hop refused, ControlPersist", jump: fmt.Sprintf("127.0.0.1:%d", deadPort), port: target.port(), opts: persist,
+			wantErr: "kex_exchange_identification: Connection closed by remote host\r\n" +
+				"Connection closed by UNKNOWN port 65535"},
+		{name: "target refused, ControlPersist", jump: fmt.Sprintf("127.0.0.1:%d", jump.port()), port: deadPort, opts: persist,
+			wantErr: "kex_exchange_identification: Connection closed by remote host\r\n" +
+				"Connection closed by UNKNOWN port 65535"},
+		{name: "target refused, LogLevel ERROR", jump: fmt.Sprintf("127.0.0.1:%d", jump.port()), port: deadPort,
+			opts: []fakessh.Option{{Key: "loglevel", Value: "ERROR"}},
+			wantErr: "channel 0: open failed: connect failed: Connection refused\r\n" +
+				"stdio forwarding failed\r\n" +
+				"kex_exchange_identification: Connection closed by remote host"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			inv := &fakessh.SSHInvocation{Host: "127.0.0.1", ConfigFile: cfg, Options: []fakessh.Option{
-				{Key: "port", Value: strconv.Itoa(tc.port)}, {Key: "proxyjump", Value: tc.jump}}}
+			inv := &fakessh.SSHInvocation{Host: "127.0.0.1", ConfigFile: cfg, Options: append([]fakessh.Option{
+				{Key: "port", Value: strconv.Itoa(tc.port)}, {Key: "proxyjump", Value: tc.jump}}, tc.opts...)}
 			s, err := Resolve(inv, env)
 			if err != nil {
 				t.Fatal(err)
@@ -589,7 +605,14 @@ func TestDialProxyJump(t *testing.T) {
 			if s.Jump == nil || s.Jump.Port != jump.port() && tc.wantErr == "" {
 				t.Fatalf("jump settings %+v", s.Jump)
 			}
-			out, err := run(t, s, &fakePrompter{})
+			p := &fakePrompter{}
+			out, err := run(t, s, p)
+			hop := fmt.Sprintf("[127.0.0.1]:%d", jump.port())
+			silenced := len(tc.opts) > 0 && tc.opts[0].Key == "controlpath"
+			hopUp := !strings.Contains(tc.jump, strconv.Itoa(deadPort))
+			if got := p.notified(); strings.Contains(got, hop) != (hopUp && !silenced) {
+				t.Errorf("the hop's notices (its known_hosts warning) %q", got)
+			}
 			if tc.wantErr != "" {
 				if got := connMsg(t, err); got != tc.wantErr {
 					t.Errorf("got %q\nwant %q", got, tc.wantErr)
@@ -604,7 +627,7 @@ func TestDialProxyJump(t *testing.T) {
 	for _, c := range []struct {
 		srv  *testServer
 		want int
-	}{{jump, 2}, {jump2, 1}} {
+	}{{jump, 3}, {jump2, 1}} {
 		c.srv.mu.Lock()
 		n := c.srv.tcpipOpened
 		c.srv.mu.Unlock()
@@ -634,6 +657,8 @@ func TestDialProxyCommand(t *testing.T) {
 	tests := []struct {
 		name      string
 		cmd       string
+		opts      []string
+		persist   bool // ControlPath and ControlPersist: stderr goes to /dev/null
 		wantErr   string
 		wantNotes string
 	}{
@@ -642,6 +667,10 @@ func TestDialProxyCommand(t *testing.T) {
 		{name: "exits", cmd: "false", wantErr: "kex_exchange_identification: Connection closed by remote host\r\nConnection closed by UNKNOWN port 65535"},
 		{name: "stderr", cmd: "sh -c 'echo proxy says hi >&2; exit 1'",
 			wantErr: "kex_exchange_identification: Connection closed by remote host\r\nConnection closed by UNKNOWN port 65535", wantNotes: "proxy says hi\n"},
+		{name: "stderr, ControlPersist", cmd: "sh -c 'echo proxy says hi >&2; exit 1'", persist: true,
+			wantErr: "kex_exchange_identification: Connection closed by remote host\r\nConnection closed by UNKNOWN port 65535"},
+		{name: "stderr, LogLevel ERROR", cmd: "sh -c 'echo proxy says hi >&2; exit 1'", opts: []string{"LogLevel=ERROR"},
+			wantErr: "kex_exchange_identification: Connection closed by remote host", wantNotes: "proxy says hi\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -650,8 +679,12 @@ func TestDialProxyCommand(t *testing.T) {
 					t.Skip("no bash")
 				}
 			}
-			s := settingsFor(t, env, srv.port(), "ProxyCommand="+tc.cmd, "StrictHostKeyChecking=no",
-				"UserKnownHostsFile=/dev/null", "IdentityFile="+key)
+			opts := append([]string{"ProxyCommand=" + tc.cmd, "StrictHostKeyChecking=no",
+				"UserKnownHostsFile=/dev/null", "IdentityFile=" + key}, tc.opts...)
+			if tc.persist {
+				opts = append(opts, "ControlPath="+filepath.Join(env.Home, "cm-%C"), "ControlPersist=60s")
+			}
+			s := settingsFor(t, env, srv.port(), opts...)
 			p := &fakePrompter{}
 			out, err := run(t, s, p)
 			if tc.wantErr != "" {
@@ -663,6 +696,9 @@ func TestDialProxyCommand(t *testing.T) {
 			}
 			if !strings.Contains(p.notified(), tc.wantNotes) {
 				t.Errorf("notifications %q lack %q", p.notified(), tc.wantNotes)
+			}
+			if tc.persist && p.notified() != "" {
+				t.Errorf("the proxy's stderr reached the shim: %q", p.notified())
 			}
 		})
 	}
@@ -722,6 +758,9 @@ func TestDialNetworkErrors(t *testing.T) {
 		{"refused", deadPort, nil, fmt.Sprintf("ssh: connect to host 127.0.0.1 port %d: Connection refused", deadPort)},
 		{"refused quietly", deadPort, []string{"LogLevel=quiet"}, ""},
 		{"closed before banner", readClose, nil, fmt.Sprintf("kex_exchange_identification: Connection closed by remote host\r\nConnection closed by 127.0.0.1 port %d", readClose)},
+		// sshpkt_fatal's lines are logdie's, which logs at INFO.
+		{"closed before banner, LogLevel ERROR", readClose, []string{"LogLevel=ERROR"}, "kex_exchange_identification: Connection closed by remote host"},
+		{"closed after banner, LogLevel ERROR", bannerClose, []string{"LogLevel=ERROR"}, ""},
 		{"closed after banner", bannerClose, nil, fmt.Sprintf("Connection closed by 127.0.0.1 port %d", bannerClose)},
 		{"banner timeout", silent, []string{"ConnectTimeout=1"}, fmt.Sprintf("Connection timed out during banner exchange\r\nConnection to 127.0.0.1 port %d timed out", silent)},
 	}

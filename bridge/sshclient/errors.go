@@ -85,6 +85,11 @@ func levelOf(name string) int {
 func fatalLine(s string) msgLine { return msgLine{lvlFatal, s} }
 func errorLine(s string) msgLine { return msgLine{lvlError, s} }
 
+// fatalPacketLine is a line of sshpkt_fatal's: OpenSSH prints it with
+// logdie, which logs at INFO whatever level it is given (log.c), so that
+// LogLevel ERROR hides it.
+func fatalPacketLine(s string) msgLine { return msgLine{lvlInfo, s} }
+
 // prefixed returns a ConnError whose message is inner's (already rendered
 // at the inner connection's level) followed by lines at logLevel; it is
 // how a failed ProxyJump hop shows through the outer connection.

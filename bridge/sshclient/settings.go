@@ -74,6 +74,9 @@ type Settings struct {
 	// through (each hop carries the rest of the chain in its own Jump).
 	ProxyJump string
 	Jump      *Settings
+	// stderrNull is set on a ProxyJump hop whose ssh OpenSSH would run
+	// with stderr on /dev/null (proxyStderrNull): it prints nothing.
+	stderrNull bool
 	// ProxyCommand is the expanded ProxyCommand ("" when none).
 	ProxyCommand string
 	// StrictHostKeyChecking is "yes", "no", "ask" or "accept-new".
@@ -670,4 +673,25 @@ func (s *Settings) String() string {
 		return v
 	}
 	return fmt.Sprintf("%s@%s:%d", clip(s.User, 32), clip(s.HostName, 64), s.Port)
+}
+
+// proxyStderrNull reports whether OpenSSH runs this connection's
+// ProxyCommand (a ProxyJump is one too: "ssh -W") with its stderr on
+// /dev/null, as ssh_proxy_connect does for a would-be ControlPersist
+// master, so that nothing the proxy prints outlives the command line
+// that started it. Ansible always passes ControlPersist.
+func (s *Settings) proxyStderrNull() bool {
+	return s.stderrNull || s.ControlPath != "" && s.ControlPersist != PersistNo
+}
+
+// silentHop is the hop s's ProxyJump goes through, printing nothing when
+// its stderr would be /dev/null.
+func (s *Settings) silentHop() *Settings {
+	if !s.proxyStderrNull() {
+		return s.Jump
+	}
+	hop := *s.Jump
+	hop.LogLevel = "QUIET"
+	hop.stderrNull = true
+	return &hop
 }
