@@ -122,7 +122,7 @@ func (r *request) serveBecome() (code int, served bool) {
 		if data, wrapper = t.readPiped(iv, stdin); wrapper == nil {
 			// Not a module after all: the inner command runs as the become
 			// user all the same, in its interpreter.
-			return r.execIn(ag, w.Inner, io.MultiReader(bytes.NewReader(data), stdin), tty), true
+			return r.execIn(ag, w, io.MultiReader(bytes.NewReader(data), stdin), tty), true
 		}
 		defer wrapper.Wipe()
 	} else {
@@ -136,6 +136,7 @@ func (r *request) serveBecome() (code int, served bool) {
 	// dirs; Ansible gave the module none (_ansible_tmpdir is unset for
 	// it) and the wrapper runs from memory.
 	req, held := r.moduleRequest(c, wrapper, ag.Info().UID == 0)
+	req.Env = withCommandEnv(req.Env, w)
 	if len(req.Dirs) > 0 {
 		if owner, err := r.loginOwner(python); err == nil {
 			req.Owner = owner
@@ -155,6 +156,21 @@ func (r *request) serveBecome() (code int, served bool) {
 	return r.moduleResult(req, held, res, err), true
 }
 
+// withCommandEnv adds what w's tool says about the command it runs
+// (Wrapper.CommandEnv) to env, under what the step sets itself.
+func withCommandEnv(env map[string]string, w *become.Wrapper) map[string]string {
+	for k, v := range w.CommandEnv() {
+		if _, set := env[k]; set {
+			continue
+		}
+		if env == nil {
+			env = map[string]string{}
+		}
+		env[k] = v
+	}
+	return env
+}
+
 // becomeUser is the user a wrapper becomes, as the debug view names it.
 func becomeUser(w *become.Wrapper) string {
 	if w.User != "" {
@@ -163,11 +179,11 @@ func becomeUser(w *become.Wrapper) string {
 	return "root"
 }
 
-// execIn runs command as a shell command in ag, with stdin, as the
-// generic route for a become step that is not an AnsiballZ module.
-func (r *request) execIn(ag *interp.Client, command string, stdin io.Reader, tty bool) int {
+// execIn runs w's inner command as a shell command in ag, with stdin, as
+// the generic route for a become step that is not an AnsiballZ module.
+func (r *request) execIn(ag *interp.Client, w *become.Wrapper, stdin io.Reader, tty bool) int {
 	iv := r.iv
-	req := interp.ExecRequest{Command: command, Stdin: stdin, Stdout: iv.stdout(), Stderr: iv.stderr()}
+	req := interp.ExecRequest{Command: w.Inner, Stdin: stdin, Stdout: iv.stdout(), Stderr: iv.stderr(), Env: withCommandEnv(nil, w)}
 	if tty {
 		req.PTY = &interp.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols}
 	}

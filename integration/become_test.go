@@ -30,6 +30,7 @@ func checkBecomeMore(t *testing.T, r *runResult) {
 	wantTask(t, r, "t", "unparsed become plugin", "ok", "root")
 	wantTask(t, r, "t", "unparsed become plugin, piped module", "ok", "")
 	wantTask(t, r, "t", "sudo again", "ok", "root")
+	wantTask(t, r, "t", "sudo's environment", "ok", "SUDO_COMMAND=the task's wrapper\nSSH_TTY=unset")
 }
 
 // TestNoPasswordLeaks runs the playbooks that type passwords (ssh

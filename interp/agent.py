@@ -489,10 +489,17 @@ def open_pty(pty):
     return master, slave
 
 
+# Whether a task on a terminal gets SSH_TTY, as sshd sets it in a terminal
+# session. An agent started on one by a become tool has it if the tool kept
+# it (su) and not if it dropped it (sudo's env_reset): its tasks follow
+# (Agent sets this as it starts).
+PTY_SSH_TTY = True
+
+
 def pty_env(pty, tty, env):
     """What sshd puts in a pty session's environment, under env (the
     VAR=value prefixes of the command line)."""
-    out = {'SSH_TTY': tty}
+    out = {'SSH_TTY': tty} if PTY_SSH_TTY else {}
     if pty.get('term'):
         out['TERM'] = pty['term']
     out.update(env or {})
@@ -1905,6 +1912,8 @@ class Agent(object):
     }
 
     def __init__(self):
+        global PTY_SSH_TTY
+        PTY_SSH_TTY = not os.isatty(0) or 'SSH_TTY' in os.environ
         self.rfd = os.dup(0)
         self.wfd = os.dup(1)
         null = os.open(os.devnull, os.O_RDWR)

@@ -624,6 +624,38 @@ class TerminalTest(unittest.TestCase):
                          {'SSH_TTY': '/dev/pts/3', 'TERM': 'dumb', 'A': 'b'})
         self.assertEqual(agent.pty_env({}, '/dev/pts/3', None), {'SSH_TTY': '/dev/pts/3'})
 
+    def test_pty_env_after_a_become_tool(self):
+        """An agent started on a terminal by a tool that dropped SSH_TTY
+        (sudo) gives its tasks none; one that kept it (su), or started
+        without a terminal (sshd sets it per session), does."""
+        script = ('import os, pty, sys; sys.path.insert(0, %r); import agent\n'
+                  'pid, fd = pty.fork()\n'
+                  'if pid == 0:\n'
+                  '    a = agent.Agent()\n'
+                  '    os.write(a.wfd, repr(sorted(agent.pty_env({}, "/dev/pts/9", None))).encode() + b"\\n")\n'
+                  '    os._exit(0)\n'
+                  'out = b""\n'
+                  'while True:\n'
+                  '    try:\n'
+                  '        b = os.read(fd, 100)\n'
+                  '    except OSError:\n'
+                  '        break\n'
+                  '    if not b:\n'
+                  '        break\n'
+                  '    out += b\n'
+                  'os.waitpid(pid, 0)\n'
+                  'sys.stdout.write(out.decode())\n') % HERE
+        for env, want in ((dict(os.environ, SSH_TTY='/dev/pts/1'), "['SSH_TTY']"), (
+                {k: v for k, v in os.environ.items() if k != 'SSH_TTY'}, '[]')):
+            out = subprocess.run([sys.executable, '-c', script], env=env, stdout=subprocess.PIPE,
+                                 check=True).stdout.decode()
+            self.assertEqual(out.strip(), want, env.get('SSH_TTY'))
+        out = subprocess.run([sys.executable, '-c', 'import os, sys; sys.path.insert(0, %r); import agent; a = agent.Agent(); '
+                              'os.write(a.wfd, repr(sorted(agent.pty_env({}, "/dev/pts/9", None))).encode())' % HERE],
+                             env={k: v for k, v in os.environ.items() if k != 'SSH_TTY'},
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, check=True).stdout.decode()
+        self.assertEqual(out.strip(), "['SSH_TTY']")
+
 
 class ImportsOfTest(unittest.TestCase):
 

@@ -35,6 +35,19 @@ type Method struct {
 	password func(w *Wrapper) Password
 	// isPrompt is the plugin's check_password_prompt (Wrapper.IsPrompt).
 	isPrompt func(w *Wrapper, line []byte) bool
+	// commandEnv is Wrapper.CommandEnv; nil when the tool sets none.
+	commandEnv func(w *Wrapper) map[string]string
+}
+
+// CommandEnv is what the tool puts in the environment about the command
+// it runs (sudo's SUDO_COMMAND). The bridge runs every step in an
+// interpreter the tool started once, whose environment names that start;
+// a step sets these so that it sees what its own wrapper would have set.
+func (w *Wrapper) CommandEnv() map[string]string {
+	if w.Method.commandEnv == nil {
+		return nil
+	}
+	return w.Method.commandEnv(w)
 }
 
 // methods are the become tools Parse understands, by Name.

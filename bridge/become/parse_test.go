@@ -960,3 +960,27 @@ func TestParseVersionTraces(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandEnv: sudo's SUDO_COMMAND is its command and arguments joined
+// by spaces, as a module under stock's sudo sees it; the others set none.
+func TestCommandEnv(t *testing.T) {
+	const id = "abcdefghijklmnopqrstuvwxyzabcdef"
+	tests := []struct {
+		cmd  string
+		want map[string]string
+	}{
+		{`/bin/sh -c 'sudo -H -S -n  -u root /bin/sh -c '"'"'echo BECOME-SUCCESS-` + id + ` ; /usr/bin/python3'"'"' && sleep 0'`,
+			map[string]string{"SUDO_COMMAND": "/bin/sh -c echo BECOME-SUCCESS-" + id + " ; /usr/bin/python3"}},
+		{`/bin/sh -c 'sudo -H -S -n -i -u root /bin/sh -c '"'"'echo BECOME-SUCCESS-` + id + ` ; /usr/bin/python3'"'"' && sleep 0'`, nil},
+		{`/bin/sh -c 'su  root -c '"'"'/bin/sh -c '"'"'"'"'"'"'"'"'echo BECOME-SUCCESS-` + id + ` ; /usr/bin/python3'"'"'"'"'"'"'"'"''"'"' && sleep 0'`, nil},
+	}
+	for _, tc := range tests {
+		w, err := Parse(tc.cmd)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.cmd, err)
+		}
+		if got := w.CommandEnv(); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %s: %q, want %q", tc.cmd, w.Method, got, tc.want)
+		}
+	}
+}

@@ -37,6 +37,13 @@ var Sudo = &Method{
 		}
 		return bytes.HasPrefix(bytes.Trim(line, pySpace), []byte(strings.Trim(w.Prompt, pySpace)))
 	},
+	commandEnv: func(w *Wrapper) map[string]string {
+		if w.Login || w.RunShell {
+			return nil // sudo runs the user's shell, which quotes the command its own way
+		}
+		// The command and its arguments, joined by spaces (sudo's env.c).
+		return map[string]string{"SUDO_COMMAND": w.Shell + " -c echo " + w.Success + " ; " + w.Inner}
+	},
 }
 
 // sudoShort and sudoLong are the sudo options Parse accepts: those whose
