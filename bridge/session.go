@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/mux"
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
@@ -187,6 +188,7 @@ func (r *request) exec(command string, opts execOpts) int {
 		// After the accept, which hands a raw terminal to the Go shim.
 		r.signalLine()
 	}
+	var escaped atomic.Bool // ~. ended the session
 	go func() {
 		if inv.NoStdin {
 			_, _ = io.Copy(io.Discard, iv.stdin)
@@ -195,7 +197,7 @@ func (r *request) exec(command string, opts execOpts) int {
 			if esc := r.settings.EscapeChar; tty && esc != sshclient.EscapeNone && !r.ownSession() {
 				// A mux client's terminal session: its master filters
 				// the escapes.
-				in = mux.NewEscapeFilter(in, byte(esc), shimEscapes{iv, sess})
+				in = mux.NewEscapeFilter(in, byte(esc), shimEscapes{iv, sess, &escaped})
 			}
 			n, _ := io.Copy(stdinPipe, in)
 			t.bytesIn.Add(n)
@@ -231,6 +233,13 @@ wait:
 		}
 	}
 	t.bytesOut.Add(iv.bytesOut.Load())
+	if escaped.Load() {
+		// ssh's master lets the client go as it closes the channel: an
+		// exit status the remote sends as its terminal hangs up is not
+		// the client's.
+		r.sharedClosed()
+		return fakessh.ExitSSHError
+	}
 	code = exitStatus(werr)
 	iv.log.WithError(werr).WithField("status", code).Debug("session ended")
 	if code == fakessh.ExitSSHError && werr != nil && c.timedOut.Load() && c.master == iv.id {
@@ -251,12 +260,17 @@ wait:
 
 // shimEscapes is a served terminal session as its escapes act on it.
 type shimEscapes struct {
-	iv   *invocation
-	sess remoteSession
+	iv    *invocation
+	sess  remoteSession
+	ended *atomic.Bool
 }
 
 func (e shimEscapes) Say(s string) { _, _ = io.WriteString(e.iv.stderr(), s) }
-func (e shimEscapes) End()         { _ = e.sess.Close() }
+
+func (e shimEscapes) End() {
+	e.ended.Store(true)
+	_ = e.sess.Close()
+}
 func (e shimEscapes) Break(ms uint32) {
 	if s, ok := e.sess.(interface {
 		SendRequest(string, bool, []byte) (bool, error)
