@@ -64,6 +64,10 @@ type invocation struct {
 	entry *journal.Entry // nil-safe: nil records nothing
 	// noStdinCapture keeps stdin out of the journal; set before accept.
 	noStdinCapture bool
+	// outputGone is closed when the shim could not write stdout
+	// (wire.OutputClosed): stdout is dropped from then on.
+	outputGone     chan struct{}
+	outputGoneOnce sync.Once
 	secrets        secretSink
 }
 
@@ -103,6 +107,9 @@ type frameWriter struct {
 }
 
 func (w frameWriter) Write(p []byte) (int, error) {
+	if w.t == wire.Stdout && w.iv.outputClosed() {
+		return len(p), nil
+	}
 	for off := 0; off < len(p); {
 		n := min(len(p)-off, 32<<10)
 		if err := w.iv.send(w.t, p[off:off+n]); err != nil {
@@ -224,6 +231,7 @@ func (iv *invocation) listen() {
 	iv.signals = make(chan string, 4)
 	iv.winch = make(chan [2]int, 4)
 	iv.gone = make(chan struct{})
+	iv.outputGone = make(chan struct{})
 	go iv.readShim(w)
 }
 
@@ -262,6 +270,8 @@ func (iv *invocation) readShim(w *io.PipeWriter) {
 				// may hold a password or a no_log task's wrapper.
 				clear(f.Payload)
 			}
+		case wire.OutputClosed:
+			iv.outputGoneOnce.Do(func() { close(iv.outputGone) })
 		case wire.StdinEOF:
 			if stdinOpen {
 				w.Close()
@@ -290,6 +300,16 @@ func (iv *invocation) readShim(w *io.PipeWriter) {
 }
 
 var errShimGone = errors.New("shim disconnected")
+
+// outputClosed tells whether the shim could not write stdout.
+func (iv *invocation) outputClosed() bool {
+	select {
+	case <-iv.outputGone:
+		return true
+	default:
+		return false
+	}
+}
 
 // getenv looks a variable up in the shim's environment.
 func (iv *invocation) getenv(key string) string {

@@ -189,6 +189,7 @@ func (r *request) exec(command string, opts execOpts) int {
 		r.signalLine()
 	}
 	var escaped atomic.Bool // ~. ended the session
+	var stdinDone atomic.Bool
 	go func() {
 		if inv.NoStdin {
 			_, _ = io.Copy(io.Discard, iv.stdin)
@@ -203,9 +204,14 @@ func (r *request) exec(command string, opts execOpts) int {
 			t.bytesIn.Add(n)
 		}
 		stdinPipe.Close()
+		stdinDone.Store(true)
+		if iv.outputClosed() {
+			_ = sess.Close()
+		}
 	}()
 	done := make(chan error, 1)
 	go func() { done <- sess.Wait() }()
+	outputGone := iv.outputGone
 	var werr error
 wait:
 	for {
@@ -222,6 +228,19 @@ wait:
 			sess.Close()
 		case ws := <-iv.winch:
 			_ = sess.WindowChange(ws[0], ws[1])
+		case <-outputGone:
+			// ssh's chan_write_failed: the server closes the command's
+			// output (eow@openssh.com), and a channel whose input has
+			// ended too is closed.
+			outputGone = nil
+			if s, ok := sess.(interface {
+				SendRequest(string, bool, []byte) (bool, error)
+			}); ok {
+				_, _ = s.SendRequest("eow@openssh.com", false, nil)
+			}
+			if stdinDone.Load() {
+				_ = sess.Close()
+			}
 		case <-iv.gone:
 			sess.Close()
 			<-done

@@ -175,6 +175,12 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 	if from == stdinPumping {
 		go pumpStdin(send)
 	}
+	// ssh ignores SIGPIPE: a closed stdout is an error it handles. (A
+	// handler, unlike SIG_IGN, is not passed on to a program exec'd.)
+	stdoutFailed := false
+	if prog == "ssh" {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	}
 	for {
 		f, err := wire.Read(conn)
 		if err != nil {
@@ -204,8 +210,17 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 			}
 			go pumpStdin(send)
 		case wire.Stdout:
+			if stdoutFailed {
+				break
+			}
 			if _, err := os.Stdout.Write(f.Payload); err != nil {
-				return 0, nil, fmt.Errorf("write stdout: %w", err)
+				if prog != "ssh" {
+					return 0, nil, fmt.Errorf("write stdout: %w", err)
+				}
+				// ssh's chan_write_failed: silent; the rest is dropped,
+				// and the daemon tells the server.
+				stdoutFailed = true
+				_ = send(wire.OutputClosed, nil)
 			}
 		case wire.Stderr:
 			_, _ = os.Stderr.Write(f.Payload)

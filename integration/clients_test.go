@@ -31,6 +31,14 @@ ssh lab echo "'two  spaces'" '$HOME' | sed "s|$HOME_REMOTE|REMOTE_HOME|"
 ssh -n lab 'cat; echo stdin closed'
 ssh lab 'echo err >&2; exit 3'; echo "rc=$?"
 `},
+	{"ssh: a closed or full stdout, closed stdin", `
+ssh lab 'echo a; sleep 1; echo b' </dev/null | true; echo "rc=${PIPESTATUS[0]}"
+ssh lab 'yes | head -c 50000000' </dev/null | head -c 10; echo; echo "rc=${PIPESTATUS[0]}"
+yes | head -c 3000000 | ssh lab 'cat' | head -c 10; echo; echo "rc=${PIPESTATUS[2]}"
+ssh lab 'echo x; echo y >&2; exit 3' </dev/null >/dev/full; echo "rc=$?"
+ssh lab 'echo x; echo y >&2; exit 3' <&-; echo "rc=$?"
+ssh lab 'cat; echo x' <&-; echo "rc=$?"
+`},
 	{"ssh: a login shell without a terminal", `
 printf 'echo from-shell\nexit 4\n' | ssh lab; echo "rc=$?"
 printf 'echo hi\n' | ssh -t lab 'cat'; echo "rc=$?"

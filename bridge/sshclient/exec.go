@@ -106,6 +106,11 @@ func (e *Exec) Signal(sig ssh.Signal) error {
 	return err
 }
 
+// SendRequest sends a channel request of the session.
+func (e *Exec) SendRequest(name string, wantReply bool, payload []byte) (bool, error) {
+	return e.ch.SendRequest(name, wantReply, payload)
+}
+
 // WindowChange tells the remote side its terminal's new size.
 func (e *Exec) WindowChange(h, w int) error {
 	_, err := e.ch.SendRequest("window-change", false, ssh.Marshal(&struct{ Cols, Rows, W, H uint32 }{uint32(w), uint32(h), 0, 0}))

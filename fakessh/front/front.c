@@ -93,6 +93,11 @@ static int go_shim(char *out, size_t size)
 
 /* handover execs the Go shim with this process's argv; resume (or NULL)
  * is ANSIBLE_BRIDGE_RESUME's value for it. It does not return. */
+/* caller_sigpipe is SIGPIPE's disposition as the caller left it: this
+ * program ignores it (ssh does), the program it hands over to gets it
+ * back. */
+static struct sigaction caller_sigpipe;
+
 static void handover(const char *resume)
 {
 	char shim[PATH_MAX];
@@ -102,6 +107,7 @@ static void handover(const char *resume)
 	}
 	if (resume)
 		setenv(RESUME_ENV, resume, 1);
+	sigaction(SIGPIPE, &caller_sigpipe, NULL);
 	execv(shim, g_argv);
 	fprintf(stderr, "ansible-bridge: %s: exec %s: %s\r\n", g_prog, shim, strerror(errno));
 	_exit(EXIT_SSH_ERROR);
@@ -350,8 +356,8 @@ static void wait_fd(int fd, short events)
 		;
 }
 
-/* write_all writes to a stdio fd as the Go shim does: a broken pipe
- * raises SIGPIPE. It returns -1 on any other error. */
+/* write_all writes to a stdio fd; -1 on an error (EPIPE included: SIGPIPE
+ * is ignored). */
 static int write_all(int fd, const char *p, size_t n)
 {
 	while (n > 0) {
@@ -595,11 +601,33 @@ static int shim_name(const char *p)
 	return strcmp(p, "ssh") == 0 || strcmp(p, "scp") == 0 || strcmp(p, "sftp") == 0;
 }
 
+/* sanitise_stdfd opens /dev/null on whichever of fds 0, 1 and 2 is
+ * closed, as ssh, scp and sftp do first thing (misc.c): else the
+ * daemon's socket could become stdin. */
+static void sanitise_stdfd(void)
+{
+	int null = -1;
+	for (int fd = 0; fd <= 2; fd++) {
+		if (fcntl(fd, F_GETFL) != -1 || errno != EBADF)
+			continue;
+		if (null < 0 && (null = open("/dev/null", O_RDWR)) < 0)
+			_exit(EXIT_SSH_ERROR);
+		if (null != fd && dup2(null, fd) < 0)
+			_exit(EXIT_SSH_ERROR);
+	}
+	if (null > 2)
+		close(null);
+}
+
 int main(int argc, char **argv)
 {
+	sanitise_stdfd();
 	g_argv = argv;
 	const char *base = argc > 0 ? strrchr(argv[0], '/') : NULL;
 	g_prog = base ? base + 1 : argc > 0 ? argv[0] : "ssh";
+	/* ssh ignores SIGPIPE: a closed stdout is an error it handles. */
+	struct sigaction ign = {.sa_handler = SIG_IGN};
+	sigaction(SIGPIPE, strcmp(g_prog, "ssh") == 0 ? &ign : NULL, &caller_sigpipe);
 	unsetenv(RESUME_ENV); /* only this program sets it, for the Go shim */
 	if (argc < 1 || !shim_name(g_prog) || getenv("ANSIBLE_BRIDGE_ARGV0") || getenv("ANSIBLE_BRIDGE_DISABLE"))
 		handover(NULL);
@@ -628,6 +656,7 @@ int main(int argc, char **argv)
 	watch_signals();
 
 	enum { HELLO, ACCEPTED, STDIN_DONE } state = HELLO;
+	int stdout_failed = 0;
 	for (;;) {
 		int queued = out_off < out.n;
 		struct pollfd p[3] = {{.fd = conn, .events = POLLIN | (queued ? POLLOUT : 0)},
@@ -663,9 +692,15 @@ int main(int argc, char **argv)
 			break;
 		case 'o':
 			payload = read_frame(&n);
-			if (write_all(1, payload, n) != 0) {
-				fprintf(stderr, "ansible-bridge: %s: write stdout: %s\r\n", g_prog, strerror(errno));
-				exit(EXIT_SSH_ERROR);
+			if (!stdout_failed && write_all(1, payload, n) != 0) {
+				if (strcmp(g_prog, "ssh") != 0) {
+					fprintf(stderr, "ansible-bridge: %s: write stdout: %s\r\n", g_prog, strerror(errno));
+					exit(EXIT_SSH_ERROR);
+				}
+				/* ssh's chan_write_failed: silent; the rest is
+				 * dropped, and the daemon tells the server. */
+				stdout_failed = 1;
+				queue_frame('O', NULL, 0);
 			}
 			free(payload);
 			break;

@@ -29,6 +29,9 @@ const (
 	PromptFail  Type = 'N' // shim → daemon: no terminal or the user gave up
 	Handover    Type = 'G' // daemon → front: run the Go shim instead, as if the front had never called
 	OnSignal    Type = 's' // daemon → shim: what to write to stderr if a signal ends the shim ("Shared connection to HOST closed." for a session on a terminal)
+	// OutputClosed: shim → daemon: writing stdout failed (a closed pipe, a
+	// full disk); as ssh's chan_write_failed, the rest is dropped.
+	OutputClosed Type = 'O'
 )
 
 // MaxPayload bounds one frame's payload.
