@@ -89,7 +89,12 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 		})
 		switch {
 		case errors.Is(err, sshclient.ErrSubsystemRefused):
-			iv.errorf("subsystem request failed on channel 0")
+			// The master says it (channel 0 is its control socket); a
+			// mux client says nothing, and a ControlPersist master has
+			// gone to the background.
+			if r.ownSession() {
+				iv.errorf("subsystem request failed on channel 1")
+			}
 			return nil, fakessh.ExitSSHError
 		case err != nil:
 			return nil, connFailure(iv, err)
@@ -151,7 +156,7 @@ func wantTTY(inv *fakessh.SSHInvocation, stdinTTY bool) bool {
 		return false
 	case inv.TTY >= 2:
 		return true
-	case inv.TTY == 1 || len(inv.Command) == 0:
+	case inv.TTY == 1 || !inv.HasCommand():
 		return stdinTTY
 	}
 	return false
@@ -165,7 +170,7 @@ func (r *request) exec(command string, opts execOpts) int {
 	tty := r.tty()
 	// ssh.c: a terminal asked for (-t, or a login shell) without one on
 	// stdin is refused with a notice at LogLevel INFO.
-	if (inv.TTY == 1 || inv.TTY == 0 && len(inv.Command) == 0) && !iv.hello.StdinTTY && !iv.quiet {
+	if (inv.TTY == 1 || inv.TTY == 0 && !inv.HasCommand()) && !iv.hello.StdinTTY && !iv.quiet {
 		iv.errorf("Pseudo-terminal will not be allocated because stdin is not a terminal.")
 	}
 	st, code := r.start(command, tty, opts)

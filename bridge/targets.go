@@ -320,6 +320,9 @@ func (t *target) use(ctx context.Context, p sshclient.Prompter, open func(*sshCo
 			t.log.WithError(err).Info("server refused another channel; using another connection")
 			continue
 		}
+		if errors.Is(err, sshclient.ErrSubsystemRefused) {
+			return nil, err // an answer: the connection is alive
+		}
 		// The connection may have died silently since last use: redial once.
 		if c.alive() && !redialled {
 			t.dropLocked(c)

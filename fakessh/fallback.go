@@ -12,22 +12,19 @@ import (
 )
 
 // fallback execs the real prog found on PATH after our own directory. The
-// reason goes to the shim log next to the daemon socket (wire.SideFile) and, with -v, to
-// stderr, where ssh's own debug output goes too. It returns only on
-// failure, with ssh's exit status for errors.
-func fallback(prog string, argv []string, verbose int, reason string) int {
-	return execReal(prog, argv, verbose, reason, true)
+// reason goes to the shim log next to the daemon socket (wire.SideFile),
+// not to stderr, which is the real program's own, -v or not. It returns
+// only on failure, with ssh's exit status for errors.
+func fallback(prog string, argv []string, reason string) int {
+	return execReal(prog, argv, reason, true)
 }
 
 // execReal is fallback; disable sets ANSIBLE_BRIDGE_DISABLE for the real
 // binary, so that the shims it runs (a loop) go to the real ones too.
 // Unset, an scp or sftp given -S the ssh shim reaches the daemon again.
-func execReal(prog string, argv []string, verbose int, reason string, disable bool) int {
+func execReal(prog string, argv []string, reason string, disable bool) int {
 	real, err := FindReal(prog)
 	logFallback(prog, argv, reason, real, err)
-	if verbose > 0 {
-		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: falling back to %s: %s\r\n", prog, real, reason)
-	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %s, and no real %s found: %v\r\n", prog, reason, prog, err)
 		return ExitSSHError
@@ -64,9 +61,9 @@ func siblingSSH() string {
 // bridgeFallback is fallback for the bridge's own reasons (not OpenSSH's
 // contract): in strict mode (RequireEnv) the shim fails instead, with
 // one line on stderr and ssh's exit status for errors.
-func bridgeFallback(prog string, argv []string, verbose int, reason string) int {
+func bridgeFallback(prog string, argv []string, reason string) int {
 	if os.Getenv(RequireEnv) != "1" {
-		return fallback(prog, argv, verbose, reason)
+		return fallback(prog, argv, reason)
 	}
 	logFallback(prog, argv, reason, "(not run: "+RequireEnv+"=1)", nil)
 	fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %s=1 and the bridge cannot serve: %s\r\n", prog, RequireEnv, reason)

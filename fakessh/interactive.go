@@ -20,7 +20,7 @@ const (
 // Ansible's -tt runs give ssh a pty of their own on stdin, not its
 // controlling terminal, and stay with the bridge.
 func interactive(inv *SSHInvocation) bool {
-	if inv.TTY < 0 || inv.TTY == 0 && len(inv.Command) > 0 || !term.IsTerminal(int(os.Stdin.Fd())) {
+	if inv.TTY < 0 || inv.TTY == 0 && inv.HasCommand() || !term.IsTerminal(int(os.Stdin.Fd())) {
 		return false
 	}
 	// tcgetsid: only the controlling terminal has our session's id.

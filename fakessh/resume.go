@@ -27,7 +27,7 @@ func resume(prog string, argv []string, spec string) int {
 	}
 	defer conn.Close()
 	code, fb, err := converse(conn, prog, nil, term.IsTerminal(int(os.Stdin.Fd())), from)
-	return finish(prog, argv, verbosity(prog, argv), code, fb, err)
+	return finish(prog, argv, code, fb, err)
 }
 
 // resumedConn is the connection spec names, checked as a dial is: a unix

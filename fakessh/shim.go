@@ -41,13 +41,12 @@ func Main(prog string, argv []string) int {
 		return resume(prog, argv, spec)
 	}
 	growStdinPipe()
-	verbose := verbosity(prog, argv)
 	if os.Getenv(DisableEnv) == "1" {
-		return fallback(prog, argv, verbose, DisableEnv+"=1")
+		return fallback(prog, argv, DisableEnv+"=1")
 	}
 	hello, reason := NewHello(prog, argv)
 	if reason != "" {
-		return fallback(prog, argv, verbose, reason)
+		return fallback(prog, argv, reason)
 	}
 	sock := wire.SocketPath()
 	if err := wire.CheckSocketPath(sock); err != nil {
@@ -59,26 +58,26 @@ func Main(prog string, argv []string) int {
 	hello.describeProcess()
 	payload, err := json.Marshal(hello)
 	if err != nil {
-		return bridgeFallback(prog, argv, verbose, "cannot encode the invocation: "+err.Error())
+		return bridgeFallback(prog, argv, "cannot encode the invocation: "+err.Error())
 	}
 	if len(payload) > wire.MaxPayload {
 		// OpenSSH has no such limit; the daemon takes no larger frame.
-		return bridgeFallback(prog, argv, verbose, fmt.Sprintf("argv and environment too large for the bridge (%d bytes, at most %d)", len(payload), wire.MaxPayload))
+		return bridgeFallback(prog, argv, fmt.Sprintf("argv and environment too large for the bridge (%d bytes, at most %d)", len(payload), wire.MaxPayload))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), daemonStartTimeout)
 	conn, err := DialDaemon(ctx, sock)
 	cancel()
 	if err != nil {
-		return bridgeFallback(prog, argv, verbose, "bridge daemon unavailable: "+err.Error())
+		return bridgeFallback(prog, argv, "bridge daemon unavailable: "+err.Error())
 	}
 	defer conn.Close()
 	code, fb, err := converse(conn, prog, payload, hello.StdinTTY, fresh)
-	return finish(prog, argv, verbose, code, fb, err)
+	return finish(prog, argv, code, fb, err)
 }
 
 // finish ends an invocation the daemon answered: with its exit status, or
 // with the real binary where it declined.
-func finish(prog string, argv []string, verbose, code int, fb *declined, err error) int {
+func finish(prog string, argv []string, code int, fb *declined, err error) int {
 	if fb != nil {
 		if fb.input != nil {
 			if err := replayStdin(fb.input); err != nil {
@@ -87,27 +86,15 @@ func finish(prog string, argv []string, verbose, code int, fb *declined, err err
 			}
 		}
 		if ssh := siblingSSH(); fb.viaBridge && ssh != "" {
-			return execReal(prog, append([]string{"-S", ssh}, argv...), verbose, "daemon: "+fb.reason, false)
+			return execReal(prog, append([]string{"-S", ssh}, argv...), "daemon: "+fb.reason, false)
 		}
-		return fallback(prog, argv, verbose, "daemon: "+fb.reason)
+		return fallback(prog, argv, "daemon: "+fb.reason)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %v\r\n", prog, err)
 		return ExitSSHError
 	}
 	return code
-}
-
-// verbosity counts leading -v flags cheaply, for deciding whether a
-// fallback is announced on stderr as well as in the log.
-func verbosity(prog string, argv []string) int {
-	n := 0
-	for _, a := range argv {
-		if strings.HasPrefix(a, "-v") && strings.Trim(a[1:], "v") == "" {
-			n += len(a) - 1
-		}
-	}
-	return n
 }
 
 // declined is the daemon's answer that the real binary should serve the

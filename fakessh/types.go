@@ -182,3 +182,10 @@ type BatchCommand struct {
 	// ending. The line then fails, which ends the batch unless IgnoreError.
 	Err string
 }
+
+// HasCommand tells whether there is a remote command to run: ssh joins
+// the words with spaces, so "" alone is none (a login shell) and "" ""
+// is one.
+func (inv *SSHInvocation) HasCommand() bool {
+	return len(inv.Command) > 1 || len(inv.Command) == 1 && inv.Command[0] != ""
+}

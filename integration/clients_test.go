@@ -39,6 +39,13 @@ ssh lab 'echo x; echo y >&2; exit 3' </dev/null >/dev/full; echo "rc=$?"
 ssh lab 'echo x; echo y >&2; exit 3' <&-; echo "rc=$?"
 ssh lab 'cat; echo x' <&-; echo "rc=$?"
 `},
+	{"ssh: address family, an empty command, a refused subsystem", `
+ssh -6 lab true; echo "rc=$?"
+ssh -4 -o HostName=::1 lab true; echo "rc=$?"
+ssh lab '' </dev/null >/dev/null; echo "rc=$?"
+ssh -s lab nosuch </dev/null; echo "rc=$?"
+ssh lab 'echo still here'
+`},
 	{"ssh: a login shell without a terminal", `
 printf 'echo from-shell\nexit 4\n' | ssh lab; echo "rc=$?"
 printf 'echo hi\n' | ssh -t lab 'cat'; echo "rc=$?"

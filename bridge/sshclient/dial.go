@@ -210,6 +210,12 @@ func dialTCP(ctx context.Context, s *Settings) (*transport, error) {
 	}
 	var ips []net.IP
 	if ip := net.ParseIP(s.HostName); ip != nil {
+		if network == "ip4" && ip.To4() == nil || network == "ip6" && ip.To4() != nil {
+			// getaddrinfo's EAI_ADDRFAMILY for an address of the other family.
+			err := &net.AddrError{Err: "address family mismatch", Addr: s.HostName}
+			return nil, failure(s.LogLevel, err,
+				errorLine(fmt.Sprintf("ssh: Could not resolve hostname %.100s: Address family for hostname not supported", s.HostName)))
+		}
 		ips = []net.IP{ip}
 	} else {
 		var err error
@@ -261,6 +267,12 @@ func dialTCP(ctx context.Context, s *Settings) (*transport, error) {
 
 // gaiText is getaddrinfo's gai_strerror text for a Go resolver error.
 func gaiText(err error) string {
+	var ae *net.AddrError
+	if errors.As(err, &ae) {
+		// Go's "no suitable address": a name with addresses of the
+		// other family only, which getaddrinfo does not find.
+		return "Name or service not known"
+	}
 	var de *net.DNSError
 	if errors.As(err, &de) {
 		switch {

@@ -190,11 +190,9 @@ func resolve(inv *fakessh.SSHInvocation, env Env, depth int) (*Settings, error) 
 	if env.Cwd == "" {
 		env.Cwd, _ = os.Getwd()
 	}
+	// A [host] destination keeps its brackets, which no name resolves
+	// (ssh.c strips them only from an ssh:// URI's host).
 	host := inv.Host
-	// OpenSSH keeps [v6] brackets on the command-line host.
-	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
-		host = host[1 : len(host)-1]
-	}
 	r := &resolver{env: env, hostArg: host, vals: map[string]string{}, lists: map[string][]string{}}
 	if err := r.commandLine(inv); err != nil {
 		return nil, err

@@ -645,3 +645,15 @@ func TestSessionKeywordsFromFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestBracketedDestination: ssh keeps a plain destination's brackets (no
+// name resolves then); only an ssh:// URI's host loses them.
+func TestBracketedDestination(t *testing.T) {
+	s, err := Resolve(&fakessh.SSHInvocation{Host: "[127.0.0.1]", ConfigFile: "none"}, testEnv(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.HostName != "[127.0.0.1]" {
+		t.Errorf("HostName %q, want the brackets kept", s.HostName)
+	}
+}
