@@ -159,8 +159,8 @@ func payloadLine(line []byte) int {
 	return -1
 }
 
-// payloadName returns the plain module name a line gives the payload's
-// file names: `ansible_module='NAME',` (2.19+), or mkdtemp's
+// payloadName returns the module name a line gives the payload's file
+// names ("ping", "ansible.builtin.ping": a collection's name has dots): `ansible_module='NAME',` (2.19+), or mkdtemp's
 // `prefix='ansible_NAME_payload_'` (2.14) or `prefix='ansible_' + 'NAME'
 // + '_payload_'` (2.16-2.18) in it; else "".
 func payloadName(line []byte) string {
@@ -190,7 +190,7 @@ func payloadName(line []byte) string {
 	}
 }
 
-// plainName reports whether name is [A-Za-z0-9_]+.
+// plainName reports whether name is [A-Za-z0-9_.]+.
 func plainName(name []byte) bool {
 	for _, c := range name {
 		if !nameByte(c) {
@@ -201,7 +201,7 @@ func plainName(name []byte) bool {
 }
 
 func nameByte(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	return c == '_' || c == '.' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // quoted returns the text between q and q at the start of s, which must be

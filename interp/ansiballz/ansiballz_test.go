@@ -84,7 +84,7 @@ var (
 		regexp.MustCompile(`(?m)^( +)with open\(zipped_mod, 'wb'\) as modlib:$`),
 		regexp.MustCompile(`(?m)^( +)shutil\.rmtree\(temp_path(?:, ignore_errors=True)?\)$`),
 	}
-	agentPayloadRE = regexp.MustCompile(`(?m)^ansible_module='([A-Za-z0-9_]+)',$|prefix='ansible_(?:' \+ ')?([A-Za-z0-9_]+)(?:' \+ ')?_payload_'`)
+	agentPayloadRE = regexp.MustCompile(`(?m)^ansible_module='([A-Za-z0-9_.]+)',$|prefix='ansible_(?:' \+ ')?([A-Za-z0-9_.]+)(?:' \+ ')?_payload_'`)
 )
 
 // checkTemplate: the template's offsets point where agent.py's regular
@@ -154,7 +154,7 @@ func TestPayloadLines(t *testing.T) {
 func TestPayloadName(t *testing.T) {
 	for line, want := range map[string]string{
 		"ansible_module='ping',":                                               "ping",
-		"ansible_module='ansible.legacy.command',":                             "",
+		"ansible_module='ansible.legacy.command',":                             "ansible.legacy.command",
 		"ansible_module='ping', ":                                              "",
 		"        temp_path = tempfile.mkdtemp(prefix='ansible_ping_payload_')": "ping",
 		"prefix='ansible_' + 'ping' + '_payload_')":                            "ping",
@@ -162,7 +162,8 @@ func TestPayloadName(t *testing.T) {
 		"prefix='ansible_a_payload_' + '_payload_'":                            "a_payload_",
 		"prefix='ansible__payload_'":                                           "",
 		"prefix='ansible_' + ansible_module + '_payload_'":                     "",
-		"prefix='ansible_ansible.legacy.command_payload_'":                     "",
+		"prefix='ansible_ansible.legacy.command_payload_'":                     "ansible.legacy.command",
+		"prefix='ansible_a/b_payload_'":                                        "",
 		"prefix='ansible_x' x prefix='ansible_y_payload_'":                     "y",
 	} {
 		if got := payloadName([]byte(line)); got != want {
