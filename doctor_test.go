@@ -123,7 +123,7 @@ func TestDoctor(t *testing.T) {
 			"2026-11-24T00:00:00Z fallback prog=ssh real=/usr/bin/ssh reason=\"unsupported: -G\" argc=2\n" +
 			"2026-11-24T00:00:00Z fallback prog=scp real=/usr/bin/scp reason=\"daemon: no ControlPath: ssh connects on its own\" argc=3\n" +
 			"2026-11-24T00:00:00Z fallback prog=ssh real=/usr/bin/ssh reason=\"daemon: ControlMaster=yes beside a master: ssh would connect on its own\" argc=3\n" +
-			"2026-11-24T00:00:00Z fallback prog=ssh real=/usr/bin/ssh reason=\"daemon: -v: ssh's debug output is the real ssh's\" argc=3\n"
+			"2026-11-24T00:00:00Z fallback prog=ssh real=/usr/bin/ssh reason=\"daemon: -v, LogLevel VERBOSE or DEBUG: ssh's log lines (Authenticated to, Transferred, debug) are the real ssh's\" argc=3\n"
 		if err := os.WriteFile(filepath.Join(filepath.Dir(env.socket), "bridge.shim.log"), []byte(log), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -129,8 +129,10 @@ func resolve(iv *invocation, inv *fakessh.SSHInvocation) (*sshclient.Settings, e
 	if len(settings.Unsupported) > 0 {
 		return nil, &fallbackError{"ssh_config: " + strings.Join(settings.Unsupported, ", ")}
 	}
-	if inv.Verbose > 0 || strings.HasPrefix(settings.LogLevel, "DEBUG") {
-		// -v, or LogLevel DEBUG from -o or ssh_config.
+	if inv.Verbose > 0 || settings.Says("VERBOSE") {
+		// -v, or LogLevel VERBOSE or DEBUG from -o or ssh_config: lines
+		// such as "Authenticated to ..." and "Transferred: sent N" count
+		// OpenSSH's own bytes and steps.
 		return nil, &fallbackError{fakessh.ReasonVerbose}
 	}
 	iv.quiet = quiet(inv, settings)

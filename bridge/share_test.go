@@ -144,13 +144,14 @@ func TestControlCommands(t *testing.T) {
 	}
 }
 
-// TestVerboseGoesToRealSSH: ssh's debug output (-v, LogLevel DEBUG) is
-// the real ssh's to print.
+// TestVerboseGoesToRealSSH: ssh's verbose and debug output (-v, LogLevel
+// VERBOSE or DEBUG) is the real ssh's to print.
 func TestVerboseGoesToRealSSH(t *testing.T) {
 	h := newHarness(t, 0)
 	for _, args := range [][]string{
 		h.sshArgs("-v", "127.0.0.1", "true"),
 		h.sshArgs("-o", "LogLevel=DEBUG2", "127.0.0.1", "true"),
+		h.sshArgs("-o", "LogLevel=verbose", "127.0.0.1", "true"),
 	} {
 		if r := h.run("ssh", args, ""); r.fallback != fakessh.ReasonVerbose {
 			t.Errorf("%q: %+v, want fallback %q", args, r, fakessh.ReasonVerbose)

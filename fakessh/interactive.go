@@ -11,7 +11,7 @@ import (
 // binary prints what it prints.
 const (
 	ReasonInteractive = "interactive terminal session: escapes and the terminal are the real ssh's"
-	ReasonVerbose     = "-v: ssh's debug output is the real ssh's"
+	ReasonVerbose     = "-v, LogLevel VERBOSE or DEBUG: ssh's log lines (Authenticated to, Transferred, debug) are the real ssh's"
 )
 
 // interactive reports whether ssh would run inv as a user's interactive
