@@ -61,6 +61,13 @@ func putAtomic(sc *sftp.Client, dst string, r io.Reader, mode fs.FileMode) (int6
 	return writeAndRename(sc, f, tmp, dst, r, final)
 }
 
+// writeFailed is a failure to write a file's content, once it was
+// created: sftp and scp word it unlike a failure to create it.
+type writeFailed struct{ err error }
+
+func (e *writeFailed) Error() string { return e.err.Error() }
+func (e *writeFailed) Unwrap() error { return e.err }
+
 // errWide: the file was created wider than its final mode, where others
 // could have opened it.
 var errWide = errors.New("created wider than its final mode")
@@ -134,7 +141,7 @@ func writeAndRename(sc *sftp.Client, f *sftp.File, tmp, dst string, r io.Reader,
 	}()
 	n, err := f.ReadFrom(r)
 	if err != nil {
-		return n, err
+		return n, &writeFailed{err}
 	}
 	if err := f.Sync(); err != nil && !isUnsupported(err) {
 		return n, fmt.Errorf("fsync: %w", err)

@@ -684,7 +684,7 @@ func (b *batchRun) put(ctx context.Context, src string, p transferPlan) error {
 	if p.held {
 		held, rest, err := holdUpload(b.t, b.sc, b.iv, p.path, r, st.Size(), st.Mode().Perm())
 		if err != nil {
-			return &destOpenError{p.display, sftpErrText(err)}
+			return &uploadError{"dest open", p.display, sftpErrText(err)}
 		}
 		if held {
 			return nil
@@ -698,8 +698,12 @@ func (b *batchRun) put(ctx context.Context, src string, p transferPlan) error {
 		n, err = putAtomic(b.sc, p.path, r, st.Mode().Perm())
 	}
 	b.t.bytesIn.Add(n)
-	if err != nil {
-		return &destOpenError{p.display, sftpErrText(err)}
+	var wf *writeFailed
+	switch {
+	case errors.As(err, &wf):
+		return &uploadError{"write remote", p.display, sftpErrText(err)}
+	case err != nil:
+		return &uploadError{"dest open", p.display, sftpErrText(err)}
 	}
 	return nil
 }
@@ -715,7 +719,10 @@ func putInPlace(sc *sftp.Client, dst string, r io.Reader) (int64, error) {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return n, err
+	if err != nil {
+		return n, &writeFailed{err}
+	}
+	return n, nil
 }
 
 // get downloads the remote file src as sftp's get does, where getPlan
@@ -866,7 +873,7 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	} else {
 		err = b.get(ctx, src.Path, plan)
 	}
-	var dest *destOpenError
+	var dest *uploadError
 	switch {
 	case ctx.Err() != nil:
 		return 1 // signalled or gone: scp says nothing
@@ -905,11 +912,11 @@ func scpUnserved(inv *fakessh.SCPInvocation) string {
 	return ""
 }
 
-// destOpenError is an upload the target refused, worded as sftp's and
-// scp's "dest open".
-type destOpenError struct{ path, text string }
+// uploadError is an upload the target refused (op "dest open") or could
+// not take whole ("write remote"), worded as sftp's and scp's.
+type uploadError struct{ op, path, text string }
 
-func (e *destOpenError) Error() string { return fmt.Sprintf("dest open \"%s\": %s", e.path, e.text) }
+func (e *uploadError) Error() string { return fmt.Sprintf("%s \"%s\": %s", e.op, e.path, e.text) }
 
 // holdUpload keeps an upload into a held temp dir in the bridge. When it
 // cannot (dir already on the target, file too big), it writes the dir to
