@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 	"golang.org/x/sys/unix"
@@ -26,6 +27,10 @@ type Hello struct {
 // prints its own, authoritative message.
 func NewHello(prog string, argv []string) (*Hello, string) {
 	h := &Hello{HelloMsg: wire.HelloMsg{Prog: prog, Argv: argv}}
+	wd, _ := os.Getwd()
+	if !allUTF8(append([]string{wd}, argv...)) || !allUTF8(os.Environ()) {
+		return h, ReasonNotUTF8
+	}
 	if reason := h.Parse(); reason != "" {
 		return h, reason
 	}
@@ -87,4 +92,17 @@ func (h *Hello) describeProcess() {
 	// Without a terminal OpenSSH asks an askpass program, if allowed.
 	use, program := askpassProgram(os.Getenv, haveTTY())
 	h.CanPrompt = !use || program != ""
+}
+
+// ReasonNotUTF8: the hello is JSON, which carries text only; a stray byte
+// would arrive as U+FFFD, another command or file name.
+const ReasonNotUTF8 = "an argument, environment variable or working directory that is not UTF-8"
+
+func allUTF8(ss []string) bool {
+	for _, s := range ss {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
 }

@@ -1271,3 +1271,15 @@ func FuzzParseSFTPBatch(f *testing.F) {
 		}
 	})
 }
+
+// TestNotUTF8GoesToRealBinary: the hello is JSON, text only: a command
+// word or a variable with a stray byte is the real binary's to run.
+func TestNotUTF8GoesToRealBinary(t *testing.T) {
+	if _, reason := NewHello("ssh", []string{"host", "echo caf\xe9"}); reason != ReasonNotUTF8 {
+		t.Errorf("an argument not in UTF-8: reason %q", reason)
+	}
+	t.Setenv("LC_BYTES", "\xff")
+	if _, reason := NewHello("ssh", []string{"host", "true"}); reason != ReasonNotUTF8 {
+		t.Errorf("a variable not in UTF-8: reason %q", reason)
+	}
+}

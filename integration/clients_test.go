@@ -45,6 +45,8 @@ ssh -4 -o HostName=::1 lab true; echo "rc=$?"
 ssh lab '' </dev/null >/dev/null; echo "rc=$?"
 ssh -s lab nosuch </dev/null; echo "rc=$?"
 ssh lab 'echo still here'
+ssh lab $'echo caf\xe9 | od -An -tx1'
+LC_BYTES=$'\xff' ssh -o SendEnv=LC_BYTES lab 'echo "$LC_BYTES" | od -An -tx1'
 `},
 	{"ssh: a login shell without a terminal", `
 printf 'echo from-shell\nexit 4\n' | ssh lab; echo "rc=$?"

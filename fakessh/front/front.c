@@ -209,8 +209,30 @@ static void put(struct buf *b, const char *s, size_t n)
 
 static void puts_(struct buf *b, const char *s) { put(b, s, strlen(s)); }
 
-/* put_json_string quotes s. Bytes that are not UTF-8 pass as they are:
- * Go's decoder turns each into U+FFFD, as its encoder would have. */
+/* utf8 reports whether s is UTF-8, as Go's utf8.ValidString: JSON
+ * carries nothing else (Go's decoder would make each stray byte
+ * U+FFFD), so main hands anything else to the Go shim, which runs the
+ * real program. */
+static int utf8(const char *s)
+{
+	for (const unsigned char *c = (const unsigned char *)s; *c;) {
+		int n = *c < 0x80 ? 0 : (*c & 0xe0) == 0xc0 ? 1 : (*c & 0xf0) == 0xe0 ? 2 : (*c & 0xf8) == 0xf0 ? 3 : -1;
+		if (n < 0 || (n == 1 && *c < 0xc2) || (n == 3 && *c > 0xf4))
+			return 0;
+		unsigned cp = n == 0 ? *c : *c & (0x3f >> n);
+		c++;
+		for (int i = 0; i < n; i++, c++) {
+			if ((*c & 0xc0) != 0x80)
+				return 0;
+			cp = cp << 6 | (*c & 0x3f);
+		}
+		if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+			return 0;
+	}
+	return 1;
+}
+
+/* put_json_string quotes s, which is UTF-8 (utf8). */
 static void put_json_string(struct buf *b, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -641,7 +663,15 @@ int main(int argc, char **argv)
 	if (is_pipe(0))
 		(void)fcntl(0, F_SETPIPE_SZ, STDIN_PIPE_SIZE);
 
+	for (int i = 1; i < argc; i++)
+		if (!utf8(argv[i]))
+			handover(NULL);
+	for (char **e = environ; *e; e++)
+		if (!utf8(*e))
+			handover(NULL);
 	char sock[PATH_MAX];
+	if (getcwd(sock, sizeof sock) != NULL && !utf8(sock))
+		handover(NULL);
 	if (socket_path(sock, sizeof sock) != 0 || private_dir(sock) != 0 || (conn = dial(sock)) < 0)
 		handover(NULL);
 	struct buf b = {0};
