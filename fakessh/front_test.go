@@ -156,7 +156,7 @@ func TestFrontHelloAsGoShim(t *testing.T) {
 	l := newFrontLab(t)
 	cwd := t.TempDir()
 	argv := []string{"-o", "ControlMaster=auto", "-o", "ControlPath=/tmp/cp/%C", "-tt", "abtest@127.0.0.1", `/bin/sh -c 'echo "~" && sleep 0'`}
-	weird := []string{"QUOTE=a\"b\\c", "CTRL=x\x01\ty\r\nz", "BAD=\xff\xfe utf-8 é ✓ <>&", "PWD=" + cwd, "EMPTY="}
+	weird := []string{"QUOTE=a\"b\\c", "CTRL=x\x01\ty\r\nz", "UTF8=utf-8 é ✓ <>&", "PWD=" + cwd, "EMPTY="}
 	// Duplicates too, which os/exec would merge: only the syscall passes them.
 	weird = append(weird, "DUP=first", "NOEQUALS", "DUP=second")
 	null, err := os.Open(os.DevNull)
