@@ -1764,7 +1764,9 @@ class ZygoteServer(object):
     def detach_spare(self, ctl):
         """In a spare: nothing of the zygote's loop, no fd but stdio, ctl
         and the page report socket (a task's pipes held here would never
-        reach EOF), a session of its own, /dev/null as stdin."""
+        reach EOF), a session of its own, and as stdin an empty pipe at its
+        end: what a pipelined module's children find on stdin with stock
+        (ssh's channel, which python read to its end)."""
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         self.sel.close()
@@ -1774,9 +1776,10 @@ class ZygoteServer(object):
         self.learn_r.close()
         close_fds_except(ctl.fileno(), self.learn_w.fileno())
         os.setsid()
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
+        r, w = os.pipe()
+        os.close(w)
+        os.dup2(r, 0)
+        os.close(r)
 
     def receive_task(self, ctl):
         """In a spare: wait for the task's message and template, and make the

@@ -104,7 +104,7 @@
 // _modlib_path (which respawn_module uses) is the zygote's zip. Then it freezes the garbage collector's
 // view of that heap (gc.freeze) so children do not copy it on write. The
 // zygote keeps one child forked ahead (a spare, already in its own
-// session with /dev/null as stdin) so that no fork is on a request's
+// session with an empty pipe at its end as stdin) so that no fork is on a request's
 // path, and hands it to the agent (its pid and control socket, over
 // SCM_RIGHTS): the agent sends the next task straight to it, then tells
 // the zygote, which forks the next spare. A task that finds no spare at
@@ -118,8 +118,9 @@
 // contents unchanged), first thing after the fork, which takes most
 // page-fault time off a task's path for some MiB more per spare (and
 // copies a page for less than a write fault does). A task is the spare: it receives stdout/stderr pipes and an
-// exit-status pipe from the agent (SCM_RIGHTS), gets
-// /dev/null as stdin, its own session, the environment with the
+// exit-status pipe from the agent (SCM_RIGHTS), gets an empty pipe at
+// its end as stdin (what stock's pipelined module leaves its children:
+// ssh's channel, read to its end), its own session, the environment with the
 // request's Env on top, the agent's cwd (the login directory), and runs
 // the reconstructed wrapper in the real __main__ module as python would
 // run it: sys.argv [ScriptPath] and __file__ ScriptPath for a file, sys.argv
