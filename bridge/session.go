@@ -43,6 +43,7 @@ func materializeFailure(iv *invocation, err error) int {
 // wait for a subsystem's exit status).
 type remoteSession interface {
 	WindowChange(h, w int) error
+	SendRequest(name string, wantReply bool, payload []byte) (bool, error)
 	Close() error
 	Wait() error
 }
@@ -238,11 +239,7 @@ wait:
 			// output (eow@openssh.com), and a channel whose input has
 			// ended too is closed.
 			outputGone = nil
-			if s, ok := sess.(interface {
-				SendRequest(string, bool, []byte) (bool, error)
-			}); ok {
-				_, _ = s.SendRequest("eow@openssh.com", false, nil)
-			}
+			_, _ = sess.SendRequest("eow@openssh.com", false, nil)
 			if stdinDone.Load() {
 				_ = sess.Close()
 			}
@@ -296,11 +293,7 @@ func (e shimEscapes) End() {
 	_ = e.sess.Close()
 }
 func (e shimEscapes) Break(ms uint32) {
-	if s, ok := e.sess.(interface {
-		SendRequest(string, bool, []byte) (bool, error)
-	}); ok {
-		_, _ = s.SendRequest("break", false, ssh.Marshal(struct{ Ms uint32 }{ms}))
-	}
+	_, _ = e.sess.SendRequest("break", false, ssh.Marshal(struct{ Ms uint32 }{ms}))
 }
 
 // OpenMessage lists this session only: the master's other channels are

@@ -91,13 +91,13 @@ static int go_shim(char *out, size_t size)
 	return -1;
 }
 
-/* handover execs the Go shim with this process's argv; resume (or NULL)
- * is ANSIBLE_BRIDGE_RESUME's value for it. It does not return. */
 /* caller_sigpipe is SIGPIPE's disposition as the caller left it: this
  * program ignores it (ssh does), the program it hands over to gets it
  * back. */
 static struct sigaction caller_sigpipe;
 
+/* handover execs the Go shim with this process's argv; resume (or NULL)
+ * is ANSIBLE_BRIDGE_RESUME's value for it. It does not return. */
 static void handover(const char *resume)
 {
 	char shim[PATH_MAX];
@@ -669,8 +669,8 @@ int main(int argc, char **argv)
 	for (char **e = environ; *e; e++)
 		if (!utf8(*e))
 			handover(NULL);
-	char sock[PATH_MAX];
-	if (getcwd(sock, sizeof sock) != NULL && !utf8(sock))
+	char sock[PATH_MAX], dir[PATH_MAX];
+	if (getcwd(dir, sizeof dir) != NULL && !utf8(dir))
 		handover(NULL);
 	if (socket_path(sock, sizeof sock) != 0 || private_dir(sock) != 0 || (conn = dial(sock)) < 0)
 		handover(NULL);
