@@ -245,11 +245,9 @@ func (iv *invocation) hangup() <-chan struct{} {
 
 func (iv *invocation) readShim(w *io.PipeWriter) {
 	defer close(iv.gone)
-	frames := wire.NewReader(iv.conn)
-	defer frames.Wipe()
 	stdinOpen := true
 	for {
-		f, err := frames.Next()
+		f, err := wire.Read(iv.conn)
 		if err != nil {
 			if stdinOpen {
 				w.CloseWithError(errShimGone)

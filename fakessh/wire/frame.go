@@ -110,36 +110,6 @@ func Write(w io.Writer, t Type, payload []byte) error {
 // Read reads one frame. io.EOF is returned only at a frame boundary; a
 // frame cut short gives io.ErrUnexpectedEOF.
 func Read(r io.Reader) (Frame, error) {
-	return read(r, func(n uint32) []byte { return make([]byte, n) })
-}
-
-// Reader reads frames into one buffer it reuses: a frame's payload is
-// valid until the next call. For a stream of stdin frames, where a new
-// buffer per frame was most of what the daemon allocated.
-type Reader struct {
-	r   io.Reader
-	buf []byte
-}
-
-// NewReader reads frames from r.
-func NewReader(r io.Reader) *Reader { return &Reader{r: r} }
-
-// Next reads the next frame, as Read does.
-func (fr *Reader) Next() (Frame, error) {
-	return read(fr.r, func(n uint32) []byte {
-		if uint32(cap(fr.buf)) < n {
-			fr.Wipe()
-			fr.buf = make([]byte, n)
-		}
-		return fr.buf[:n]
-	})
-}
-
-// Wipe overwrites what the frames read held.
-func (fr *Reader) Wipe() { clear(fr.buf[:cap(fr.buf)]) }
-
-// read reads one frame, its payload into the buffer payload gives.
-func read(r io.Reader, payload func(n uint32) []byte) (Frame, error) {
 	var hdr [HeaderLen]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return Frame{}, err
@@ -148,7 +118,7 @@ func read(r io.Reader, payload func(n uint32) []byte) (Frame, error) {
 	if n > MaxPayload {
 		return Frame{}, fmt.Errorf("%w: %d bytes", ErrTooLarge, n)
 	}
-	f := Frame{Type: Type(hdr[0]), Payload: payload(n)}
+	f := Frame{Type: Type(hdr[0]), Payload: make([]byte, n)}
 	if _, err := io.ReadFull(r, f.Payload); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF

@@ -105,38 +105,3 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
-
-func TestReaderReuses(t *testing.T) {
-	var buf bytes.Buffer
-	sizes := []int{10, 3, 100, 50, 0}
-	for i, n := range sizes {
-		if err := Write(&buf, Stdin, bytes.Repeat([]byte{byte('a' + i)}, n)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	buf.Write([]byte{byte(Stdin), 0, 0, 0, 9, 'x'}) // cut short
-	fr := NewReader(&buf)
-	var first []byte
-	for i, n := range sizes {
-		f, err := fr.Next()
-		if err != nil || f.Type != Stdin || !bytes.Equal(f.Payload, bytes.Repeat([]byte{byte('a' + i)}, n)) {
-			t.Fatalf("frame %d: %q %q %v", i, f.Type, f.Payload, err)
-		}
-		if i == 0 {
-			first = f.Payload[:cap(f.Payload)]
-		}
-		if i == 1 && &f.Payload[0] != &first[0] {
-			t.Error("a smaller frame did not reuse the buffer")
-		}
-		if i == 2 && !bytes.Equal(first, make([]byte, len(first))) {
-			t.Errorf("the buffer outgrown was not overwritten: %q", first)
-		}
-	}
-	if _, err := fr.Next(); !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Errorf("a frame cut short: %v", err)
-	}
-	fr.Wipe()
-	if !bytes.Equal(fr.buf, make([]byte, len(fr.buf))) {
-		t.Errorf("Wipe left %q", fr.buf)
-	}
-}
