@@ -85,13 +85,15 @@ func startupEnv(env [][2]string) string {
 const slowStartupEnv = "environment a process reads as it starts (PYTHON*, LANG, LC_ALL, LC_CTYPE, LD_*, GLIBC_TUNABLES): the module runs in a python of its own, as with stock"
 
 // moduleRequest is the interpreter request for a module run: the wrapper
-// taken apart, the VAR=value prefixes, a PTY as -tt asks,
-// and, if withDirs, the held temp dirs the module needs (neededDirs).
+// taken apart, the VAR=value prefixes, a PTY as -tt asks, the shell
+// that would have run the python (its death by a signal is that shell's
+// to report), and, if withDirs, the held temp dirs the module needs
+// (neededDirs).
 // It also returns the held dirs the request writes to the target, as of
 // which change, for moduleResult to pass to markOnTarget.
-func (r *request) moduleRequest(c ansibleCmd, w *ansiballz.Wrapper, withDirs bool) (interp.ModuleRequest, []heldSnapshot) {
+func (r *request) moduleRequest(c ansibleCmd, w *ansiballz.Wrapper, shell string, withDirs bool) (interp.ModuleRequest, []heldSnapshot) {
 	iv, t := r.iv, r.t
-	req := interp.ModuleRequest{Wrapper: w, ScriptPath: c.script}
+	req := interp.ModuleRequest{Wrapper: w, ScriptPath: c.script, Shell: shell}
 	if len(c.env) > 0 {
 		req.Env = map[string]string{}
 		for _, kv := range c.env {

@@ -135,7 +135,7 @@ func (r *request) serveBecome() (code int, served bool) {
 	// An unprivileged become user cannot write the login user's temp
 	// dirs; Ansible gave the module none (_ansible_tmpdir is unset for
 	// it) and the wrapper runs from memory.
-	req, held := r.moduleRequest(c, wrapper, ag.Info().UID == 0)
+	req, held := r.moduleRequest(c, wrapper, w.Shell, ag.Info().UID == 0)
 	req.Env = withCommandEnv(req.Env, w)
 	if len(req.Dirs) > 0 {
 		if owner, err := r.loginOwner(python); err == nil {

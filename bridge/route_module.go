@@ -78,7 +78,7 @@ func (r *request) serveModule() (int, bool) {
 		}
 		return r.passthrough(wrapper.Src), true
 	}
-	req, held := r.moduleRequest(c, wrapper, true)
+	req, held := r.moduleRequest(c, wrapper, "/bin/sh", true)
 	t.countRoute(iv, routeModule)
 	if u := deletedUser(wrapper); u != "" {
 		t.retireUser(ctx, iv, ag, u)

@@ -171,9 +171,26 @@ func sha(s string) string {
 	return fmt.Sprintf("%x", sha256.Sum256([]byte(s)))
 }
 
+// wantKilled checks that a module killed by a signal failed with rc and
+// with its output, then the shell's line (word) about it, in
+// module_stderr (pipes) or module_stdout (a terminal: -tt).
+func wantKilled(t *testing.T, r *runResult, task string, rc int, word string) {
+	t.Helper()
+	res := r.event(t, "t", task).Result
+	out, _ := res["module_stdout"].(string)
+	errs, _ := res["module_stderr"].(string)
+	piped := strings.HasSuffix(errs, "err-before\n"+word+"\n")
+	onTerminal := strings.HasSuffix(out, "err-before\r\n"+word+"\r\n")
+	if res["rc"] != float64(rc) || !piped && !onTerminal {
+		t.Errorf("%s run: %s: rc %v, stdout %q, stderr %q; want rc %d and %q after the output", r.Spec.Side, task, res["rc"], out, errs, rc, word)
+	}
+}
+
 func checkBasics(t *testing.T, r *runResult) {
 	wantExit(t, r, 2)
-	wantStats(t, r, "t", map[string]int{"failures": 1, "ignored": 4, "unreachable": 0})
+	wantStats(t, r, "t", map[string]int{"failures": 1, "ignored": 6, "unreachable": 0})
+	wantKilled(t, r, "a module killed by SIGKILL", 137, "Killed")
+	wantKilled(t, r, "a module killed by SIGTERM", 143, "Terminated")
 	wantTask(t, r, "t", "command", "ok", "hello world")
 	wantTask(t, r, "t", "command argv with quoting", "ok", `a b|c'd|e"f|ünï|`)
 	res := wantTask(t, r, "t", "command stdout, stderr and a non-zero rc", "failed", "out")

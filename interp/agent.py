@@ -451,6 +451,45 @@ def remove_all(path):
         pass  # already gone, as rm -f would have it
 
 
+_SHELL_IS_DASH = {}
+
+
+def shell_news(shell, status):
+    """What the shell stock runs a module's python under (`shell -c`)
+    prints when that python dies of a signal, as bytes (b'' if nothing or
+    not known here). dash, Debian's /bin/sh, forks even a lone command and
+    reports a signal's death but SIGINT's and SIGPIPE's: strsignal's text
+    (at most 32 bytes), " (core dumped)" if it dumped core, a newline."""
+    dash = _SHELL_IS_DASH.get(shell)
+    if dash is None:
+        dash = _SHELL_IS_DASH[shell] = os.path.basename(os.path.realpath(shell)) == 'dash'
+    sig = os.WTERMSIG(status)
+    if not dash or sig in (signal.SIGINT, signal.SIGPIPE):
+        return b''
+    text = strsignal(sig)
+    if text is None:
+        return b''
+    line = text.encode('utf-8', 'replace')[:32]
+    if os.WCOREDUMP(status):
+        line += b' (core dumped)'
+    return line + b'\n'
+
+
+def strsignal(sig):
+    """libc's strsignal(sig), or None."""
+    if hasattr(signal, 'strsignal'):
+        return signal.strsignal(sig)
+    try:
+        import ctypes
+        f = ctypes.CDLL(None).strsignal
+    except (ImportError, OSError, AttributeError):
+        return None
+    f.restype = ctypes.c_char_p
+    f.argtypes = (ctypes.c_int,)
+    text = f(sig)
+    return text.decode('utf-8', 'replace') if text else None
+
+
 def _set_nonblock(fd):
     os.set_blocking(fd, False)
 
@@ -1826,6 +1865,8 @@ class Proc(object):
         self.statbuf = b''
         self.wait_status = None  # the zygote's waitpid status, before the status pipe's end
         self.check_us = 0  # a module's: spent checking its imports were unchanged
+        self.shell = None  # a module's: the shell stock runs its python under
+        self.pty = False
         self.status = None
         self.error = None
         self.cancelled = False
@@ -2338,6 +2379,12 @@ class Agent(object):
         st = p.status
         res = {}
         if os.WIFSIGNALED(st):
+            line = p.shell and not p.cancelled and shell_news(p.shell, st)
+            if line:
+                if p.pty:
+                    self.send(T_STDOUT, p.id, line.replace(b'\n', b'\r\n'))
+                else:
+                    self.send(T_STDERR, p.id, line)
             res['signal'] = os.WTERMSIG(st)
             res['exit'] = 128 + os.WTERMSIG(st)
         else:
@@ -2518,6 +2565,8 @@ class Agent(object):
         and its status pipe go with it; the agent keeps the reading ends."""
         p = Proc(rid, 'module')
         p.zygote = z
+        p.shell = req.get('shell')
+        p.pty = req.get('pty') is not None
         msg = {'id': rid, 'env': req.get('env') or {}, 'cwd': self.cwd,
                'script': req.get('script') or None,
                'params': req.get('params'), 'time': req.get('time'), 'payload': req.get('payload')}

@@ -607,6 +607,37 @@ class FilesTest(unittest.TestCase):
         self.assertEqual(agent._errinfo(ValueError('bad')), {'error': 'bad', 'errno': ''})
 
 
+class ShellNewsTest(unittest.TestCase):
+    """What the agent adds for a module killed by a signal is what the
+    shell says: here dash's own words, from a real dash."""
+
+    def dash(self):
+        dash = shutil.which('dash')
+        if dash is None:
+            self.skipTest('no dash here')
+        return dash
+
+    def test_as_dash_says(self):
+        dash = self.dash()
+        for sig, core in ((signal.SIGKILL, False), (signal.SIGTERM, False), (signal.SIGPIPE, False),
+                          (signal.SIGINT, False), (signal.SIGUSR1, False), (signal.SIGABRT, True)):
+            script = 'import os, resource, signal\n'
+            if core:
+                script += 'resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n'
+            script += 'signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n'
+            script += 'signal.signal(signal.SIGINT, signal.SIG_DFL)\n'
+            script += 'os.kill(os.getpid(), %d)\n' % sig
+            p = subprocess.run([dash, '-c', '"$0" -c "$1"', sys.executable, script],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            status = sig  # no core dumped: the limit is 0
+            self.assertEqual(agent.shell_news(dash, status), p.stderr, sig)
+            self.assertEqual(p.returncode, 128 + sig)
+        self.assertEqual(agent.shell_news(dash, signal.SIGABRT | 0x80), b'Aborted (core dumped)\n')
+
+    def test_other_shells_say_nothing_here(self):
+        self.assertEqual(agent.shell_news('/nonexistent/bash', signal.SIGKILL), b'')
+
+
 class TerminalTest(unittest.TestCase):
 
     def test_open_pty(self):

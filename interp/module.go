@@ -154,6 +154,10 @@ type ModuleRequest struct {
 	// IgnoreEnvChange runs the module even if the login environment
 	// changed (see ErrRestart).
 	IgnoreEnvChange bool
+	// Shell is the shell stock runs the module's python under (its -c):
+	// if that python dies of a signal, the agent adds what this shell
+	// would print about it (dash's "Killed", ...) to the output.
+	Shell string
 }
 
 // PTY asks for a pseudo-terminal, as an ssh client does with -t: the
@@ -224,6 +228,7 @@ type moduleReq struct {
 	PTY     *ptyJSON          `json:"pty,omitempty"`
 	Owner   *[2]int           `json:"owner,omitempty"`
 	NoEnv   bool              `json:"noenv,omitempty"`
+	Shell   string            `json:"shell,omitempty"`
 }
 
 // RunModule runs an AnsiballZ module in a child of the zygote for its zip
@@ -269,7 +274,7 @@ func blankParams(tpl []byte, span [2]int) []byte {
 }
 
 func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest) (*Result, error) {
-	mr := moduleReq{Op: "module", Hash: hex.EncodeToString(w.hash[:]), Params: w.tpl.Params, Payload: w.tpl.Payload, Script: req.ScriptPath, Env: req.Env, PTY: req.PTY.wire(), Owner: req.Owner, NoEnv: req.IgnoreEnvChange}
+	mr := moduleReq{Op: "module", Hash: hex.EncodeToString(w.hash[:]), Params: w.tpl.Params, Payload: w.tpl.Payload, Script: req.ScriptPath, Env: req.Env, PTY: req.PTY.wire(), Owner: req.Owner, NoEnv: req.IgnoreEnvChange, Shell: req.Shell}
 	if w.tpl.DateTime[1] != 0 {
 		mr.Time = &w.tpl.DateTime
 	}
