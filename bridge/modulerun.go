@@ -81,6 +81,17 @@ func startupEnv(env [][2]string) string {
 	return ""
 }
 
+// slowNoLogEnv is why a no_log module step with an `environment:` ran in
+// a python of its own: its values would reach the interpreter's requests,
+// whose freed memory keeps them until the connection ends.
+const slowNoLogEnv = "a no_log task's environment: the module runs in a python of its own, as with stock, so that its values end with it"
+
+// secretEnv reports whether a module step's VAR=value prefixes may be a
+// no_log task's (its arguments say so, or cannot be read).
+func secretEnv(c ansibleCmd, w *ansiballz.Wrapper) bool {
+	return len(c.env) > 0 && !w.PlainArgs()
+}
+
 // slowStartupEnv is why a module step ran in a python of its own.
 const slowStartupEnv = "environment a process reads as it starts (PYTHON*, LANG, LC_ALL, LC_CTYPE, LD_*, GLIBC_TUNABLES): the module runs in a python of its own, as with stock"
 

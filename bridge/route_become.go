@@ -49,6 +49,11 @@ func (r *request) serveBecome() (code int, served bool) {
 		if wrapper = t.heldWrapper(c.script); wrapper == nil {
 			return 0, false
 		}
+		if secretEnv(c, wrapper) {
+			wrapper.Forget()
+			t.countSlow(iv, slowNoLogEnv)
+			return 0, false
+		}
 	}
 	python := strings.Join(c.python, " ")
 	key := slotKey{become: w.Identity(), python: python}

@@ -52,6 +52,10 @@ func (r *request) serveModule() (int, bool) {
 		}
 		defer wrapper.Forget()
 		iv.entry.SetModule(wrapper)
+		if secretEnv(c, wrapper) {
+			t.countSlow(iv, slowNoLogEnv)
+			return 0, false
+		}
 	} else {
 		// Log in (and prompt for a password) while the shim can still
 		// answer: once stdin flows, prompts are over.
@@ -69,6 +73,10 @@ func (r *request) serveModule() (int, bool) {
 			return r.passthrough(data), true
 		}
 		defer wrapper.Wipe()
+		if secretEnv(r.cmd, wrapper) {
+			t.countSlow(iv, slowNoLogEnv)
+			return r.passthrough(wrapper.Src), true
+		}
 	}
 	python := strings.Join(c.python, " ")
 	ag, err := t.agent(ctx, iv, python, r.sendEnv())

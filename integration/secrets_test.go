@@ -15,10 +15,12 @@ import (
 )
 
 // The no_log markers of corpus/secrets.yml, as the tasks produce them.
-var noLogMarkers = []string{"nolog-marker-S3CRET-B", "nolog-copy-C0PY-marker", "nolog-become-B3C0ME-marker"}
+var noLogMarkers = []string{"nolog-marker-S3CRET-B", "nolog-copy-C0PY-marker", "nolog-become-B3C0ME-marker",
+	"nolog-env-EENV-marker", "nolog-raw-RAAW-marker", "nolog-param-PAARAM-marker"}
 
-// TestNoSecretsLeft runs no_log tasks (a command, a copy, a become step
-// with a sudo password) through the bridge, pipelined and not, with the
+// TestNoSecretsLeft runs no_log tasks (a command, one with an
+// environment, a copy, raw, a become step with a sudo password) and a
+// module's own no_log parameter through the bridge, pipelined and not, with the
 // piped transfer method (the copy's content is a `dd of=` upload):
 // unpipelined on the default ansible-core, pipelined on 2.22. No
 // marker is in the journal (mount and explode), status or the logs; the
@@ -74,7 +76,10 @@ func TestNoSecretsLeft(t *testing.T) {
 				ordinary++
 			case f.Name() == "no_log":
 				noLog++
-				if m, _ := os.ReadFile(filepath.Join(e, "module")); len(bytes.TrimSpace(m)) == 0 {
+				// An exec the bridge cannot tell from a no_log task's (raw)
+				// is concealed, whatever it ran.
+				m, _ := os.ReadFile(filepath.Join(e, "module"))
+				if route, _ := os.ReadFile(filepath.Join(e, "route")); len(bytes.TrimSpace(m)) == 0 && string(bytes.TrimSpace(route)) != "exec" {
 					t.Errorf("%s: no_log entry without its module name", e)
 				}
 			}

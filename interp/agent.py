@@ -2532,7 +2532,7 @@ class Agent(object):
             put(tpl, prefix + len(raw), memoryview(base)[len(base) - suffix:])
         else:
             # A whole template comes with its zip: the base from now on, as
-            # the client keeps it (a no_log task's parameters blanked).
+            # the client keeps it (its parameters blanked: they may be secret).
             tpl = bytearray(raw)
             base = bytearray(raw)
             if req.get('blank'):

@@ -43,8 +43,8 @@ func TestCommonEnds(t *testing.T) {
 	}
 }
 
-// TestPlainArgs: only a task whose arguments say _ansible_no_log false may
-// leave them in its zip's base template.
+// TestPlainArgs: only arguments that say _ansible_no_log false are a
+// task's that is not no_log.
 func TestPlainArgs(t *testing.T) {
 	for _, c := range []struct {
 		args  map[string]any
@@ -55,7 +55,7 @@ func TestPlainArgs(t *testing.T) {
 		{map[string]any{"_ansible_no_log": "yes"}, false},
 		{map[string]any{"data": "x"}, false}, // unsaid: taken as no_log
 	} {
-		if got := plainArgs(pingWith(t, c.args)); got != c.plain {
+		if got := pingWith(t, c.args).PlainArgs(); got != c.plain {
 			t.Errorf("%v: plainArgs = %v, want %v", c.args, got, c.plain)
 		}
 	}

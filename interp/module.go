@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -48,23 +47,6 @@ func prepare(w *ansiballz.Wrapper) (*moduleRun, error) {
 		return nil, err
 	}
 	return &moduleRun{zip: zip, hash: hash, tpl: w.Template(zipMarker), fqn: w.ModuleFQN, payload: w.PayloadName}, nil
-}
-
-// plainArgs reports whether w's parameters say, readably, that the task
-// is not no_log: only then may they outlive the task, as the base
-// template that later tasks' deltas are computed against (a loop's items
-// then differ from it in a few bytes, not in all their arguments).
-func plainArgs(w *ansiballz.Wrapper) bool {
-	p, err := w.Params()
-	if err != nil {
-		return false
-	}
-	var top struct {
-		Args struct {
-			NoLog any `json:"_ansible_no_log"`
-		} `json:"ANSIBLE_MODULE_ARGS"`
-	}
-	return json.Unmarshal(p, &top) == nil && top.Args.NoLog == false
 }
 
 // zipCacheSize is how many decoded ZIPDATA literals decodeZip keeps.
@@ -203,8 +185,7 @@ type Result struct {
 
 type zipState struct {
 	// base is the first template sent for this hash, its parameters
-	// blanked (blankParams) if they were a no_log task's; later ones go
-	// as a delta against it.
+	// blanked (blankParams); later ones go as a delta against it.
 	base []byte
 }
 
@@ -301,10 +282,10 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 		mr.FQN, mr.Name = w.fqn, w.payload
 		ctpl, err = compress(w.tpl.Src)
 		mr.Raw = len(w.tpl.Src)
-		st = &zipState{base: bytes.Clone(w.tpl.Src)}
-		if !plainArgs(req.Wrapper) {
-			st.base, mr.Blank = blankParams(w.tpl.Src, w.tpl.Params), true
-		}
+		// Blanked whatever the task: a module's own no_log parameters
+		// (a password) are known to its argument_spec only.
+		st = &zipState{base: blankParams(w.tpl.Src, w.tpl.Params)}
+		mr.Blank = true
 	} else {
 		prefix, suffix := commonEnds(st.base, w.tpl.Src)
 		ctpl, err = compress(w.tpl.Src[prefix : len(w.tpl.Src)-suffix])

@@ -217,3 +217,61 @@ func (s *wrapperScanner) wipe() {
 	clear(s.params)
 	s.params = nil
 }
+
+// noLogMask is what AnsibleModule puts in its result's
+// invocation.module_args for a parameter its argument_spec marks no_log.
+const noLogMask = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+
+// maskedArgs returns the values of args (a module's arguments, JSON)
+// that the module's result in out masks as no_log parameters: Ansible
+// reads its result from the first line that starts with "{".
+func maskedArgs(args json.RawMessage, out []byte) [][]byte {
+	if len(args) == 0 {
+		return nil
+	}
+	i := bytes.Index(out, []byte("\n{"))
+	switch {
+	case bytes.HasPrefix(out, []byte("{")):
+		i = 0
+	case i < 0:
+		return nil
+	default:
+		i++
+	}
+	var res struct {
+		Invocation struct {
+			ModuleArgs any `json:"module_args"`
+		} `json:"invocation"`
+	}
+	if json.NewDecoder(bytes.NewReader(out[i:])).Decode(&res) != nil || res.Invocation.ModuleArgs == nil {
+		return nil
+	}
+	var sent any
+	if json.Unmarshal(args, &sent) != nil {
+		return nil
+	}
+	var found [][]byte
+	var walk func(sent, shown any)
+	walk = func(sent, shown any) {
+		switch shown := shown.(type) {
+		case string:
+			if s, ok := sent.(string); ok && shown == noLogMask && s != "" {
+				found = append(found, []byte(s))
+			}
+		case map[string]any:
+			if m, ok := sent.(map[string]any); ok {
+				for k, v := range shown {
+					walk(m[k], v)
+				}
+			}
+		case []any:
+			if l, ok := sent.([]any); ok {
+				for i := range min(len(l), len(shown)) {
+					walk(l[i], shown[i])
+				}
+			}
+		}
+	}
+	walk(sent, res.Invocation.ModuleArgs)
+	return found
+}

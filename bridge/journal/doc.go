@@ -49,9 +49,13 @@
 // A module whose arguments say _ansible_no_log (Ansible's no_log: true),
 // or a wrapper whose arguments cannot be read, keeps only its name: its
 // arguments, stdin, stdout and stderr are dropped and overwritten as soon
-// as that is known, and later bytes are counted, not kept
-// (EntryView.NoLog). HideStdin does the same for stdin alone, for
-// uploads, whose task cannot be told.
+// as that is known, its argv is cut to the program's name, and later
+// bytes are counted, not kept (EntryView.NoLog). Conceal does the same
+// for an invocation the daemon cannot tell from a no_log task's (raw,
+// script), HideStdin for stdin alone, for uploads, whose task cannot be
+// told. A module's own no_log parameters, which its result masks as
+// VALUE_SPECIFIED_IN_NO_LOG_PARAMETER, become secrets (below) when the
+// entry finishes.
 //
 // # Redaction
 //

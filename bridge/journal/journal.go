@@ -352,10 +352,27 @@ func (c *capture) take(b []byte, keep bool) {
 	}
 }
 
-// markNoLog drops what a no_log task must not leave behind; e.mu is held.
+// markNoLog drops what a no_log task must not leave behind, the command
+// line (its environment: values) but the program's name too; e.mu is held.
 func (e *Entry) markNoLog() {
 	e.noLog = true
+	e.argv = e.argv[:min(1, len(e.argv))]
 	e.wipe()
+}
+
+// Conceal keeps of the entry only what a no_log task's keeps: for an
+// invocation whose command and output the daemon cannot tell from a
+// no_log task's (raw, script, a command a user typed).
+func (e *Entry) Conceal() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.markNoLog()
+	e.awaiting = false
+	e.scan = nil
+	e.touch()
 }
 
 // wipe overwrites and drops everything captured, for an entry leaving
@@ -643,6 +660,13 @@ func (e *Entry) Finish(exit int) {
 		e.awaiting = false
 	}
 	e.done, e.exit, e.end = true, exit, now
+	if e.module != "" && !e.noLog {
+		// A module's own no_log parameters (a password) are known to its
+		// argument_spec only: its result masks them.
+		for _, v := range maskedArgs(e.args, e.out.data) {
+			e.j.red.Add(v)
+		}
+	}
 	e.scrub()
 }
 

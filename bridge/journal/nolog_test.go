@@ -2,7 +2,9 @@ package journal
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -266,5 +268,25 @@ func TestRedactorKeepsNoSecret(t *testing.T) {
 	}
 	if got := string(r.Redact([]byte(`pa"ss\wörd-7f3b`))); got != `pa"ss\wörd-7f3b` {
 		t.Errorf("masked a near miss: %q", got)
+	}
+}
+
+// TestMaskedArgs: the values a module's result masks as its own no_log
+// parameters, nested ones too, after lines of noise; none without a
+// result.
+func TestMaskedArgs(t *testing.T) {
+	args := json.RawMessage(`{"url": "x", "url_password": "pw1234", "sub": {"token": "t0ken", "n": 1}, "l": [{"k": "v"}]}`)
+	out := []byte("noise\n{\"changed\": false, \"invocation\": {\"module_args\": {\"url\": \"x\", \"url_password\": \"" + noLogMask +
+		"\", \"sub\": {\"token\": \"" + noLogMask + "\", \"n\": 1}, \"l\": [{\"k\": \"v\"}]}}}\n")
+	var got []string
+	for _, v := range maskedArgs(args, out) {
+		got = append(got, string(v))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"pw1234", "t0ken"}) {
+		t.Errorf("maskedArgs = %q, want pw1234 and t0ken", got)
+	}
+	if v := maskedArgs(args, []byte("Traceback (most recent call last):\n")); v != nil {
+		t.Errorf("without a result: %q", v)
 	}
 }

@@ -2,6 +2,7 @@ package ansiballz
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -302,6 +303,21 @@ func (w *Wrapper) Params() ([]byte, error) {
 		w.decoded = true
 	}
 	return w.params, w.paramsErr
+}
+
+// PlainArgs reports whether the parameters say, readably, that the task
+// is not no_log (Ansible's _ansible_no_log, false).
+func (w *Wrapper) PlainArgs() bool {
+	p, err := w.Params()
+	if err != nil {
+		return false
+	}
+	var top struct {
+		Args struct {
+			NoLog any `json:"_ansible_no_log"`
+		} `json:"ANSIBLE_MODULE_ARGS"`
+	}
+	return json.Unmarshal(p, &top) == nil && top.Args.NoLog == false
 }
 
 // Forget overwrites the decoded parameters once the task has run: they
