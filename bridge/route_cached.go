@@ -3,8 +3,6 @@ package bridge
 import (
 	"bytes"
 	"fmt"
-
-	shellquote "github.com/kballard/go-shellquote"
 )
 
 // routeCached is Ansible's temp-dir housekeeping answered by the bridge
@@ -51,11 +49,15 @@ func (r *request) serveCached() (code int, served bool) {
 		}
 		return code, true
 	case cmdMkTemp:
-		if !t.house.transfersKnown(transferKey(iv.hello.HelloMsg)) {
+		if !t.house.transfersKnown(transferKey(iv.hello.HelloMsg)) || !t.house.baseKnown(c.base) {
 			// No upload has come through the bridge yet: the uploads may
 			// go to the real sftp or scp, so the directory is made on the
 			// target (see transfers.go). An upload through the bridge into
-			// it teaches the target to hold the next ones.
+			// it teaches the target to hold the next ones. And the first
+			// temp dir under a base is made there by Ansible's own command:
+			// only a mkdir in base tells that the login user may write
+			// there (mkdir -p of an existing /etc succeeds), and a base it
+			// may not write fails the task as stock's does.
 			t.countRoute(iv, routeExec)
 			code := r.exec(r.command, execOpts{})
 			if code == 0 {
@@ -64,24 +66,10 @@ func (r *request) serveCached() (code int, served bool) {
 			}
 			return code, true
 		}
-		if t.house.baseKnown(c.base) {
-			t.countRoute(iv, routeCached)
-			t.house.addTemp(c.base, c.dir)
-			_, _ = fmt.Fprintf(iv.stdout(), "%s=%s\n", c.name, c.dir)
-			return 0, true
-		}
-		// The first temp dir under base: only base is made on the target,
-		// by the `umask 77 && mkdir -p` of Ansible's own command (so its
-		// errors read the same), and the dir is held like any other.
-		t.countRoute(iv, routeExec)
-		mkBase := "( umask 77 && mkdir -p \"` echo " + c.base + " `\" ) && sleep 0"
-		code := r.exec(shellquote.Join("/bin/sh", "-c", mkBase), execOpts{})
-		if code == 0 {
-			t.house.addTemp(c.base, c.dir)
-			t.house.knowBase(c.base)
-			_, _ = fmt.Fprintf(iv.stdout(), "%s=%s\n", c.name, c.dir)
-		}
-		return code, true
+		t.countRoute(iv, routeCached)
+		t.house.addTemp(c.base, c.dir)
+		_, _ = fmt.Fprintf(iv.stdout(), "%s=%s\n", c.name, c.dir)
+		return 0, true
 	case cmdChmodUX:
 		for _, p := range c.paths {
 			st, _ := t.house.lookup(p)

@@ -303,7 +303,8 @@ func TestCtl(t *testing.T) {
 		t.Error("debug view: no journal")
 	}
 	label := st.Targets[0].Target
-	if dirs := src.TempDirs(label); len(dirs) != 2 || dirs[0].OnTarget {
+	// The first made on the target (a base's first), the second held.
+	if dirs := src.TempDirs(label); len(dirs) != 2 || !dirs[0].OnTarget || dirs[1].OnTarget {
 		t.Errorf("debug view temp dirs %+v", dirs)
 	}
 	if src.TempDirs("nobody@nowhere:22") != nil {
