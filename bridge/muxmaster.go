@@ -48,6 +48,14 @@ func (t *target) ownsControlPath(path string) bool {
 	return t.control.Load().At(path)
 }
 
+// orphaned reports whether t's master listened at path and no longer
+// does there (its socket removed, or replaced by another's): ssh's
+// clients can no longer reach that master.
+func (t *target) orphaned(path string) bool {
+	l := t.control.Load()
+	return l != nil && !l.At(path)
+}
+
 // muxMaster is a connection as its control socket's clients share it.
 type muxMaster struct{ c *sshConn }
 
@@ -82,8 +90,8 @@ func (m muxMaster) OpenChannel(ctx context.Context, kind string, payload []byte)
 // counts from its end.
 func (t *target) muxBusy(delta int) {
 	t.lastUse.Store(time.Now().UnixNano())
-	if t.inflight.Add(int32(delta)) == 0 && t.settings.Load().ControlPersist == sshclient.PersistNo {
-		t.expireIdle(time.Now())
+	if t.inflight.Add(int32(delta)) == 0 {
+		t.nowIdle()
 	}
 }
 

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
@@ -128,6 +129,11 @@ func resolve(iv *invocation, inv *fakessh.SSHInvocation) (*sshclient.Settings, e
 	}
 	if len(settings.Unsupported) > 0 {
 		return nil, &fallbackError{"ssh_config: " + strings.Join(settings.Unsupported, ", ")}
+	}
+	if settings.ControlPath != "" && !filepath.IsAbs(settings.ControlPath) {
+		// Its socket, and the master found there, are the shim's
+		// directory's: the daemon's is another.
+		return nil, &fallbackError{"a relative ControlPath"}
 	}
 	if inv.Verbose > 0 || settings.Says("VERBOSE") {
 		// -v, or LogLevel VERBOSE or DEBUG from -o or ssh_config: lines

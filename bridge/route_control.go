@@ -43,7 +43,8 @@ func (r *request) serveControl() int {
 		t.countRoute(iv, routeControl)
 		iv.log = iv.log.WithField("target", t.label)
 	}
-	running := t != nil && t.hasLive()
+	// ssh reaches a master through its socket only.
+	running := t != nil && t.hasLive() && t.ownsControlPath(path)
 	iv.log.WithField("control", inv.Control).WithField("running", running).Info("control request")
 	if !running {
 		if dialErr == nil { // the socket went with its master meanwhile

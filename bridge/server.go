@@ -313,7 +313,9 @@ func (s *Server) stopping() bool {
 func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopCh) }) }
 
 // idleWatch cancels the daemon once no invocation (nor mux client
-// session) has been in flight for cfg.Idle.
+// session) has been in flight for cfg.Idle and no connection is left:
+// each is a master ssh would keep for its ControlPersist (yes: for ever),
+// with its control socket and forwards.
 func (s *Server) idleWatch(ctx context.Context, cancel func()) {
 	if s.cfg.Idle <= 0 {
 		return
@@ -329,7 +331,7 @@ func (s *Server) idleWatch(ctx context.Context, cancel func()) {
 		case <-timer.C:
 			// A real ssh's session over a master's control socket is
 			// no invocation, but the daemon is its master.
-			if s.active.Load() == 0 && !s.targets.busy() {
+			if s.idle() {
 				s.log.WithField("idle", s.cfg.Idle).Info("idle; exiting")
 				cancel()
 				return
@@ -337,6 +339,12 @@ func (s *Server) idleWatch(ctx context.Context, cancel func()) {
 			timer.Reset(s.cfg.Idle)
 		}
 	}
+}
+
+// idle reports whether the daemon has nothing to keep it up: no
+// invocation, no mux client's session, no connection (a master ssh keeps).
+func (s *Server) idle() bool {
+	return s.active.Load() == 0 && !s.targets.busy() && !s.targets.connected()
 }
 
 func (s *Server) touch() {

@@ -20,6 +20,7 @@ import (
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
 )
 
 // harness runs a Server against an in-process SSH server.
@@ -592,5 +593,45 @@ func TestUnparsedHelloFallsBack(t *testing.T) {
 		if err != nil || f.Type != wire.Fallback {
 			t.Fatalf("%s: got %v %v, want a fallback", prog, f.Type, err)
 		}
+	}
+}
+
+// TestIdleKeepsMasters: the daemon is not idle while a connection is
+// open, whatever its ControlPersist (ssh's master would be up); it is once
+// -O exit closed it.
+func TestIdleKeepsMasters(t *testing.T) {
+	h := newHarness(t, 0)
+	if r := h.run("ssh", h.sshArgs("-o", "ControlPersist=yes", "127.0.0.1", "true"), ""); r.code != 0 {
+		t.Fatalf("ssh: %+v", r)
+	}
+	waitIdle(t, h)
+	if h.srv.idle() {
+		t.Fatal("idle with a master's connection open")
+	}
+	if r := h.run("ssh", h.sshArgs("-O", "exit", "127.0.0.1"), ""); r.code != 0 {
+		t.Fatalf("ssh -O exit: %+v", r)
+	}
+	waitIdle(t, h)
+	for deadline := time.Now().Add(5 * time.Second); !h.srv.idle(); {
+		if time.Now().After(deadline) {
+			t.Fatal("not idle after -O exit")
+		}
+		time.Sleep(time.Millisecond) // polling a condition, not a delay
+	}
+}
+
+// TestPersistDeadline: ssh's master exits once CLOCK_BOOTTIME's whole
+// seconds reach the idle moment's plus ControlPersist: less than
+// ControlPersist after it, by the idle moment's fraction of a second.
+func TestPersistDeadline(t *testing.T) {
+	idle := time.Now()
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		t.Skip(err)
+	}
+	frac := ((time.Duration(ts.Nano())-time.Since(idle))%time.Second + time.Second) % time.Second
+	got := persistDeadline(idle, 3*time.Second).Sub(idle)
+	if want := 3*time.Second - frac; got < want-time.Millisecond || got > want+time.Millisecond || got > 3*time.Second {
+		t.Errorf("persistDeadline: %v after idle, want %v", got, want)
 	}
 }

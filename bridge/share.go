@@ -75,7 +75,12 @@ func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target,
 		return nil, "ControlMaster=" + settings.ControlMaster + ": " + reasonOwnConnection, nil
 	}
 	t = s.targets.lookup(settings.ControlPath)
-	live := t != nil && t.hasLive()
+	// Only through its socket does ssh find a master: one whose socket
+	// was removed or replaced serves its sessions on, but no new client.
+	live := t != nil && t.hasLive() && t.ownsControlPath(settings.ControlPath)
+	if t != nil && !live && t.orphaned(settings.ControlPath) {
+		t.stop(false)
+	}
 	switch {
 	case live && settings.ControlMaster == "yes":
 		return nil, "ControlMaster=yes beside a master: " + reasonOwnConnection, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/pkg/sftp"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
 )
 
 // DialFunc opens an authenticated SSH connection; messages for the
@@ -198,6 +199,8 @@ type target struct {
 	// control is the control socket of the target's latest master.
 	control atomic.Pointer[mux.Listener]
 	lastUse atomic.Int64 // when one last began or ended, unix ns
+	// persistTimer runs expireIdle once ControlPersist has run out.
+	persistTimer *time.Timer
 }
 
 // sshConn is one TCP connection to a target.
@@ -496,10 +499,42 @@ func (t *target) invocationDone(iv *invocation) {
 		t.log.Debug("target never connected; forgotten")
 	}
 	r.mu.Unlock()
-	if last && t.settings.Load().ControlPersist == sshclient.PersistNo {
-		// A master without ControlPersist ends with its last session.
-		t.expireIdle(time.Now())
+	if last {
+		t.nowIdle()
 	}
+}
+
+// nowIdle is called once nothing is in flight on t any more: a master
+// without ControlPersist ends with its last session; one with it ends
+// when that runs out (expireIdle; the server's tick checks too).
+func (t *target) nowIdle() {
+	persist := t.settings.Load().ControlPersist
+	switch {
+	case persist == sshclient.PersistNo:
+		t.expireIdle(time.Now())
+	case persist != sshclient.PersistForever:
+		at := persistDeadline(time.Unix(0, t.lastUse.Load()), persist)
+		t.mu.Lock()
+		if t.persistTimer == nil {
+			t.persistTimer = time.AfterFunc(time.Until(at)+time.Millisecond, func() { t.expireIdle(time.Now()) })
+		} else {
+			t.persistTimer.Reset(time.Until(at) + time.Millisecond)
+		}
+		t.mu.Unlock()
+	}
+}
+
+// persistDeadline is when a master idle since idle exits with
+// ControlPersist persist. ssh counts it in whole seconds of
+// CLOCK_BOOTTIME (monotime): it exits once that clock's second reaches
+// idle's plus persist, between persist − 1 s and persist after idle.
+func persistDeadline(idle time.Time, persist time.Duration) time.Time {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+		return idle.Add(persist)
+	}
+	bootAtIdle := time.Duration(ts.Nano()) - time.Since(idle)
+	return idle.Add(persist - bootAtIdle%time.Second)
 }
 
 // expireIdle closes the target's connections (and retires its
@@ -508,7 +543,7 @@ func (t *target) invocationDone(iv *invocation) {
 // sees what a fresh login would. It reports whether it did.
 func (t *target) expireIdle(now time.Time) bool {
 	persist := t.settings.Load().ControlPersist
-	if t.inflight.Load() > 0 || now.Sub(time.Unix(0, t.lastUse.Load())) < persist {
+	if t.inflight.Load() > 0 || now.Before(persistDeadline(time.Unix(0, t.lastUse.Load()), persist)) {
 		return false
 	}
 	t.mu.Lock()

@@ -99,6 +99,24 @@ gone
 mssh -O check lab; echo "rc=$?"
 mssh -O bogus lab; echo "rc=$?"
 `},
+	// A master whose control socket went (a tmp cleaner) serves no new
+	// client: -O check finds nothing, and the next ssh logs in itself, as
+	// the user it names, and is the master from then on. A relative
+	// ControlPath is the client's directory's.
+	{"mux client: a removed control socket, a relative ControlPath", `
+F="-o ControlPath=$HOME/.ssh/cm-fixed"
+ssh $F lab whoami
+rm $HOME/.ssh/cm-fixed
+mssh $F -O check lab 2>&1 | sed "s|$HOME|HOME|"; echo "rc=${PIPESTATUS[0]}"
+ssh $F -o User=$AB_PWUSER lab whoami; echo "rc=$?"
+ssh $F lab whoami
+mssh $F -O check lab 2>&1 | sed 's/pid=[0-9]*/pid=N/'
+mssh $F -O exit lab 2>&1
+mkdir -p rel-a rel-b
+(cd rel-a && ssh -o ControlPath=cm-rel lab whoami && ssh -o ControlPath=cm-rel -O check lab 2>&1 | sed 's/pid=[0-9]*/pid=N/')
+(cd rel-b && ssh -o ControlPath=cm-rel -o User=$AB_PWUSER lab whoami)
+(cd rel-a && ssh -o ControlPath=cm-rel -O exit lab; cd ../rel-b && ssh -o ControlPath=cm-rel -O exit lab) 2>&1
+`},
 	{"mux client: -W", `
 ssh lab true; check_master
 mssh -W 127.0.0.1:$LABPORT lab </dev/null | cut -c1-8; echo "rc=${PIPESTATUS[0]}"

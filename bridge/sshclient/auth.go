@@ -282,7 +282,7 @@ func (a *authState) agentSigners() []ssh.Signer {
 		return nil
 	}
 	var d net.Dialer
-	conn, err := d.DialContext(a.ctx, "unix", a.s.AgentSock)
+	conn, err := d.DialContext(a.ctx, "unix", a.s.Env.abs(a.s.AgentSock))
 	if err != nil {
 		a.log.WithError(err).Debug("no ssh-agent")
 		return nil

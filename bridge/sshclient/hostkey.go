@@ -218,6 +218,9 @@ type hostKeyChecker struct {
 func newHostKeyChecker(ctx context.Context, s *Settings, p Prompter, rep *reporter) *hostKeyChecker {
 	files := append(slices.Clone(s.UserKnownHostsFiles), s.GlobalKnownHostsFiles...)
 	disp := append(slices.Clone(s.userKHDisplay), s.globalKHDisplay...)
+	for i, f := range files {
+		files[i] = s.Env.abs(f) // read from the shim's directory, as written
+	}
 	if len(disp) != len(files) {
 		disp = files
 	}
