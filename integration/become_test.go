@@ -31,6 +31,7 @@ func checkBecomeMore(t *testing.T, r *runResult) {
 	wantTask(t, r, "t", "unparsed become plugin, piped module", "ok", "")
 	wantTask(t, r, "t", "sudo again", "ok", "root")
 	wantTask(t, r, "t", "sudo's environment", "ok", "SUDO_COMMAND=the task's wrapper\nSSH_TTY=unset")
+	wantTask(t, r, "t", "TERM and SSH_TTY without a terminal", "ok", "TERM=unknown SSH_TTY=unset")
 	wantKilled(t, r, "a become module killed by SIGKILL", 137, "Killed")
 }
 

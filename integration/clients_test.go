@@ -42,6 +42,7 @@ ssh lab 'cat; echo x' <&-; echo "rc=$?"
 	{"ssh: address family, an empty command, a refused subsystem", `
 ssh -6 lab true; echo "rc=$?"
 ssh -4 -o HostName=::1 lab true; echo "rc=$?"
+ssh -o HostName=127.1 lab 'echo via 127.1'; echo "rc=$?"
 ssh lab '' </dev/null >/dev/null; echo "rc=$?"
 ssh -s lab nosuch </dev/null; echo "rc=$?"
 ssh lab 'echo still here'

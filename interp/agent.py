@@ -528,21 +528,50 @@ def open_pty(pty):
     return master, slave
 
 
-# Whether a task on a terminal gets SSH_TTY, as sshd sets it in a terminal
-# session. An agent started on one by a become tool has it if the tool kept
-# it (su) and not if it dropped it (sudo's env_reset): its tasks follow
-# (Agent sets this as it starts).
-PTY_SSH_TTY = True
+# What a task's own ssh session would put in its environment through the
+# tool that started this agent (Agent sets these as it starts, from how it
+# was started): whether a task on a terminal gets sshd's SSH_TTY (sudo's
+# env_reset drops it, su keeps it), and the TERM of a task without a
+# terminal (sshd sets none; sudo then sets "unknown"). An interpreter
+# started on a terminal must not hand its TERM to a later task without
+# one, nor one started without a terminal SSH_TTY to a task on one.
+TASK_SSH_TTY = True
+TERM_NO_PTY = None
 
 
-def pty_env(pty, tty, env):
-    """What sshd puts in a pty session's environment, under env (the
-    VAR=value prefixes of the command line)."""
-    out = {'SSH_TTY': tty} if PTY_SSH_TTY else {}
-    if pty.get('term'):
-        out['TERM'] = pty['term']
+def learn_session_env():
+    """Set TASK_SSH_TTY and TERM_NO_PTY from this process's start: what
+    it found tells where it can, sudo's own rules where it cannot."""
+    global TASK_SSH_TTY, TERM_NO_PTY
+    by_sudo = 'SUDO_COMMAND' in os.environ
+    if os.isatty(0):
+        TASK_SSH_TTY = 'SSH_TTY' in os.environ
+        TERM_NO_PTY = 'unknown' if by_sudo else None
+    else:
+        TASK_SSH_TTY = not by_sudo
+        TERM_NO_PTY = os.environ.get('TERM')
+
+
+def session_env(pty, tty, env):
+    """TERM and SSH_TTY as the task's own session would have them (None:
+    unset), for a terminal session (pty, its slave's name tty) or a plain
+    one (pty None), under env (the VAR=value prefixes of the command
+    line)."""
+    if pty is not None:
+        out = {'TERM': pty.get('term') or TERM_NO_PTY, 'SSH_TTY': tty if TASK_SSH_TTY else None}
+    else:
+        out = {'TERM': TERM_NO_PTY, 'SSH_TTY': None}
     out.update(env or {})
     return out
+
+
+def apply_env(environ, env):
+    """Set env's variables in environ, and unset those it maps to None."""
+    for k, v in env.items():
+        if v is None:
+            environ.pop(k, None)
+        else:
+            environ[k] = v
 
 
 # ---------------------------------------------------------------- wrappers
@@ -1301,7 +1330,7 @@ def reset_task_process(msg):
     if msg.get('res_init'):
         res_init()
     env = msg.get('env') or {}
-    os.environ.update(env)
+    apply_env(os.environ, env)
     if 'TZ' in env:
         # python reads TZ when time is imported: a fresh one would see this
         import time
@@ -1836,9 +1865,10 @@ class ZygoteServer(object):
         pty = msg.get('pty')
         if pty is not None:
             stdio_on_terminal(fds.pop(0))
-            msg['env'] = pty_env(pty, os.ttyname(0), msg.get('env'))
+            msg['env'] = session_env(pty, os.ttyname(0), msg.get('env'))
         else:
             stdio_on_pipes(fds.pop(0), fds.pop(0))
+            msg['env'] = session_env(None, None, msg.get('env'))
         if fds:
             os.set_inheritable(fds[0], False)
             msg['status_fd'] = fds[0]
@@ -1956,8 +1986,7 @@ class Agent(object):
     }
 
     def __init__(self):
-        global PTY_SSH_TTY
-        PTY_SSH_TTY = not os.isatty(0) or 'SSH_TTY' in os.environ
+        learn_session_env()
         self.rfd = os.dup(0)
         self.wfd = os.dup(1)
         null = os.open(os.devnull, os.O_RDWR)
@@ -2230,7 +2259,7 @@ class Agent(object):
 
     def env_for(self, overrides):
         env = dict(os.environ)
-        env.update(overrides or {})
+        apply_env(env, overrides or {})
         return env
 
     def op_exec(self, rid, req, blob):
@@ -2243,7 +2272,7 @@ class Agent(object):
             ['/bin/sh', '-c', req['cmd']],
             stdin=subprocess.PIPE if req.get('stdin') else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=self.env_for(req.get('env')), cwd=self.cwd,
+            env=self.env_for(session_env(None, None, req.get('env'))), cwd=self.cwd,
             close_fds=True, start_new_session=True)
         p.pid = p.popen.pid
         self.procs[rid] = p
@@ -2265,7 +2294,7 @@ class Agent(object):
         (as sshd does: the terminal stays open)."""
         master, slave = open_pty(pty)
         try:
-            env = self.env_for(pty_env(pty, os.ttyname(slave), req.get('env')))
+            env = self.env_for(session_env(pty, os.ttyname(slave), req.get('env')))
             p = Proc(rid, 'exec')
             # Single-threaded, so preexec_fn is safe; it runs after setsid.
             p.popen = subprocess.Popen(

@@ -650,42 +650,61 @@ class TerminalTest(unittest.TestCase):
             os.close(master)
             os.close(slave)
 
-    def test_pty_env(self):
-        self.assertEqual(agent.pty_env({'term': 'xterm'}, '/dev/pts/3', {'TERM': 'dumb', 'A': 'b'}),
+    def test_session_env(self):
+        self.assertEqual(agent.session_env({'term': 'xterm'}, '/dev/pts/3', {'TERM': 'dumb', 'A': 'b'}),
                          {'SSH_TTY': '/dev/pts/3', 'TERM': 'dumb', 'A': 'b'})
-        self.assertEqual(agent.pty_env({}, '/dev/pts/3', None), {'SSH_TTY': '/dev/pts/3'})
+        self.assertEqual(agent.session_env(None, None, {'A': 'b'}), {'SSH_TTY': None, 'TERM': None, 'A': 'b'})
+        environ = {'TERM': 'xterm', 'SSH_TTY': '/dev/pts/1', 'K': 'v'}
+        agent.apply_env(environ, agent.session_env(None, None, None))
+        self.assertEqual(environ, {'K': 'v'})
 
-    def test_pty_env_after_a_become_tool(self):
-        """An agent started on a terminal by a tool that dropped SSH_TTY
-        (sudo) gives its tasks none; one that kept it (su), or started
-        without a terminal (sshd sets it per session), does."""
-        script = ('import os, pty, sys; sys.path.insert(0, %r); import agent\n'
+    def test_session_env_through_a_become_tool(self):
+        """What an agent learns from its start: on a terminal, whether the
+        tool kept SSH_TTY; without one, the TERM the tool left; sudo's
+        rules (SUDO_COMMAND in the environment) for the rest."""
+        probe = ('import os, sys; sys.path.insert(0, %r); import agent\n'
+                 'agent.learn_session_env()\n'
+                 'out = repr((agent.session_env({"term": "vt100"}, "/dev/pts/9", None), agent.session_env(None, None, None)))\n'
+                 'os.write(int(sys.argv[1]), out.encode())\n') % HERE
+        on_pty = ('import os, pty, sys\n'
+                  'r, w = os.pipe()\n'
                   'pid, fd = pty.fork()\n'
                   'if pid == 0:\n'
-                  '    a = agent.Agent()\n'
-                  '    os.write(a.wfd, repr(sorted(agent.pty_env({}, "/dev/pts/9", None))).encode() + b"\\n")\n'
-                  '    os._exit(0)\n'
+                  '    os.set_inheritable(w, True)\n'
+                  '    os.execv(sys.executable, [sys.executable, "-c", sys.argv[1], str(w)])\n'
+                  'os.close(w)\n'
                   'out = b""\n'
                   'while True:\n'
-                  '    try:\n'
-                  '        b = os.read(fd, 100)\n'
-                  '    except OSError:\n'
-                  '        break\n'
+                  '    b = os.read(r, 4096)\n'
                   '    if not b:\n'
                   '        break\n'
                   '    out += b\n'
                   'os.waitpid(pid, 0)\n'
-                  'sys.stdout.write(out.decode())\n') % HERE
-        for env, want in ((dict(os.environ, SSH_TTY='/dev/pts/1'), "['SSH_TTY']"), (
-                {k: v for k, v in os.environ.items() if k != 'SSH_TTY'}, '[]')):
-            out = subprocess.run([sys.executable, '-c', script], env=env, stdout=subprocess.PIPE,
-                                 check=True).stdout.decode()
-            self.assertEqual(out.strip(), want, env.get('SSH_TTY'))
-        out = subprocess.run([sys.executable, '-c', 'import os, sys; sys.path.insert(0, %r); import agent; a = agent.Agent(); '
-                              'os.write(a.wfd, repr(sorted(agent.pty_env({}, "/dev/pts/9", None))).encode())' % HERE],
-                             env={k: v for k, v in os.environ.items() if k != 'SSH_TTY'},
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, check=True).stdout.decode()
-        self.assertEqual(out.strip(), "['SSH_TTY']")
+                  'sys.stdout.write(out.decode())\n')
+        base = {k: v for k, v in os.environ.items() if k not in ('SSH_TTY', 'TERM', 'SUDO_COMMAND')}
+        pty_on = {'SSH_TTY': '/dev/pts/9', 'TERM': 'vt100'}
+        for env, terminal, want in (
+                (dict(base, SSH_TTY='/dev/pts/1', TERM='xterm'), True, (pty_on, {'SSH_TTY': None, 'TERM': None})),  # su
+                (dict(base, TERM='xterm', SUDO_COMMAND='x'), True, (dict(pty_on, SSH_TTY=None), {'SSH_TTY': None, 'TERM': 'unknown'})),
+                (dict(base, TERM='unknown', SUDO_COMMAND='x'), False, (dict(pty_on, SSH_TTY=None), {'SSH_TTY': None, 'TERM': 'unknown'})),
+                (dict(base), False, (pty_on, {'SSH_TTY': None, 'TERM': None}))):  # su, or the login's own
+            if terminal:
+                cmd = [sys.executable, '-c', on_pty, probe]
+                out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, check=True).stdout.decode()
+            else:
+                r, w = os.pipe()
+                p = subprocess.Popen([sys.executable, '-c', probe, str(w)], env=env, stdin=subprocess.PIPE, pass_fds=(w,))
+                os.close(w)
+                out = b''
+                while True:
+                    b = os.read(r, 4096)
+                    if not b:
+                        break
+                    out += b
+                os.close(r)
+                p.wait()
+                out = out.decode()
+            self.assertEqual(ast.literal_eval(out), want, (env.get('SUDO_COMMAND'), terminal))
 
 
 class ImportsOfTest(unittest.TestCase):

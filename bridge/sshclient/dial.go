@@ -195,6 +195,40 @@ func dialJump(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogg
 	}, nil
 }
 
+// numericHost is host as an address, as getaddrinfo reads one before any
+// lookup: IPv6, or IPv4 in inet_aton's forms ("127.1", "0x7f.1",
+// "2130706433", octal "0177.0.0.1"); nil for a name.
+func numericHost(host string) net.IP {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip
+	}
+	parts := strings.Split(host, ".")
+	if len(parts) > 4 {
+		return nil
+	}
+	var nums []uint64
+	for _, p := range parts {
+		n, err := strconv.ParseUint(p, 0, 32) // C's strtoul base 0: 0x hex, 0 octal
+		if err != nil || p == "" || p[0] == '+' || p[0] == '-' || strings.ContainsRune(p, '_') {
+			return nil
+		}
+		nums = append(nums, n)
+	}
+	// The last part fills the bytes the others leave (a.b: 8.24 bits).
+	last := nums[len(nums)-1]
+	if last >= 1<<(8*(5-len(nums))) {
+		return nil
+	}
+	v := uint32(last)
+	for i, n := range nums[:len(nums)-1] {
+		if n > 0xff {
+			return nil
+		}
+		v |= uint32(n) << (24 - 8*i)
+	}
+	return net.IPv4(byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+}
+
 // lookupIP resolves host names; tests replace it to stay off the network.
 var lookupIP = net.DefaultResolver.LookupIP
 
@@ -209,7 +243,7 @@ func dialTCP(ctx context.Context, s *Settings) (*transport, error) {
 		network = "ip6"
 	}
 	var ips []net.IP
-	if ip := net.ParseIP(s.HostName); ip != nil {
+	if ip := numericHost(s.HostName); ip != nil {
 		if network == "ip4" && ip.To4() == nil || network == "ip6" && ip.To4() != nil {
 			// getaddrinfo's EAI_ADDRFAMILY for an address of the other family.
 			err := &net.AddrError{Err: "address family mismatch", Addr: s.HostName}

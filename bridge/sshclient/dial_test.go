@@ -937,3 +937,21 @@ func TestChangedKeyDefaultKnownHosts(t *testing.T) {
 		t.Errorf("stderr %q", p.notified())
 	}
 }
+
+// TestNumericHost: the IPv4 forms glibc's inet_aton reads (getaddrinfo
+// takes them before any lookup), and names that are none.
+func TestNumericHost(t *testing.T) {
+	for host, want := range map[string]string{
+		"127.1": "127.0.0.1", "127.0.1": "127.0.0.1", "2130706433": "127.0.0.1", "0x7f.1": "127.0.0.1",
+		"0177.0.0.1": "127.0.0.1", "10.1.2.3": "10.1.2.3", "::1": "::1", "1.2.65535": "1.2.255.255",
+		"256.1": "", "1.2.3.256": "", "1.2.65536": "", "host": "", "1.2.3.4.5": "", "1..2": "", "": "", "08.1": "", "-1.2": "", "1_0.1": "",
+	} {
+		got := ""
+		if ip := numericHost(host); ip != nil {
+			got = ip.String()
+		}
+		if got != want {
+			t.Errorf("numericHost(%q) = %q, want %q", host, got, want)
+		}
+	}
+}
