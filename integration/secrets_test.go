@@ -16,7 +16,7 @@ import (
 
 // The no_log markers of corpus/secrets.yml, as the tasks produce them.
 var noLogMarkers = []string{"nolog-marker-S3CRET-B", "nolog-copy-C0PY-marker", "nolog-become-B3C0ME-marker",
-	"nolog-env-EENV-marker", "nolog-raw-RAAW-marker", "nolog-param-PAARAM-marker"}
+	"nolog-env-EENV-marker", "nolog-raw-RAAW-marker", "nolog-param-PAARAM-marker", "nolog-benv-BEENV-marker"}
 
 // TestNoSecretsLeft runs no_log tasks (a command, one with an
 // environment, a copy, raw, a become step with a sudo password) and a

@@ -140,6 +140,39 @@ def forget_bytes(b):
     ctypes.memset(id(b) + bytes.__basicsize__ - 1, 0, len(b))
 
 
+def forget_str(s):
+    """Overwrite s, an ASCII str its caller made (json or marshal did),
+    holds the only reference to and drops next: an environment value or a
+    command line of a request. CPython's compact ASCII layout only (the
+    characters start where an empty str's NUL is); a no-op otherwise."""
+    if type(s) is not str or len(s) < 2 or sys.getrefcount(s) > _sole_refs() or not _ascii(s):
+        return  # referred to elsewhere too (or immortal, or interned): not ours to wipe
+    try:
+        import ctypes
+    except ImportError:
+        return
+    ctypes.memset(id(s) + sys.getsizeof('') - 1, 0, len(s))
+
+
+def _ascii(s):
+    if hasattr(s, 'isascii'):
+        return s.isascii()
+    return all(ord(c) < 128 for c in s)  # python 3.6
+
+
+def forget_request(req):
+    """Overwrite a handled request's environment values and command line
+    (forget_str): they may be a no_log task's."""
+    env = req.pop('env', None)
+    if isinstance(env, dict):
+        for k in list(env):
+            v = env.pop(k)
+            forget_str(v)
+            del v
+    cmd = req.pop('cmd', None)
+    forget_str(cmd)
+
+
 def _sole_refs(_n=[]):
     """What getrefcount shows in forget_bytes for an object only its
     caller refers to (3, or 4 where a call's frame holds one more)."""
@@ -227,7 +260,13 @@ def decode_request(payload):
     """A request frame's payload (uint32 JSON length | JSON | blob) as
     (JSON value, blob), blob a view of payload."""
     jl = U32.unpack_from(payload)[0]
-    return json.loads(bytes(payload[4:4 + jl]).decode('utf-8')), memoryview(payload)[4 + jl:]
+    raw = bytes(memoryview(payload)[4:4 + jl])  # a slice of payload would be a copy
+    text = raw.decode('utf-8')
+    forget_bytes(raw)  # payload itself is zeroed by the caller
+    del raw
+    value = json.loads(text)
+    forget_str(text)
+    return value, memoryview(payload)[4 + jl:]
 
 
 # Messages carry their value in marshal's format, not JSON: their ends are
@@ -244,6 +283,7 @@ def encode_msg(obj, blob=b''):
     U32.pack_into(out, 4, len(val))
     put(out, 8, val)
     put(out, 8 + len(val), blob)
+    forget_bytes(val)  # a task's environment may be in it
     return out
 
 
@@ -299,7 +339,9 @@ def recv_msg(sock):
     body = recv_exact(sock, U32.unpack(hdr)[0])
     jl = U32.unpack_from(body)[0]
     view = memoryview(body)
-    return marshal.loads(view[4:4 + jl]), view[4 + jl:], fds
+    value = marshal.loads(view[4:4 + jl])
+    zero(view[4:4 + jl])
+    return value, view[4 + jl:], fds
 
 
 class MsgReader(object):
@@ -1747,7 +1789,9 @@ class ZygoteServer(object):
         if self.pf.learning():
             msg['learn'] = True
         pid = self.send_to_spare(msg, tpl, fds)
-        # The task's arguments stay in the spare that runs it only.
+        # The task's arguments and environment stay in the spare that runs
+        # it only.
+        forget_request(msg)
         blank_params(tpl, msg.get('params'))
         shape = bytes(tpl)
         zero(tpl)
@@ -2111,6 +2155,8 @@ class Agent(object):
                     warn('%s %s: %s' % (req.get('op'), req.get('path'), e))
                 else:
                     self.reply(rid, _errinfo(e))
+            finally:
+                forget_request(req)
         elif typ in (T_STDIN, T_STDIN_EOF):
             p = self.procs.get(rid)
             if p is None or p.in_fd is None:

@@ -638,6 +638,31 @@ class ShellNewsTest(unittest.TestCase):
         self.assertEqual(agent.shell_news('/nonexistent/bash', signal.SIGKILL), b'')
 
 
+class ForgetStrTest(unittest.TestCase):
+
+    def test_forget_str(self):
+        """A str only its caller holds is overwritten in place; one held
+        elsewhere too, or not ASCII, is left alone."""
+        s = json.loads('"tok-%s"' % ('x' * 3))
+        agent.forget_str(s)
+        self.assertEqual(s, '\0' * len(s))
+        kept = json.loads('"tok-kept"')
+        other = [kept]
+        agent.forget_str(kept)
+        self.assertEqual(other[0], 'tok-kept')
+        wide = json.loads('"t\u00f6k-x"')
+        agent.forget_str(wide)
+        self.assertEqual(wide, 't\u00f6k-x')
+
+    def test_forget_request(self):
+        req = json.loads('{"op": "exec", "cmd": "echo secret-cmd", "env": {"A": "secret-env"}}')
+        env, cmd_len = req['env'], len(req['cmd'])
+        agent.forget_request(req)
+        self.assertEqual(req, {'op': 'exec'})
+        self.assertEqual(env, {})
+        self.assertEqual(cmd_len, len('echo secret-cmd'))
+
+
 class TerminalTest(unittest.TestCase):
 
     def test_open_pty(self):
