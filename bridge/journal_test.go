@@ -111,7 +111,6 @@ func TestDDUploadNotJournaled(t *testing.T) {
 	}
 }
 
-// journalHas reports whether any view of the journal holds s.
 // targetEntries counts the journal's entries for a target (not -O's).
 func targetEntries(h *harness) int {
 	n := 0
@@ -145,6 +144,7 @@ func TestJournalConcealsCommands(t *testing.T) {
 	}
 }
 
+// journalHas reports whether any view of the journal holds s.
 func journalHas(h *harness, s string) bool {
 	for _, v := range h.srv.journal.Snapshot() {
 		for _, b := range [][]byte{v.Stdin.Data, v.Stdout.Data, v.Stderr.Data, v.ModuleArgs, []byte(strings.Join(v.Argv, " "))} {

@@ -82,8 +82,8 @@ func startupEnv(env [][2]string) string {
 }
 
 // slowNoLogEnv is why a no_log module step with an `environment:` ran in
-// a python of its own: its values would reach the interpreter's requests,
-// whose freed memory keeps them until the connection ends.
+// a python of its own: its values would reach the interpreter, which
+// overwrites them once handled only where they are ASCII (forget_str).
 const slowNoLogEnv = "a no_log task's environment: the module runs in a python of its own, as with stock, so that its values end with it"
 
 // secretEnv reports whether a module step's VAR=value prefixes may be a

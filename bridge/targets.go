@@ -199,7 +199,7 @@ type target struct {
 	// control is the control socket of the target's latest master.
 	control atomic.Pointer[mux.Listener]
 	lastUse atomic.Int64 // when one last began or ended, unix ns
-	// persistTimer runs expireIdle once ControlPersist has run out.
+	// persistTimer runs expireIdle once ControlPersist has run out (t.mu).
 	persistTimer *time.Timer
 }
 
@@ -543,7 +543,7 @@ func persistDeadline(idle time.Time, persist time.Duration) time.Time {
 // sees what a fresh login would. It reports whether it did.
 func (t *target) expireIdle(now time.Time) bool {
 	persist := t.settings.Load().ControlPersist
-	if t.inflight.Load() > 0 || now.Before(persistDeadline(time.Unix(0, t.lastUse.Load()), persist)) {
+	if persist == sshclient.PersistForever || t.inflight.Load() > 0 || now.Before(persistDeadline(time.Unix(0, t.lastUse.Load()), persist)) {
 		return false
 	}
 	t.mu.Lock()

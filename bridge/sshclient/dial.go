@@ -208,8 +208,10 @@ func numericHost(host string) net.IP {
 	}
 	var nums []uint64
 	for _, p := range parts {
-		n, err := strconv.ParseUint(p, 0, 32) // C's strtoul base 0: 0x hex, 0 octal
-		if err != nil || p == "" || p[0] == '+' || p[0] == '-' || strings.ContainsRune(p, '_') {
+		// C's strtoul base 0: 0x hex, 0 octal; not Go's 0b, 0o or _.
+		n, err := strconv.ParseUint(p, 0, 32)
+		lower := strings.ToLower(p)
+		if err != nil || strings.HasPrefix(lower, "0b") || strings.HasPrefix(lower, "0o") || strings.ContainsRune(p, '_') {
 			return nil
 		}
 		nums = append(nums, n)
