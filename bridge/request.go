@@ -96,6 +96,7 @@ func (s *Server) resolveTarget(iv *invocation, inv *fakessh.SSHInvocation) (*ssh
 		return nil, nil, err
 	}
 	if inv.Control != "" {
+		warn(iv, settings)
 		return settings, nil, nil
 	}
 	t, fallback, err := s.share(iv, settings)
@@ -105,7 +106,17 @@ func (s *Server) resolveTarget(iv *invocation, inv *fakessh.SSHInvocation) (*ssh
 	case fallback != "":
 		return nil, nil, &fallbackError{fallback}
 	}
+	warn(iv, settings)
 	return settings, t, nil
+}
+
+// warn prints what ssh says of its command line as it starts (with
+// fprintf: a bare newline), for an invocation the daemon serves (the real
+// ssh says it itself).
+func warn(iv *invocation, settings *sshclient.Settings) {
+	for _, w := range settings.Warnings {
+		_, _ = iv.stderr().Write([]byte(w + "\n"))
+	}
 }
 
 // notServed answers an invocation that could not be set up with err: a

@@ -152,8 +152,8 @@ func (r *request) serveBecome() (code int, served bool) {
 	// A change of /etc/environment does not concern the become user: the
 	// tool sets its environment (stock steps do not see it either).
 	req.IgnoreEnvChange = true
-	if u := deletedUser(wrapper); u != "" {
-		t.retireUser(ctx, iv, ag, u)
+	if ch := changedUsers(wrapper); ch.any() {
+		t.retireUsers(ctx, iv, ag, ch)
 	}
 	tctx, stop := r.taskContext(req.PTY != nil)
 	defer stop()

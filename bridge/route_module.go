@@ -88,8 +88,8 @@ func (r *request) serveModule() (int, bool) {
 	}
 	req, held := r.moduleRequest(c, wrapper, "/bin/sh", true)
 	t.countRoute(iv, routeModule)
-	if u := deletedUser(wrapper); u != "" {
-		t.retireUser(ctx, iv, ag, u)
+	if ch := changedUsers(wrapper); ch.any() {
+		t.retireUsers(ctx, iv, ag, ch)
 	}
 	tctx, stop := r.taskContext(req.PTY != nil)
 	defer stop()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -411,6 +412,10 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 // dispatch runs the invocation and returns its exit status, or -1 when it
 // already answered (fallback).
 func (s *Server) dispatch(ctx context.Context, iv *invocation) int {
+	if iv.hello.Prog != "ctl" && !sameNamespaces(iv.conn) {
+		iv.fallback(reasonSandbox)
+		return -1
+	}
 	switch iv.hello.Prog {
 	case "ssh":
 		return s.serveSSH(ctx, iv)
@@ -436,4 +441,30 @@ func connFailure(iv *invocation, err error) int {
 	}
 	iv.log.WithError(err).Info("connection failed")
 	return fakessh.ExitSSHError
+}
+
+// reasonSandbox: the shim and the daemon do not see the same files,
+// network or users.
+const reasonSandbox = "the shim runs in another mount, network or user namespace (a sandbox): the files and addresses it names are not the daemon's"
+
+// sameNamespaces reports whether the shim at the other end of c runs in
+// the daemon's mount, network and user namespaces. A shim in a sandbox
+// (ansible-runner's bubblewrap, a container) that reaches a daemon
+// outside it would have the daemon open its paths (keys the sandbox
+// hides, an agent socket only it sees) in the daemon's view instead.
+func sameNamespaces(c net.Conn) bool {
+	pid, err := wire.PeerPID(c)
+	if err != nil || pid <= 0 {
+		return false // not visible from here: another pid namespace's
+	}
+	for _, ns := range []string{"mnt", "net", "user"} {
+		own, err := os.Readlink("/proc/self/ns/" + ns)
+		if err != nil {
+			continue // no namespaces to compare (a kernel without them)
+		}
+		if peer, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/" + ns); err != nil || peer != own {
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,41 +15,66 @@ import (
 	shellquote "github.com/kballard/go-shellquote"
 )
 
-// deletedUser returns the user a module run deletes, or "": the user
-// module with state=absent, or command/shell running userdel or deluser.
-// A become interpreter living as that user would make userdel fail ("user
-// … is currently used by process"), where stock leaves no process behind.
-// raw and script are not looked at (they never reach an interpreter).
-func deletedUser(w *ansiballz.Wrapper) string {
+// userChange is what a module run changes among the target's users: the
+// users named (their processes may not survive it: usermod -d, userdel),
+// or every user's groups (a group's change).
+type userChange struct {
+	users     []string
+	allGroups bool
+}
+
+func (c userChange) any() bool { return len(c.users) > 0 || c.allGroups }
+
+// userCommands change a user named last on their command line; group
+// commands change groups, and so whose members are.
+var (
+	userCommands  = map[string]bool{"userdel": true, "deluser": true, "usermod": true}
+	groupCommands = map[string]bool{"groupmod": true, "groupdel": true, "delgroup": true, "addgroup": true, "adduser": true, "gpasswd": true}
+)
+
+// changedUsers returns what a module run changes among users: the user
+// module (any state), the group module, command/shell running userdel,
+// deluser, usermod or a group command. A become interpreter started
+// before lives on as the user was then: userdel and usermod -d fail
+// ("user … is currently used by process"), and a later step as that user
+// would not see a group it was added to, where stock runs a fresh sudo
+// for each step. raw and script are not looked at (they never reach an
+// interpreter).
+func changedUsers(w *ansiballz.Wrapper) userChange {
 	module := w.ModuleFQN[strings.LastIndexByte(w.ModuleFQN, '.')+1:]
-	if module != "user" && module != "command" && module != "shell" {
-		return ""
+	switch module {
+	case "group":
+		return userChange{allGroups: true}
+	case "user", "command", "shell":
+	default:
+		return userChange{}
 	}
 	// The words are looked for in the parameters' literal first: most
 	// steps need no more.
 	lit := w.ParamsLiteral()
-	if !bytes.Contains(lit, []byte("absent")) && !bytes.Contains(lit, []byte("userdel")) && !bytes.Contains(lit, []byte("deluser")) {
-		return ""
+	if module != "user" && !bytes.Contains(lit, []byte("user")) && !bytes.Contains(lit, []byte("group")) && !bytes.Contains(lit, []byte("gpasswd")) {
+		return userChange{}
 	}
 	raw, err := w.Params()
 	if err != nil {
-		return ""
+		return userChange{}
 	}
 	var p struct {
 		Args map[string]any `json:"ANSIBLE_MODULE_ARGS"`
 	}
 	if json.Unmarshal(raw, &p) != nil {
-		return ""
+		return userChange{}
 	}
 	str := func(k string) string { s, _ := p.Args[k].(string); return s }
 	if module == "user" {
-		if str("state") != "absent" {
-			return ""
+		name := str("name")
+		if name == "" {
+			name = str("user") // the alias
 		}
-		if name := str("name"); name != "" {
-			return name
+		if name == "" {
+			return userChange{}
 		}
-		return str("user") // the alias
+		return userChange{users: []string{name}}
 	}
 	words, _ := shellquote.Split(str("_raw_params"))
 	if argv, ok := p.Args["argv"].([]any); ok && len(words) == 0 {
@@ -57,45 +83,65 @@ func deletedUser(w *ansiballz.Wrapper) string {
 			words = append(words, s)
 		}
 	}
-	return userdelTarget(words)
+	return commandUserChange(words)
 }
 
-// userdelTarget finds `userdel [options] NAME` or `deluser [options]
-// NAME` in a command's words: NAME is the last word of that command.
-func userdelTarget(words []string) string {
+// commandUserChange finds user and group commands in a command's words:
+// `usermod [options] NAME` changes NAME, the last word of that command
+// (up to ;, &&, || or |, also at a word's end).
+func commandUserChange(words []string) userChange {
+	var c userChange
 	for i, w := range words {
-		if b := path.Base(w); b != "userdel" && b != "deluser" {
+		b := path.Base(strings.TrimRight(w, ";&|"))
+		if groupCommands[b] {
+			c.allGroups = true
+		}
+		if !userCommands[b] {
 			continue
 		}
 		name := ""
 		for _, a := range words[i+1:] {
-			if a == ";" || a == "&&" || a == "||" || a == "|" {
+			end := strings.TrimRight(a, ";&|")
+			if end != "" && !strings.HasPrefix(end, "-") {
+				name = end
+			}
+			if end != a || a == "" {
 				break
 			}
-			if !strings.HasPrefix(a, "-") {
-				name = a
-			}
 		}
-		return name
+		if name != "" {
+			c.users = append(c.users, name)
+		}
 	}
-	return ""
+	return c
 }
 
-// retireUser closes the target's idle become interpreters that run as
-// user before ag runs a step deleting that user, and has ag wait (a
-// couple of seconds at most) until no process of that uid is left, as
-// after stock's steps. A busy one is left alone: a running task of that
+// retireUsers closes the target's idle become interpreters that a step
+// ag is about to run changes (ch: those running as a user it names, or
+// all of them for a group's change) and has ag wait (a couple of seconds
+// at most) until no process of a named user is left, as after stock's
+// steps: the next step as such a user starts afresh through its become
+// tool, as stock's does. A busy one is left alone: a running task of that
 // user makes userdel fail with stock too.
-func (t *target) retireUser(ctx context.Context, iv *invocation, ag *interp.Client, user string) {
+func (t *target) retireUsers(ctx context.Context, iv *invocation, ag *interp.Client, ch userChange) {
 	var victims []*agentSlot
+	uids := map[int]string{}
 	t.agents.mu.Lock()
 	for key, s := range t.agents.slots {
 		if key.become == "" || !s.alive() {
 			continue
 		}
-		if c := s.client; c != ag && c.Info().User == user && c.Stats().InFlight == 0 {
+		c := s.client
+		if c == ag || c.Stats().InFlight != 0 {
+			continue
+		}
+		named := slices.Contains(ch.users, c.Info().User)
+		if named || ch.allGroups {
 			delete(t.agents.slots, key)
 			victims = append(victims, takeLocked(s)...)
+		}
+		if named {
+			uids[c.Info().UID] = c.Info().User
 		}
 	}
 	t.agents.mu.Unlock()
@@ -103,21 +149,21 @@ func (t *target) retireUser(ctx context.Context, iv *invocation, ag *interp.Clie
 		return
 	}
 	start := time.Now()
-	uid := victims[0].client.Info().UID
 	t.retire(victims)
 	closed := time.Now()
-	// The interpreter's zygotes and spare forks exit when it does, but
-	// not at once.
-	code, err := ag.Exec(ctx, interp.ExecRequest{Command: waitNoProcessOf(uid)})
-	// Where the target's init reaps orphans late, their zombies count
-	// for userdel too: this waits for them as well (about 1.3 s in a
-	// container whose pid 1 reaps slowly; nothing with systemd).
-	log := iv.log.WithField("user", user).WithField("interpreters", len(victims)).WithField("ms", time.Since(start).Milliseconds()).WithField("close_ms", closed.Sub(start).Milliseconds())
-	if err != nil || code != 0 {
-		log.WithError(err).WithField("exit", code).WithField("uid", uid).Warn("step deletes a user: its interpreters retired, but processes of the user still run")
-		return
+	log := iv.log.WithField("interpreters", len(victims)).WithField("close_ms", closed.Sub(start).Milliseconds())
+	for uid, user := range uids {
+		// The interpreter's zygotes and spare forks exit when it does, but
+		// not at once. Where the target's init reaps orphans late, their
+		// zombies count for userdel too: this waits for them as well
+		// (about 1.3 s in a container whose pid 1 reaps slowly; nothing
+		// with systemd).
+		code, err := ag.Exec(ctx, interp.ExecRequest{Command: waitNoProcessOf(uid)})
+		if err != nil || code != 0 {
+			log.WithError(err).WithField("exit", code).WithField("user", user).WithField("uid", uid).Warn("step changes a user: its interpreters retired, but processes of the user still run")
+		}
 	}
-	log.Info("step deletes a user: its interpreters retired first")
+	log.WithField("ms", time.Since(start).Milliseconds()).Info("step changes users or groups: their become interpreters retired first")
 }
 
 // waitNoProcessOf is a shell command that waits up to about 2 s until

@@ -27,17 +27,20 @@ func wrapperFor(t *testing.T, module, args string) []byte {
 	return []byte(params.ReplaceAllLiteralString(s, "    ANSIBALLZ_PARAMS = '"+lit+"'"))
 }
 
-func TestDeletedUser(t *testing.T) {
+func TestChangedUsers(t *testing.T) {
 	for _, tc := range []struct {
 		module, args, want string
 	}{
 		{"user", `{"name": "nctmp", "state": "absent", "remove": true}`, "nctmp"},
 		{"user", `{"user": "nctmp", "state": "absent"}`, "nctmp"},
-		{"user", `{"name": "nctmp", "state": "present"}`, ""},
-		{"user", `{"name": "nctmp"}`, ""},
+		{"user", `{"name": "nctmp", "home": "/tmp/h"}`, "nctmp"},
 		{"command", `{"_raw_params": "userdel -r nctmp", "_uses_shell": false}`, "nctmp"},
 		{"shell", `{"_raw_params": "/usr/sbin/deluser --remove-home nctmp && echo gone", "_uses_shell": true}`, "nctmp"},
+		{"shell", `{"_raw_params": "rm -rf /tmp/x; userdel C; echo rc=$?", "_uses_shell": true}`, "C"},
+		{"shell", `{"_raw_params": "usermod -aG G U; userdel V", "_uses_shell": true}`, "U,V"},
 		{"command", `{"argv": ["userdel", "-f", "nctmp"]}`, "nctmp"},
+		{"command", `{"_raw_params": "gpasswd -a U G"}`, "all"},
+		{"group", `{"name": "G", "gid": 1234}`, "all"},
 		{"command", `{"_raw_params": "echo absent"}`, ""},
 		{"ping", `{"data": "absent userdel x"}`, ""},
 	} {
@@ -46,8 +49,13 @@ func TestDeletedUser(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s %s: %v", tc.module, tc.args, err)
 		}
-		if got := deletedUser(w); got != tc.want {
-			t.Errorf("%s %s: deletes %q, want %q", tc.module, tc.args, got, tc.want)
+		ch := changedUsers(w)
+		got := strings.Join(ch.users, ",")
+		if ch.allGroups {
+			got = "all"
+		}
+		if got != tc.want {
+			t.Errorf("%s %s: changes %q, want %q", tc.module, tc.args, got, tc.want)
 		}
 	}
 }

@@ -226,7 +226,7 @@ func (p *optParser) sshOption(c byte, arg string) error {
 	case 'i':
 		// ssh warns and skips an -i file it cannot stat; that check
 		// needs the file system and is left to the caller.
-		p.add("identityfile", arg)
+		p.inv.Options = append(p.inv.Options, Option{Key: "identityfile", Value: arg, Flag: "-i"})
 	case 'J':
 		if p.jumpSet {
 			return fatalError("Only a single -J option is permitted (use commas to separate multiple jump hops)")

@@ -18,6 +18,9 @@ type Option struct {
 	// GlobalKnownHostsFile), whose Value is them joined with spaces; nil
 	// for the others, whose Value is one word.
 	Words []string
+	// Flag is the flag that gave the option where ssh treats it apart
+	// ("-i": a file it cannot stat is warned about and skipped).
+	Flag string `json:",omitempty"`
 }
 
 // SSHInvocation is a parsed ssh(1) command line.

@@ -189,6 +189,9 @@ var userdelCase = corpusCase{name: "userdel", check: checkUserdel, setup: setupU
 func checkUserdel(t *testing.T, r *runResult) {
 	wantExit(t, r, 0)
 	wantTask(t, r, "t", "a step as the user", "ok", "abdeltmp")
+	wantTask(t, r, "t", "the user's groups in a step as the user", "ok", "abdeltmp abdelgrp")
+	wantTask(t, r, "t", "change the user's home", "ok", "")
+	wantTask(t, r, "t", "delete the group", "ok", "rc=0")
 	if res := wantTask(t, r, "t", "delete the user", "ok", ""); res["changed"] != true {
 		t.Errorf("%s run: the user was not deleted: %s", r.Spec.Side, short(res))
 	}
@@ -204,6 +207,14 @@ func setupUserdel(t *testing.T) map[string]map[string]any {
 		if _, err := user.Lookup("abdeltmp"); err == nil {
 			if out, err := exec.Command("userdel", "-r", "abdeltmp").CombinedOutput(); err != nil {
 				t.Logf("userdel abdeltmp: %v: %s", err, out)
+			}
+		}
+		for _, home := range []string{"/home/abdeltmp", "/tmp/abdeltmp-home"} {
+			_ = os.RemoveAll(home) // a run cut short leaves them
+		}
+		if _, err := user.LookupGroup("abdelgrp"); err == nil {
+			if out, err := exec.Command("groupdel", "abdelgrp").CombinedOutput(); err != nil {
+				t.Logf("groupdel abdelgrp: %v: %s", err, out)
 			}
 		}
 	}

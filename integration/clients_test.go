@@ -43,6 +43,9 @@ ssh lab 'cat; echo x' <&-; echo "rc=$?"
 ssh -6 lab true; echo "rc=$?"
 ssh -4 -o HostName=::1 lab true; echo "rc=$?"
 ssh -o HostName=127.1 lab 'echo via 127.1'; echo "rc=$?"
+ssh -i /nonexistent/id lab 'echo a missing -i'; echo "rc=$?"
+ssh -o IdentityFile=/nonexistent/id2 -o ControlPath=$HOME/.ssh/cm-noid lab 'echo a missing IdentityFile'; echo "rc=$?"
+ssh -o ControlPath=$HOME/.ssh/cm-noid -O exit lab 2>/dev/null
 ssh lab '' </dev/null >/dev/null; echo "rc=$?"
 ssh -s lab nosuch </dev/null; echo "rc=$?"
 ssh lab 'echo still here'

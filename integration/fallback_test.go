@@ -1,6 +1,10 @@
 package integration
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,4 +124,43 @@ func first(l []string) string {
 		return ""
 	}
 	return l[0]
+}
+
+// TestSandboxedShimFallsBack: a shim in another mount namespace (a
+// sandbox: ansible-runner's bubblewrap; here unshare) that reaches a
+// daemon outside it goes to the real ssh, which reads the sandbox's own
+// files (a key the sandbox hides would have been the daemon's to read).
+func TestSandboxedShimFallsBack(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare (util-linux)")
+	}
+	d := newPrivateDaemon(t)
+	cp := t.TempDir()
+	ssh := []string{filepath.Join(suite.shims, "ssh"), "-o", "ControlMaster=auto", "-o", "ControlPath=" + cp + "/%C",
+		"-o", "ControlPersist=30", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+		"-i", suite.lab.Key, "-p", suite.lab.Port, suite.lab.User + "@127.0.0.1"}
+	run := func(argv ...string) string {
+		t.Helper()
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = append(cleanEnv(os.Environ()), append([]string{"PATH=" + suite.basePATH}, d.env()...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", argv, err, out)
+		}
+		return string(out)
+	}
+	start := fileSize(wire.SideFile(d.socket, "shim.log"))
+	if out := run(append(ssh, "echo outside")...); out != "outside\n" {
+		t.Fatalf("outside the sandbox: %q", out)
+	}
+	if out := run(append([]string{"unshare", "--mount", "--"}, append(ssh, "echo inside")...)...); out != "inside\n" {
+		t.Fatalf("inside the sandbox: %q", out)
+	}
+	logged := string(readFrom(wire.SideFile(d.socket, "shim.log"), start))
+	if n := strings.Count(logged, "another mount, network or user namespace"); n != 1 {
+		t.Errorf("shim log: %d sandbox fallbacks, want 1:\n%s", n, logged)
+	}
+	run(append(slices.Clone(ssh[:len(ssh)-1]), "-O", "exit", ssh[len(ssh)-1])...)
 }

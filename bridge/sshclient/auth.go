@@ -28,6 +28,9 @@ type identity struct {
 	agent  ssh.Signer    // the agent holds this key
 	signer ssh.Signer    // loaded private key
 	tried  bool          // private key load attempted
+	// missing is why a configured file could not be read: tried in its
+	// turn, it only says so (sshconnect2.c's load_identity_file).
+	missing error
 }
 
 // authState drives authentication like OpenSSH's sshconnect2.c: methods in
@@ -162,6 +165,12 @@ func (a *authState) attempt(method string) (ssh.AuthMethod, error) {
 		for a.idNext < len(a.ids) {
 			id := a.ids[a.idNext]
 			a.idNext++
+			if id.missing != nil {
+				// At INFO for a file the user named (every configured
+				// one here; the defaults are listed only where they exist).
+				a.rep.line(lvlInfo, fmt.Sprintf("no such identity: %s: %s", id.name, strerror(id.missing)))
+				continue
+			}
 			if id.pub == nil {
 				// No public part on disk: OpenSSH loads the private key
 				// (asking for its passphrase) before offering it.
@@ -229,7 +238,7 @@ func (a *authState) prepare() {
 	for _, f := range a.s.IdentityFiles {
 		path := a.s.Env.abs(f)
 		if _, err := os.Stat(path); err != nil {
-			a.log.WithField("key", f).Debug("identity file not accessible")
+			files = append(files, &identity{name: f, path: path, missing: err})
 			continue
 		}
 		id := &identity{name: f, path: path, pub: loadPublic(path)}

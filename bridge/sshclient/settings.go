@@ -52,6 +52,9 @@ type Notifier interface {
 // Settings are the effective connection settings for one destination,
 // resolved like OpenSSH 9.2 from the command line and ssh_config.
 type Settings struct {
+	// Warnings are what ssh prints as it reads its command line, whatever
+	// the LogLevel ("Warning: Identity file ... not accessible: ...").
+	Warnings []string
 	// HostArg is the destination host as given on the command line (%n).
 	HostArg string
 	// HostName is the host to connect to: HostName with %h expanded, or
@@ -156,6 +159,7 @@ type Settings struct {
 // resolver accumulates options, first value wins.
 type resolver struct {
 	env           Env
+	warnings      []string // ssh's command-line warnings (Settings.Warnings)
 	hostArg       string
 	final         bool
 	wantFinal     bool
@@ -213,6 +217,16 @@ func resolve(inv *fakessh.SSHInvocation, env Env, depth int) (*Settings, error) 
 // shim's parser) and the destination's user and port.
 func (r *resolver) commandLine(inv *fakessh.SSHInvocation) error {
 	for _, o := range inv.Options {
+		if o.Flag == "-i" {
+			// ssh.c: an -i file it cannot stat is skipped, with a warning
+			// printed whatever the LogLevel.
+			p, _ := expandTilde(o.Value, r.env.Home)
+			if _, err := os.Stat(r.env.abs(p)); err != nil {
+				r.warnings = append(r.warnings, fmt.Sprintf("Warning: Identity file %s not accessible: %s.", p, strerror(err)))
+				continue
+			}
+			o.Value = p
+		}
 		if msg := r.applyCmd(o); msg != "" {
 			return &ConnError{Msg: msg, Err: errors.New("bad command-line option")}
 		}
@@ -356,6 +370,7 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 		r.note(r.forwarding)
 	}
 	s := &Settings{
+		Warnings:                     r.warnings,
 		HostArg:                      r.hostArg,
 		Port:                         num("port", 22),
 		User:                         r.env.User,

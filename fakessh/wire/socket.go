@@ -129,23 +129,42 @@ func CheckPeer(c net.Conn, name string, uid int) error {
 // PeerUID returns the uid of the process at the other end of a unix socket
 // connection: for a client, the process that called listen.
 func PeerUID(c net.Conn) (int, error) {
+	cred, err := peerCred(c)
+	if err != nil {
+		return -1, err
+	}
+	return int(cred.Uid), nil
+}
+
+// PeerPID returns the pid, in this process's pid namespace, of the process
+// at the other end of a unix socket connection (as of its connect or
+// listen); 0 where that process is not visible here.
+func PeerPID(c net.Conn) (int, error) {
+	cred, err := peerCred(c)
+	if err != nil {
+		return -1, err
+	}
+	return int(cred.Pid), nil
+}
+
+func peerCred(c net.Conn) (*syscall.Ucred, error) {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return -1, errors.New("not a unix socket")
+		return nil, errors.New("not a unix socket")
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	var cred *syscall.Ucred
 	var cerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
 	}); err != nil {
-		return -1, err
+		return nil, err
 	}
 	if cerr != nil {
-		return -1, cerr
+		return nil, cerr
 	}
-	return int(cred.Uid), nil
+	return cred, nil
 }
