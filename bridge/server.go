@@ -445,26 +445,44 @@ func connFailure(iv *invocation, err error) int {
 
 // reasonSandbox: the shim and the daemon do not see the same files,
 // network or users.
-const reasonSandbox = "the shim runs in another mount, network or user namespace (a sandbox): the files and addresses it names are not the daemon's"
+const reasonSandbox = "the shim runs in another mount namespace (a sandbox): the files it names are not the daemon's"
 
 // sameNamespaces reports whether the shim at the other end of c runs in
-// the daemon's mount, network and user namespaces. A shim in a sandbox
-// (ansible-runner's bubblewrap, a container) that reaches a daemon
-// outside it would have the daemon open its paths (keys the sandbox
-// hides, an agent socket only it sees) in the daemon's view instead.
+// the daemon's mount namespace. A shim in a sandbox (ansible-runner's
+// bubblewrap, a container) that reaches a daemon outside it would have
+// the daemon open its paths (keys the sandbox hides, an agent socket only
+// it sees) in the daemon's view instead. (bubblewrap and containers make
+// a mount namespace whatever else they unshare; each /proc lookup costs
+// the daemon ~20 µs an invocation.)
 func sameNamespaces(c net.Conn) bool {
+	own := ownNamespaces()
+	if own == nil {
+		return true // no namespaces to compare (a kernel without them)
+	}
 	pid, err := wire.PeerPID(c)
 	if err != nil || pid <= 0 {
 		return false // not visible from here: another pid namespace's
 	}
-	for _, ns := range []string{"mnt", "net", "user"} {
-		own, err := os.Readlink("/proc/self/ns/" + ns)
-		if err != nil {
-			continue // no namespaces to compare (a kernel without them)
-		}
-		if peer, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/" + ns); err != nil || peer != own {
+	for i, ns := range namespaceKinds {
+		if peer, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/" + ns); err != nil || peer != own[i] {
 			return false
 		}
 	}
 	return true
 }
+
+var namespaceKinds = []string{"mnt"}
+
+// ownNamespaces are the daemon's namespaces (namespaceKinds), read once;
+// nil where /proc does not show them.
+var ownNamespaces = sync.OnceValue(func() []string {
+	var own []string
+	for _, ns := range namespaceKinds {
+		l, err := os.Readlink("/proc/self/ns/" + ns)
+		if err != nil {
+			return nil
+		}
+		own = append(own, l)
+	}
+	return own
+})

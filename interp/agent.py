@@ -2623,7 +2623,10 @@ class Agent(object):
         delta = req.get('delta')
         # Decompressed into one buffer of its final size (the client says
         # it): a growing one would leave copies of the arguments behind.
-        raw = zlib.decompress(ctpl, zlib.MAX_WBITS, req.get('raw') or zlib.DEF_BUF_SIZE)
+        if req.get('plain'):
+            raw = bytes(ctpl)  # a small delta, sent as it is
+        else:
+            raw = zlib.decompress(ctpl, zlib.MAX_WBITS, req.get('raw') or zlib.DEF_BUF_SIZE)
         if delta:
             # The bytes between the common prefix and suffix with the base.
             base = entry.base

@@ -202,6 +202,7 @@ type moduleReq struct {
 	Time    *[2]int           `json:"time,omitempty"`    // 2.19+: the date_time expression in the template
 	Payload [][2]int          `json:"payload,omitempty"` // the payload lines in the template (ansiballz.Wrapper.Payload)
 	Delta   *[2]int           `json:"delta,omitempty"`   // common prefix and suffix with the base template
+	Plain   bool              `json:"plain,omitempty"`   // the delta is sent as it is, not deflated
 	Script  string            `json:"script,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	Dirs    [][2]any          `json:"dirs,omitempty"`
@@ -288,8 +289,15 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 		mr.Blank = true
 	} else {
 		prefix, suffix := commonEnds(st.base, w.tpl.Src)
-		ctpl, err = compress(w.tpl.Src[prefix : len(w.tpl.Src)-suffix])
-		mr.Raw = len(w.tpl.Src) - prefix - suffix
+		delta := w.tpl.Src[prefix : len(w.tpl.Src)-suffix]
+		if len(delta) <= plainDelta {
+			// A task's parameters: deflating them cost the daemon more
+			// than the bytes it saved.
+			ctpl, mr.Plain = bytes.Clone(delta), true
+		} else {
+			ctpl, err = compress(delta)
+		}
+		mr.Raw = len(delta)
 		mr.Delta = &[2]int{prefix, suffix}
 	}
 	if err != nil {
@@ -348,6 +356,9 @@ var zlibWriters = sync.Pool{New: func() any {
 }}
 
 // compress zlib-compresses data.
+// plainDelta is the largest delta sent as it is (Plain).
+const plainDelta = 4096
+
 func compress(data []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := zlibWriters.Get().(*zlib.Writer)

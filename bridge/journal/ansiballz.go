@@ -226,8 +226,8 @@ const noLogMask = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
 // that the module's result in out masks as no_log parameters: Ansible
 // reads its result from the first line that starts with "{".
 func maskedArgs(args json.RawMessage, out []byte) [][]byte {
-	if len(args) == 0 {
-		return nil
+	if len(args) == 0 || !bytes.Contains(out, []byte(noLogMask)) {
+		return nil // most results: nothing masked, nothing to decode
 	}
 	i := bytes.Index(out, []byte("\n{"))
 	switch {
