@@ -720,15 +720,9 @@ class TerminalTest(unittest.TestCase):
                 r, w = os.pipe()
                 p = subprocess.Popen([sys.executable, '-c', probe, str(w)], env=env, stdin=subprocess.PIPE, pass_fds=(w,))
                 os.close(w)
-                out = b''
-                while True:
-                    b = os.read(r, 4096)
-                    if not b:
-                        break
-                    out += b
-                os.close(r)
+                with os.fdopen(r, 'rb') as f:
+                    out = f.read().decode()
                 p.wait()
-                out = out.decode()
             self.assertEqual(ast.literal_eval(out), want, (env.get('SUDO_COMMAND'), terminal))
 
 
