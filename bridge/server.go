@@ -443,8 +443,7 @@ func connFailure(iv *invocation, err error) int {
 	return fakessh.ExitSSHError
 }
 
-// reasonSandbox: the shim and the daemon do not see the same files,
-// network or users.
+// reasonSandbox: the shim and the daemon do not see the same files.
 const reasonSandbox = "the shim runs in another mount namespace (a sandbox): the files it names are not the daemon's"
 
 // sameNamespaces reports whether the shim at the other end of c runs in
@@ -455,34 +454,21 @@ const reasonSandbox = "the shim runs in another mount namespace (a sandbox): the
 // a mount namespace whatever else they unshare; each /proc lookup costs
 // the daemon ~20 µs an invocation.)
 func sameNamespaces(c net.Conn) bool {
-	own := ownNamespaces()
-	if own == nil {
+	own := ownMountNamespace()
+	if own == "" {
 		return true // no namespaces to compare (a kernel without them)
 	}
 	pid, err := wire.PeerPID(c)
 	if err != nil || pid <= 0 {
 		return false // not visible from here: another pid namespace's
 	}
-	for i, ns := range namespaceKinds {
-		if peer, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/" + ns); err != nil || peer != own[i] {
-			return false
-		}
-	}
-	return true
+	peer, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
+	return err == nil && peer == own
 }
 
-var namespaceKinds = []string{"mnt"}
-
-// ownNamespaces are the daemon's namespaces (namespaceKinds), read once;
-// nil where /proc does not show them.
-var ownNamespaces = sync.OnceValue(func() []string {
-	var own []string
-	for _, ns := range namespaceKinds {
-		l, err := os.Readlink("/proc/self/ns/" + ns)
-		if err != nil {
-			return nil
-		}
-		own = append(own, l)
-	}
+// ownMountNamespace is the daemon's mount namespace, read once; "" where
+// /proc does not show it.
+var ownMountNamespace = sync.OnceValue(func() string {
+	own, _ := os.Readlink("/proc/self/ns/mnt")
 	return own
 })

@@ -138,11 +138,7 @@ def forget_bytes(b):
     ctypes."""
     if type(b) is not bytes or len(b) < 2 or sys.getrefcount(b) > _sole_refs():
         return  # referred to elsewhere too: not ours to wipe
-    try:
-        import ctypes
-    except ImportError:
-        return
-    ctypes.memset(id(b) + bytes.__basicsize__ - 1, 0, len(b))
+    _zero_at(id(b) + bytes.__basicsize__ - 1, len(b))
 
 
 def forget_str(s):
@@ -152,11 +148,17 @@ def forget_str(s):
     characters start where an empty str's NUL is); a no-op otherwise."""
     if type(s) is not str or len(s) < 2 or sys.getrefcount(s) > _sole_refs() or not _ascii(s):
         return  # referred to elsewhere too (or immortal, or interned): not ours to wipe
+    _zero_at(id(s) + sys.getsizeof('') - 1, len(s))
+
+
+def _zero_at(addr, n):
+    """Overwrite n bytes at addr (an immutable object's data; a no-op
+    without ctypes)."""
     try:
         import ctypes
     except ImportError:
         return
-    ctypes.memset(id(s) + sys.getsizeof('') - 1, 0, len(s))
+    ctypes.memset(addr, 0, n)
 
 
 def _ascii(s):
@@ -265,10 +267,9 @@ def decode_request(payload):
     """A request frame's payload (uint32 JSON length | JSON | blob) as
     (JSON value, blob), blob a view of payload."""
     jl = U32.unpack_from(payload)[0]
-    raw = bytes(memoryview(payload)[4:4 + jl])  # a slice of payload would be a copy
-    text = raw.decode('utf-8')
-    forget_bytes(raw)  # payload itself is zeroed by the caller
-    del raw
+    # Decoded from a view: a slice of payload would be a copy (payload
+    # itself is zeroed by the caller).
+    text = str(memoryview(payload)[4:4 + jl], 'utf-8')
     value = json.loads(text)
     forget_str(text)
     return value, memoryview(payload)[4 + jl:]
@@ -2624,7 +2625,7 @@ class Agent(object):
         # Decompressed into one buffer of its final size (the client says
         # it): a growing one would leave copies of the arguments behind.
         if req.get('plain'):
-            raw = bytes(ctpl)  # a small delta, sent as it is
+            raw = ctpl  # a small delta, sent as it is (blob is zeroed by the caller)
         else:
             raw = zlib.decompress(ctpl, zlib.MAX_WBITS, req.get('raw') or zlib.DEF_BUF_SIZE)
         if delta:
@@ -2643,8 +2644,7 @@ class Agent(object):
             # the client keeps it (its parameters blanked: they may be secret).
             tpl = bytearray(raw)
             base = bytearray(raw)
-            if req.get('blank'):
-                blank_params(base, req.get('params'))
+            blank_params(base, req.get('params'))
             entry.base = bytes(base)
         forget_bytes(raw)
         return tpl, off

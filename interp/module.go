@@ -195,7 +195,6 @@ type moduleReq struct {
 	Zip     int               `json:"zip"`
 	Tpl     int               `json:"tpl"`
 	Raw     int               `json:"raw"`               // the template's (or delta's) size decompressed
-	Blank   bool              `json:"blank,omitempty"`   // with the whole template: keep it as the base with its parameters blanked
 	FQN     string            `json:"fqn,omitempty"`     // with the whole template: the module its zygote prepares
 	Name    string            `json:"name,omitempty"`    // with the zip: the module's name in its payload's file names
 	Params  [2]int            `json:"params"`            // the parameters' literal in the template
@@ -283,17 +282,17 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 		mr.FQN, mr.Name = w.fqn, w.payload
 		ctpl, err = compress(w.tpl.Src)
 		mr.Raw = len(w.tpl.Src)
-		// Blanked whatever the task: a module's own no_log parameters
-		// (a password) are known to its argument_spec only.
+		// Blanked whatever the task (the agent blanks its copy too): a
+		// module's own no_log parameters (a password) are known to its
+		// argument_spec only.
 		st = &zipState{base: blankParams(w.tpl.Src, w.tpl.Params)}
-		mr.Blank = true
 	} else {
 		prefix, suffix := commonEnds(st.base, w.tpl.Src)
 		delta := w.tpl.Src[prefix : len(w.tpl.Src)-suffix]
 		if len(delta) <= plainDelta {
 			// A task's parameters: deflating them cost the daemon more
 			// than the bytes it saved.
-			ctpl, mr.Plain = bytes.Clone(delta), true
+			ctpl, mr.Plain = delta, true // send copies it into the frame
 		} else {
 			ctpl, err = compress(delta)
 		}
@@ -355,10 +354,10 @@ var zlibWriters = sync.Pool{New: func() any {
 	return zw
 }}
 
-// compress zlib-compresses data.
 // plainDelta is the largest delta sent as it is (Plain).
 const plainDelta = 4096
 
+// compress zlib-compresses data.
 func compress(data []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := zlibWriters.Get().(*zlib.Writer)
