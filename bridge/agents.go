@@ -61,6 +61,9 @@ type agentSlot struct {
 	lastUsed time.Time
 	started  time.Time
 	password *passwordHash // a become interpreter's password, if it took one
+	// policySeen is the target's changes count up to which a become
+	// interpreter has seen what its tool reads (becomepolicy.go).
+	policySeen uint64
 }
 
 // alive reports whether s has a running interpreter.
@@ -360,13 +363,13 @@ func (t *target) agent(ctx context.Context, p sshclient.Prompter, python string,
 // runningAgent returns the running interpreter for key, or nil, and the
 // password it was started with (nil if none). It waits (bounded by ctx)
 // for one being started.
-func (t *target) runningAgent(ctx context.Context, key slotKey) (*interp.Client, *passwordHash) {
+func (t *target) runningAgent(ctx context.Context, key slotKey) (*interp.Client, *passwordHash, uint64) {
 	for {
 		t.agents.mu.Lock()
 		s := t.agents.slots[key]
 		if s == nil {
 			t.agents.mu.Unlock()
-			return nil, nil
+			return nil, nil, 0
 		}
 		s.lastUsed = time.Now()
 		if s.state == slotStarting {
@@ -376,14 +379,14 @@ func (t *target) runningAgent(ctx context.Context, key slotKey) (*interp.Client,
 			case <-ready:
 				continue
 			case <-ctx.Done():
-				return nil, nil
+				return nil, nil, 0
 			}
 		}
 		defer t.agents.mu.Unlock()
 		if !s.alive() {
-			return nil, nil
+			return nil, nil, 0
 		}
-		return s.client, s.password
+		return s.client, s.password, s.policySeen
 	}
 }
 

@@ -344,7 +344,7 @@ func TestAgentsStress(t *testing.T) {
 // becomeStart plays serveBecome's part for key: use the running
 // interpreter, or start one (as startBecomeAgent would) and record it.
 func becomeStart(t *testing.T, tg *target, key slotKey, f *fakeAgents) {
-	if c, _ := tg.runningAgent(context.Background(), key); c != nil {
+	if c, _, _ := tg.runningAgent(context.Background(), key); c != nil {
 		return
 	}
 	res, err := tg.reserveAgent(key)

@@ -44,7 +44,7 @@ func TestStopLetsInFlightFinish(t *testing.T) {
 	if len(old) != 1 {
 		t.Fatalf("interpreters %+v, want the become one", old)
 	}
-	oldAgent, _ := tg.runningAgent(context.Background(), tg.agentKeys()[0])
+	oldAgent, _, _ := tg.runningAgent(context.Background(), tg.agentKeys()[0])
 
 	dir := t.TempDir()
 	execGate, agentGate := filepath.Join(dir, "exec"), filepath.Join(dir, "agent")

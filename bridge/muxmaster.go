@@ -68,6 +68,7 @@ func (m muxMaster) OpenChannel(ctx context.Context, kind string, payload []byte)
 	}
 	c.active++
 	c.mu.Unlock()
+	t.touched()
 	ch, reqs, err := c.client.OpenChannel(kind, payload)
 	if err != nil {
 		c.release()

@@ -58,7 +58,10 @@ func (r *request) serveBecome() (code int, served bool) {
 	python := strings.Join(c.python, " ")
 	key := slotKey{become: w.Identity(), python: python}
 	tty := r.tty()
-	ag, secret := t.runningAgent(ctx, key)
+	ag, secret, seen := t.runningAgent(ctx, key)
+	if ag != nil && !t.keepBecomeAgent(ctx, iv, key, ag, seen) {
+		ag, secret = nil, nil // the tool runs again, as for stock's every step
+	}
 	var stdin io.Reader
 	if ag != nil {
 		if err := iv.accept(""); err != nil {
@@ -155,9 +158,12 @@ func (r *request) serveBecome() (code int, served bool) {
 	if ch := changedUsers(wrapper); ch.any() {
 		t.retireUsers(ctx, iv, ag, ch)
 	}
+	req.WatchPolicy = true
 	tctx, stop := r.taskContext(req.PTY != nil)
 	defer stop()
+	before := t.touched()
 	res, err := ag.RunModule(tctx, req)
+	t.afterBecomeStep(iv, key, ag, before, res)
 	return r.moduleResult(req, held, res, err), true
 }
 
@@ -194,6 +200,7 @@ func (r *request) execIn(ag *interp.Client, w *become.Wrapper, stdin io.Reader, 
 	}
 	ctx, stop := r.taskContext(tty)
 	defer stop()
+	r.t.touched() // the next step asks whether it changed the tool's policy
 	code, err := ag.Exec(ctx, req)
 	if err != nil {
 		if errors.Is(err, interp.ErrAgentGone) {

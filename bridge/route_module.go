@@ -93,6 +93,7 @@ func (r *request) serveModule() (int, bool) {
 	}
 	tctx, stop := r.taskContext(req.PTY != nil)
 	defer stop()
+	t.touched()
 	res, err := ag.RunModule(tctx, req)
 	if errors.Is(err, interp.ErrRestart) {
 		// /etc/environment, ~/.pam_environment or a module site imported

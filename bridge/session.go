@@ -83,6 +83,7 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 	}
 	if r.inv.Subsystem {
 		var e *sshclient.Exec
+		t.touched() // a subsystem, run as the login user
 		c, err := t.use(ctx, iv, func(c *sshConn) error {
 			var err error
 			e, err = sshclient.StartSubsystem(c.client.Client, r.sendEnv(), command)

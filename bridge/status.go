@@ -98,9 +98,15 @@ type TargetStatus struct {
 	WireOut int64 `json:"wire_out"`
 	// FreshnessMicros is what the interpreters spent checking, before
 	// module tasks, that no file they imported had changed.
-	FreshnessMicros int64               `json:"freshness_us"`
-	RTTMillis       float64             `json:"rtt_ms"` // last keepalive round trip
-	Interpreters    []InterpreterStatus `json:"interpreters"`
+	FreshnessMicros int64 `json:"freshness_us"`
+	// BecomePolicyChecks counts the round trips that asked a become
+	// interpreter whether what its tool reads (sudoers, PAM, passwords,
+	// groups) had changed, after something else ran on the target;
+	// BecomePolicyRetired the interpreters retired for such a change.
+	BecomePolicyChecks  int64               `json:"become_policy_checks,omitempty"`
+	BecomePolicyRetired int64               `json:"become_policy_retired,omitempty"`
+	RTTMillis           float64             `json:"rtt_ms"` // last keepalive round trip
+	Interpreters        []InterpreterStatus `json:"interpreters"`
 }
 
 // InterpreterStatus describes one persistent interpreter.
@@ -156,6 +162,7 @@ func (s *Server) Status() Status {
 		ts.BytesIn, ts.BytesOut = t.bytesIn.Load(), t.bytesOut.Load()
 		ts.WireIn, ts.WireOut = t.wire.In.Load(), t.wire.Out.Load()
 		ts.FreshnessMicros = t.freshness.Load()
+		ts.BecomePolicyChecks, ts.BecomePolicyRetired = t.policyChecks.Load(), t.policyRetired.Load()
 		ts.RTTMillis = float64(t.rtt.Load()) / 1e6
 		ts.Interpreters = t.interpreterStatus()
 		st.Targets = append(st.Targets, ts)

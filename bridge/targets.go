@@ -176,6 +176,11 @@ type target struct {
 	// freshness is what the interpreters spent checking, before module
 	// tasks, that nothing they imported had changed (microseconds).
 	freshness atomic.Int64
+	// changes counts what ran on the target that could change what the
+	// become tools read (becomepolicy.go); policyChecks the round trips
+	// that asked a become interpreter, policyRetired those it retired.
+	changes                     atomic.Uint64
+	policyChecks, policyRetired atomic.Int64
 	// wire counts the bytes of every connection to the target.
 	wire sshclient.WireCounter
 
@@ -431,6 +436,7 @@ func (t *target) stop(now bool) {
 // caller closes the session and releases the connection.
 func (t *target) newSession(ctx context.Context, p sshclient.Prompter, env [][2]string) (*sshConn, *ssh.Session, error) {
 	var sess *ssh.Session
+	t.touched() // a command, which may run sudo
 	c, err := t.use(ctx, p, func(c *sshConn) error {
 		var err error
 		sess, err = c.client.NewSession()
@@ -451,6 +457,7 @@ func (t *target) newSession(ctx context.Context, p sshclient.Prompter, env [][2]
 // terminal if pty is not nil.
 func (t *target) startExec(ctx context.Context, p sshclient.Prompter, env [][2]string, pty *sshclient.PTY, command string) (*sshConn, *sshclient.Exec, error) {
 	var e *sshclient.Exec
+	t.touched() // a command, which may run sudo
 	c, err := t.use(ctx, p, func(c *sshConn) error {
 		var err error
 		e, err = sshclient.StartExec(c.client.Client, c.masterEnv(env), pty, command)
@@ -618,6 +625,7 @@ func (c *sshConn) markDead() {
 // useSFTP is use for transfers: a busy connection and its SFTP client.
 func (t *target) useSFTP(ctx context.Context, p sshclient.Prompter) (*sshConn, *sftp.Client, error) {
 	var sc *sftp.Client
+	t.touchedAsLogin()
 	c, err := t.use(ctx, p, func(c *sshConn) error {
 		var err error
 		sc, err = c.sftpClient()

@@ -256,3 +256,58 @@ func passwordCheck(t *testing.T) func(name string, data []byte) {
 		}
 	}
 }
+
+// becomePolicyCase changes sudoers between become steps.
+var becomePolicyCase = corpusCase{name: "become-policy", check: checkBecomePolicy, setup: setupBecomePolicy}
+
+func checkBecomePolicy(t *testing.T, r *runResult) {
+	wantExit(t, r, 0)
+	wantTask(t, r, "t", "a step as abpolicy", "ok", "abpolicy")
+	for _, task := range []string{"refused as abpolicy", "refused as abpolicy after the edit in place"} {
+		if res := wantTask(t, r, "t", task, "failed", ""); res["msg"] != "Missing sudo password" {
+			t.Errorf("%s run: task %q: %s, want sudo's refusal", r.Spec.Side, task, short(res))
+		}
+	}
+	wantTask(t, r, "t", "a step as root after the change", "ok", "root")
+	wantTask(t, r, "t", "allowed as abpolicy again", "ok", "abpolicy")
+	wantTask(t, r, "t", "as abpolicy before the edit in place", "ok", "abpolicy")
+}
+
+// setupBecomePolicy makes the user abpolicy, and removes it and the
+// rules the playbook writes afterwards (a run cut short leaves them).
+func setupBecomePolicy(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	rules := []string{"/etc/sudoers.d/zz-abpolicy", "/etc/sudoers.d/zz-abpolicy-inplace"}
+	clean := func() {
+		for _, f := range rules {
+			_ = os.Remove(f)
+		}
+		if _, err := user.Lookup("abpolicy"); err == nil {
+			if out, err := exec.Command("userdel", "-r", "abpolicy").CombinedOutput(); err != nil {
+				t.Logf("userdel abpolicy: %v: %s", err, out)
+			}
+		}
+	}
+	clean()
+	t.Cleanup(clean)
+	if out, err := exec.Command("useradd", "-m", "-s", "/bin/sh", "abpolicy").CombinedOutput(); err != nil {
+		t.Fatalf("useradd abpolicy: %v: %s", err, out)
+	}
+	return nil
+}
+
+// TestBecomePolicyChange: a change of sudoers between become steps
+// (written by a become step, by raw, and in place) gives the next step
+// sudo's new answer, as stock's sudo on every step does.
+func TestBecomePolicyChange(t *testing.T) {
+	requireLab(t)
+	modes := []mode{{true, "sftp"}}
+	if hasSetfacl() {
+		modes = append(modes, mode{false, "sftp"}) // stock needs it to hand temp files to abpolicy
+	}
+	for _, m := range modes {
+		t.Run(m.String(), func(t *testing.T) {
+			runCompared(t, becomePolicyCase, runSpec{Playbook: "become-policy.yml", Mode: m}, nil)
+		})
+	}
+}

@@ -145,6 +145,11 @@
 //     (the test backs the file up and restores it; setupEnvironment). Stock
 //     shows it to the login user only on a new connection (after
 //     meta: reset_connection), never under sudo; the bridge must agree.
+//   - become-policy.yml (TestBecomePolicyChange): sudoers changes
+//     between become steps, written by a become step, by raw, and edited
+//     in place in /etc/sudoers.d (which only root can read); the step
+//     after a rule that asks for a password fails with "Missing sudo
+//     password" in both runs. Its user abpolicy is the test's own.
 //   - nopython.yml: the lab's user abnopy, whom sshd chroots into a tree
 //     with dash, a few tools and sftp-server but no python: raw and script
 //     work, modules fail with MODULE FAILURE and "/bin/sh: 1:

@@ -74,6 +74,21 @@ OUT_HIGH = 4 << 20
 # Go's zipMarker (interp/module.go): where a template's zip goes.
 ZIP_MARKER = b'@@ANSIBLE_BRIDGE_ZIPDATA@@'
 ENV_FILES = ('/etc/environment', '~/.pam_environment')
+# What sudo, su and doas read each time they run to decide whether the
+# login user may become another (policy, PAM, limits, passwords, groups).
+# A become interpreter runs many steps after one run of its tool: a
+# change here retires it, so the next step runs the tool again. A
+# directory counts itself (entries added, removed, renamed into place)
+# and, where readable, its entries (edits in place).
+POLICY_FILES = (
+    '/etc/sudoers', '/etc/sudo.conf', '/etc/doas.conf',
+    '/etc/passwd', '/etc/group', '/etc/shadow', '/etc/gshadow',
+    '/etc/nsswitch.conf', '/etc/login.defs', '/etc/pam.d',
+    '/etc/security', '/etc/security/access.conf', '/etc/security/limits.conf',
+    '/etc/security/time.conf', '/etc/security/group.conf')
+POLICY_DIRS = ('/etc/sudoers.d', '/etc/security/limits.d')
+POLICY_PAM = ('sudo', 'sudo-i', 'su', 'su-l', 'doas', 'other', 'common-auth',
+              'common-account', 'common-session', 'common-session-noninteractive')
 RESOLV = '/etc/resolv.conf'
 # Zygotes per agent; the least recently used one is retired beyond this.
 MAX_ZYGOTES = 8
@@ -1006,6 +1021,24 @@ def stat_key(path):
     except OSError:
         return None
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def policy_snapshot():
+    """The stat keys of what the become tools read (POLICY_FILES), and
+    whether a directory among them could not be read (an edit in place
+    inside it goes unseen)."""
+    keys = [stat_key(p) for p in POLICY_FILES]
+    keys.extend(stat_key('/etc/pam.d/' + n) for n in POLICY_PAM)
+    blind = False
+    for d in POLICY_DIRS:
+        keys.append(stat_key(d))
+        try:
+            names = sorted(os.listdir(d))
+        except OSError as e:
+            blind = blind or e.errno != errno.ENOENT
+            continue
+        keys.extend([n, stat_key(os.path.join(d, n))] for n in names)
+    return keys, blind
 
 
 def import_snapshot(zippath=None, skip=(), dirs=True):
@@ -1970,6 +2003,7 @@ class Proc(object):
         self.statbuf = b''
         self.wait_status = None  # the zygote's waitpid status, before the status pipe's end
         self.check_us = 0  # a module's: spent checking its imports were unchanged
+        self.policy = False  # a module's: say whether it changed the become tools' policy
         self.shell = None  # a module's: the shell stock runs its python under
         self.pty = False
         self.status = None
@@ -2057,6 +2091,7 @@ class Agent(object):
         'get': 'op_get',
         'exec': 'op_exec',
         'module': 'op_module',
+        'policy': 'op_policy',
         'exit': 'op_exit',
     }
 
@@ -2083,6 +2118,8 @@ class Agent(object):
         # every zygote inherits them, so a change restarts the agent. Their
         # directories are not watched: each zygote watches sys.path's.
         self.deps = import_snapshot(dirs=False)
+        # As the become tool that started this interpreter saw them.
+        self.policy, self.policy_blind = policy_snapshot()
         self.sel = selectors.DefaultSelector()
         self.frames = FrameReader()
         self.outbuf = ByteQueue(1 << 18)
@@ -2305,6 +2342,9 @@ class Agent(object):
     def op_exit(self, rid, req, blob):
         self.shutdown()
 
+    def op_policy(self, rid, req, blob):
+        self.reply(rid, {'changed': policy_snapshot()[0] != self.policy, 'blind': self.policy_blind})
+
     # ---- requests: files, answered at once
 
     def op_stat(self, rid, req, blob):
@@ -2499,6 +2539,8 @@ class Agent(object):
             res['cancelled'] = True
         if p.check_us:
             res['check_us'] = p.check_us
+        if p.policy and policy_snapshot()[0] != self.policy:
+            res['policy_changed'] = True
         self.reply(p.id, res)
 
     def kill(self, p):
@@ -2572,6 +2614,7 @@ class Agent(object):
                 off += n
             p = self.start_task(rid, z, req, tpl)
             p.check_us = int((checked + zchecked) * 1e6)
+            p.policy = bool(req.get('policy'))
         finally:
             zero(tpl)  # sent on, or not to be: the arguments go with the task
 

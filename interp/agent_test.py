@@ -607,6 +607,62 @@ class FilesTest(unittest.TestCase):
         self.assertEqual(agent._errinfo(ValueError('bad')), {'error': 'bad', 'errno': ''})
 
 
+class PolicySnapshotTest(unittest.TestCase):
+    """What the become tools read, as the agent watches it: a file
+    replaced, one edited in place inside a watched directory, one added;
+    and blind where a directory cannot be listed."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.file = os.path.join(self.dir, 'sudoers')
+        self.sub = os.path.join(self.dir, 'sudoers.d')
+        os.mkdir(self.sub)
+        for path in (self.file, os.path.join(self.sub, 'rules')):
+            with open(path, 'w') as f:
+                f.write('a\n')
+        saved = agent.POLICY_FILES, agent.POLICY_DIRS, agent.POLICY_PAM
+        agent.POLICY_FILES, agent.POLICY_DIRS, agent.POLICY_PAM = (self.file,), (self.sub,), ()
+        self.addCleanup(lambda: setattr(agent, 'POLICY_FILES', saved[0]) or setattr(agent, 'POLICY_DIRS', saved[1])
+                        or setattr(agent, 'POLICY_PAM', saved[2]))
+
+    def changed(self, change):
+        before, blind = agent.policy_snapshot()
+        self.assertFalse(blind)
+        change()
+        return agent.policy_snapshot()[0] != before
+
+    def test_changes_seen(self):
+        def replace():
+            tmp = self.file + '.new'
+            with open(tmp, 'w') as f:
+                f.write('b\n')
+            os.rename(tmp, self.file)
+
+        def in_place():
+            # Same size, mtime forced back: the inode's ctime still moves.
+            path = os.path.join(self.sub, 'rules')
+            st = os.stat(path)
+            with open(path, 'r+') as f:
+                f.write('b\n')
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+        def added():
+            with open(os.path.join(self.sub, 'more'), 'w') as f:
+                f.write('c\n')
+
+        for change in (replace, in_place, added):
+            self.assertTrue(self.changed(change), change.__name__)
+        self.assertFalse(self.changed(lambda: None))
+
+    def test_blind_where_not_listable(self):
+        if os.getuid() == 0:
+            self.skipTest('root lists every directory')
+        os.chmod(self.sub, 0o300)
+        self.addCleanup(os.chmod, self.sub, 0o700)
+        self.assertTrue(agent.policy_snapshot()[1])
+
+
 class ShellNewsTest(unittest.TestCase):
     """What the agent adds for a module killed by a signal is what the
     shell says: here dash's own words, from a real dash."""

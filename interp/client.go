@@ -606,6 +606,29 @@ func (c *Client) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Policy is an agent's answer about what the become tools read
+// (sudoers, PAM, passwords, groups), against what it saw at its start.
+type Policy struct {
+	Changed bool
+	// Blind: a directory among them is not readable by the agent's user
+	// (/etc/sudoers.d, root's alone), so an edit inside it goes unseen.
+	Blind bool
+}
+
+// PolicyChanged asks the agent whether what the become tools read
+// changed since it started: a become interpreter's tool would decide
+// anew.
+func (c *Client) PolicyChanged(ctx context.Context) (Policy, error) {
+	r, err := c.roundTrip(ctx, map[string]any{"op": "policy"})
+	if err != nil {
+		return Policy{}, fmt.Errorf("policy: %w", err)
+	}
+	if r.Error != "" {
+		return Policy{}, fmt.Errorf("policy: %s", r.Error)
+	}
+	return Policy{Changed: r.Changed, Blind: r.Blind}, nil
+}
+
 // Close closes the agent's stdin, which makes it exit and remove its temp
 // dir, and waits (a few seconds at most) for it to go. Requests in flight
 // fail with ErrAgentGone.

@@ -136,6 +136,10 @@ type ModuleRequest struct {
 	// IgnoreEnvChange runs the module even if the login environment
 	// changed (see ErrRestart).
 	IgnoreEnvChange bool
+	// WatchPolicy asks whether, once the module has run, what the become
+	// tools read (sudoers, PAM, passwords, groups) differs from what the
+	// agent saw at its start (Result.PolicyChanged).
+	WatchPolicy bool
 	// Shell is the shell stock runs the module's python under (its -c):
 	// if that python dies of a signal, the agent adds what this shell
 	// would print about it (dash's "Killed", ...) to the output.
@@ -181,6 +185,8 @@ type Result struct {
 	// checking that nothing the agent and the module's zygote imported
 	// had changed.
 	FreshnessCheck time.Duration
+	// PolicyChanged: see ModuleRequest.WatchPolicy.
+	PolicyChanged bool
 }
 
 type zipState struct {
@@ -210,6 +216,7 @@ type moduleReq struct {
 	Owner   *[2]int           `json:"owner,omitempty"`
 	NoEnv   bool              `json:"noenv,omitempty"`
 	Shell   string            `json:"shell,omitempty"`
+	Policy  bool              `json:"policy,omitempty"`
 }
 
 // RunModule runs an AnsiballZ module in a child of the zygote for its zip
@@ -255,7 +262,7 @@ func blankParams(tpl []byte, span [2]int) []byte {
 }
 
 func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest) (*Result, error) {
-	mr := moduleReq{Op: "module", Hash: hex.EncodeToString(w.hash[:]), Params: w.tpl.Params, Payload: w.tpl.Payload, Script: req.ScriptPath, Env: req.Env, PTY: req.PTY.wire(), Owner: req.Owner, NoEnv: req.IgnoreEnvChange, Shell: req.Shell}
+	mr := moduleReq{Op: "module", Hash: hex.EncodeToString(w.hash[:]), Params: w.tpl.Params, Payload: w.tpl.Payload, Script: req.ScriptPath, Env: req.Env, PTY: req.PTY.wire(), Owner: req.Owner, NoEnv: req.IgnoreEnvChange, Shell: req.Shell, Policy: req.WatchPolicy}
 	if w.tpl.DateTime[1] != 0 {
 		mr.Time = &w.tpl.DateTime
 	}
@@ -329,7 +336,7 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 		return nil, errors.New("agent gave no exit status")
 	}
 	return &Result{Stdout: stdout.bytes(), Stderr: stderr.bytes(), ExitCode: *r.Exit, Signal: r.Signal,
-		FreshnessCheck: time.Duration(r.CheckMicros) * time.Microsecond}, nil
+		FreshnessCheck: time.Duration(r.CheckMicros) * time.Microsecond, PolicyChanged: r.PolicyChanged}, nil
 }
 
 // commonEnds returns the lengths of the longest common prefix and suffix of

@@ -104,10 +104,16 @@ type response struct {
 	Signal int    `json:"signal"`
 	// CheckMicros is what a module run spent checking that what the
 	// agent and the zygote imported is unchanged (freshness).
-	CheckMicros int64           `json:"check_us"`
-	Stat        *statJSON       `json:"stat"`
-	Raw         json.RawMessage `json:"-"`
-	blob        []byte
+	CheckMicros int64 `json:"check_us"`
+	// PolicyChanged: what the become tools read changed during a module
+	// run that asked (ModuleRequest.WatchPolicy); Changed: the same,
+	// since the agent started, in a policy request's answer, with Blind.
+	PolicyChanged bool            `json:"policy_changed"`
+	Changed       bool            `json:"changed"`
+	Blind         bool            `json:"blind"`
+	Stat          *statJSON       `json:"stat"`
+	Raw           json.RawMessage `json:"-"`
+	blob          []byte
 	// gone, if set, is why the agent is gone (it wraps ErrAgentGone):
 	// the request was pending when the client died.
 	gone error
