@@ -55,6 +55,8 @@ type invocation struct {
 	// its first connection is its own (see target.use).
 	master, mustLogin atomic.Bool
 	started           time.Time
+	// pid is the shim's, where the daemon sees it (sameNamespaces).
+	pid int
 
 	mu     sync.Mutex
 	route  string  // set by countRoute

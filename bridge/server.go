@@ -412,7 +412,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 // dispatch runs the invocation and returns its exit status, or -1 when it
 // already answered (fallback).
 func (s *Server) dispatch(ctx context.Context, iv *invocation) int {
-	if iv.hello.Prog != "ctl" && !sameNamespaces(iv.conn) {
+	if iv.hello.Prog != "ctl" && !iv.sameNamespaces() {
 		iv.fallback(reasonSandbox)
 		return -1
 	}
@@ -446,22 +446,23 @@ func connFailure(iv *invocation, err error) int {
 // reasonSandbox: the shim and the daemon do not see the same files.
 const reasonSandbox = "the shim runs in another mount namespace (a sandbox): the files it names are not the daemon's"
 
-// sameNamespaces reports whether the shim at the other end of c runs in
-// the daemon's mount namespace. A shim in a sandbox (ansible-runner's
+// sameNamespaces reports whether iv's shim runs in the daemon's mount
+// namespace, and notes its pid. A shim in a sandbox (ansible-runner's
 // bubblewrap, a container) that reaches a daemon outside it would have
 // the daemon open its paths (keys the sandbox hides, an agent socket only
 // it sees) in the daemon's view instead. (bubblewrap and containers make
 // a mount namespace whatever else they unshare; each /proc lookup costs
 // the daemon ~20 µs an invocation.)
-func sameNamespaces(c net.Conn) bool {
+func (iv *invocation) sameNamespaces() bool {
 	own := ownMountNamespace()
 	if own == "" {
 		return true // no namespaces to compare (a kernel without them)
 	}
-	pid, err := wire.PeerPID(c)
+	pid, err := wire.PeerPID(iv.conn)
 	if err != nil || pid <= 0 {
 		return false // not visible from here: another pid namespace's
 	}
+	iv.pid = pid
 	peer, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
 	return err == nil && peer == own
 }

@@ -232,6 +232,9 @@ wait:
 			// PTY's command (SIGHUP) while a command without one runs
 			// on until it writes (README, "When a client dies").
 			iv.log.WithField("signal", sig).Info("shim signalled; closing channel")
+			if r.ownSession() {
+				r.masterGone(c)
+			}
 			sess.Close()
 		case ws := <-iv.winch:
 			_ = sess.WindowChange(ws[0], ws[1])
@@ -245,6 +248,9 @@ wait:
 				_ = sess.Close()
 			}
 		case <-iv.gone:
+			if r.ownSession() {
+				r.masterGone(c)
+			}
 			sess.Close()
 			<-done
 			return -1
@@ -278,6 +284,16 @@ wait:
 		r.sharedClosed()
 	}
 	return code
+}
+
+// masterGone ends c as a master's death ends its connection: a master
+// without ControlPersist is the ssh running its own session, and when a
+// signal ends that ssh, its connection, control socket and every
+// session on it go too (no later client may ride it, where the daemon
+// would otherwise keep it until the session's command ends).
+func (r *request) masterGone(c *sshConn) {
+	r.iv.log.Info("master without ControlPersist ended by a signal: its connection closes")
+	c.kill()
 }
 
 // shimEscapes is a served terminal session as its escapes act on it.

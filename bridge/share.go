@@ -18,10 +18,12 @@ import (
 //     own settings and credentials, even when another's login completes
 //     meanwhile (two ssh racing to be master each log in), and its
 //     connection becomes the path's master, kept for ControlPersist
-//     after its last session (none: it ends with that session);
+//     after its last session (none: it ends with that session, or
+//     with its ssh, killed: masterGone, endOrphanedOwnSessions);
 //   - everything else ssh runs on a connection of its own (no
-//     ControlPath; ControlMaster no or yes beside a master; ask and
-//     autoask, whose confirmation the bridge does not reproduce), and so
+//     ControlPath; ControlMaster no or yes beside a master; ask, which
+//     tries no master, as yes; autoask without one, whose confirmation
+//     the bridge does not reproduce), and so
 //     does the real ssh: the invocation is handed to it;
 //   - a control socket that a real ssh master listens on is that
 //     master's: the real ssh multiplexes over it;
@@ -54,6 +56,10 @@ func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target,
 	note := ""
 	own := s.targets.lookup(settings.ControlPath)
 	switch {
+	case settings.ControlMaster == "ask":
+		// As yes, ssh tries no master: it logs in, and asks before each
+		// client once it is one (mux.c's muxclient).
+		return nil, "ControlMaster=ask: " + reasonOwnConnection, nil
 	case own != nil && own.ownsControlPath(settings.ControlPath):
 		// The daemon's own master socket: found as ssh would find it,
 		// without dialling it.
@@ -75,6 +81,9 @@ func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target,
 		return nil, "ControlMaster=" + settings.ControlMaster + ": " + reasonOwnConnection, nil
 	}
 	t = s.targets.lookup(settings.ControlPath)
+	if t != nil {
+		t.endOrphanedOwnSessions()
+	}
 	// Only through its socket does ssh find a master: one whose socket
 	// was removed or replaced serves its sessions on, but no new client.
 	live := t != nil && t.hasLive() && t.ownsControlPath(settings.ControlPath)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -235,6 +236,9 @@ type sshConn struct {
 	mux *mux.Listener
 	// forwards are those mux clients asked c's master for.
 	forwards forwardSet
+	// masterShim is the shim of a master without ControlPersist, whose
+	// death ends the connection (masterGone), or nil.
+	masterShim *os.Process
 }
 
 // masterEnv keeps the variables of env that c's master's SendEnv passes.
@@ -373,6 +377,10 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 	if master != nil {
 		c.master = master.id
 		master.master.Store(true)
+		if s.ControlPersist == sshclient.PersistNo && master.pid > 0 {
+			// Held by pidfd: a pid used again is not the shim.
+			c.masterShim, _ = os.FindProcess(master.pid)
+		}
 	}
 	t.conns = append(t.conns, c)
 	t.log.WithField("connections", len(t.conns)).Info("connected")
@@ -388,6 +396,24 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 	go sshclient.KeepAlive(context.Background(), client.Client, settings.ServerAliveInterval, settings.ServerAliveCountMax, timeout,
 		func(d time.Duration) { t.rtt.Store(int64(d)) })
 	return c, nil
+}
+
+// endOrphanedOwnSessions closes the connections whose master was an ssh
+// running its own session (no ControlPersist) that has since died: its
+// connection died with it, even if the daemon has not yet read its end.
+func (t *target) endOrphanedOwnSessions() {
+	t.mu.Lock()
+	var gone []*sshConn
+	for _, c := range t.conns {
+		if c.masterShim != nil && errors.Is(c.masterShim.Signal(unix.Signal(0)), os.ErrProcessDone) {
+			gone = append(gone, c)
+		}
+	}
+	t.mu.Unlock()
+	for _, c := range gone {
+		t.log.Info("master without ControlPersist gone: its connection closes")
+		c.kill()
+	}
 }
 
 // hasLive reports whether the target has a live connection (a master
@@ -615,6 +641,9 @@ func (c *sshConn) markDead() {
 	}
 	c.mux.Close()
 	c.forwards.close()
+	if c.masterShim != nil {
+		_ = c.masterShim.Release()
+	}
 	t := c.t
 	t.mu.Lock()
 	t.forgetLocked(c)

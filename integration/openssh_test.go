@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -49,33 +50,51 @@ func TestCredentialsLikeOpenSSH(t *testing.T) {
 		{"the same ControlPath", []credStep{{good, "a", auto}, {wrong, "a", auto}}},
 		{"ControlMaster=no over a master", []credStep{{good, "a", auto}, {wrong, "a", []string{"-o", "ControlMaster=no"}}}},
 		{"no ControlPersist", []credStep{{good, "a", []string{"-o", "ControlMaster=auto"}}, {wrong, "a", []string{"-o", "ControlMaster=auto"}}}},
+		// ask tries no master, as yes: it logs in.
+		{"ControlMaster=ask beside a master", []credStep{{good, "a", auto}, {wrong, "a", []string{"-o", "ControlMaster=ask"}}}},
 	}
-	sides := []struct{ name, ssh string }{{"openssh", suite.realSSH}, {"shim", filepath.Join(suite.shims, "ssh")}}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			d := newPrivateDaemon(t)
-			var runs [2][]sshOutcome
-			for i, side := range sides {
-				dir, err := os.MkdirTemp(suite.work, "cp-")
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, st := range tc.steps {
-					runs[i] = append(runs[i], passwordSSH(t, side.ssh, d, st, dir))
-				}
-				// Masters the real ssh left: stopped, as the daemon is.
-				for _, st := range tc.steps {
-					if st.cp != "" {
-						passwordSSH(t, side.ssh, d, credStep{good, st.cp, []string{"-O", "exit"}}, dir)
-					}
-				}
+		t.Run(tc.name, func(t *testing.T) { compareCredSteps(t, tc.steps, 0) })
+	}
+	// Without ControlPersist the master is the ssh itself: killed, it
+	// takes its connection along, and the next client logs in.
+	t.Run("a master without ControlPersist killed", func(t *testing.T) {
+		opts := []string{"-o", "ControlMaster=auto"}
+		compareCredSteps(t, []credStep{{good, "a", opts}, {wrong, "a", opts}}, syscall.SIGKILL)
+	})
+}
+
+// compareCredSteps runs steps with the real ssh and through the shim,
+// and compares what each step gave. killFirst, if set, makes the first
+// step run a long command and kills its ssh with this signal once its
+// control socket is there.
+func compareCredSteps(t *testing.T, steps []credStep, killFirst syscall.Signal) {
+	sides := []struct{ name, ssh string }{{"openssh", suite.realSSH}, {"shim", filepath.Join(suite.shims, "ssh")}}
+	d := newPrivateDaemon(t)
+	var runs [2][]sshOutcome
+	for i, side := range sides {
+		dir, err := os.MkdirTemp(suite.work, "cp-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, st := range steps {
+			kill := killFirst
+			if k > 0 {
+				kill = 0
 			}
-			for k := range tc.steps {
-				if want, got := runs[0][k], runs[1][k]; got != want {
-					t.Errorf("step %d through the shim: %+v\nwith OpenSSH: %+v", k+1, got, want)
-				}
+			runs[i] = append(runs[i], passwordSSH(t, side.ssh, d, st, dir, kill))
+		}
+		// Masters the real ssh left: stopped, as the daemon is.
+		for _, st := range steps {
+			if st.cp != "" {
+				passwordSSH(t, side.ssh, d, credStep{suite.lab.Password, st.cp, []string{"-O", "exit"}}, dir, 0)
 			}
-		})
+		}
+	}
+	for k := range steps {
+		if want, got := runs[0][k], runs[1][k]; got != want {
+			t.Errorf("step %d through the shim: %+v\nwith OpenSSH: %+v", k+1, got, want)
+		}
 	}
 }
 
@@ -85,20 +104,55 @@ type sshOutcome struct {
 }
 
 // passwordSSH runs `sshpass -p PASSWORD ssh OPTS abpw@127.0.0.1 whoami`
-// with public keys off, in a session of its own.
-func passwordSSH(t *testing.T, ssh string, d *privateDaemon, st credStep, cpDir string) sshOutcome {
+// with public keys off, in a session of its own; with kill set, `sleep
+// 30`, killed with it (killOnceListening).
+func passwordSSH(t *testing.T, ssh string, d *privateDaemon, st credStep, cpDir string, kill syscall.Signal) sshOutcome {
 	t.Helper()
 	args := append([]string{"-p", st.password, ssh}, st.opts...)
 	if st.cp != "" {
 		args = append(args, "-o", "ControlPath="+filepath.Join(cpDir, st.cp))
 	}
+	command := "whoami"
+	if kill != 0 {
+		command = "sleep 30"
+	}
 	args = append(args, "-F", "/dev/null", "-o", "PubkeyAuthentication=no", "-o", "StrictHostKeyChecking=no",
-		"-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-p", suite.lab.Port, suite.lab.PWUser+"@127.0.0.1", "whoami")
+		"-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-p", suite.lab.Port, suite.lab.PWUser+"@127.0.0.1", command)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	o := runOwnSession(t, exec.CommandContext(ctx, "sshpass", args...), d.env())
+	cmd := exec.CommandContext(ctx, "sshpass", args...)
+	if kill != 0 {
+		go killOnceListening(t, cmd, filepath.Join(cpDir, st.cp), kill)
+	}
+	o := runOwnSession(t, cmd, d.env())
 	o.stderr = strings.ReplaceAll(o.stderr, cpDir, "CPDIR")
 	return o
+}
+
+// killOnceListening waits (a minute at most) until something listens on
+// the control socket sock, then sends sig to the ssh that cmd (sshpass)
+// runs.
+func killOnceListening(t *testing.T, cmd *exec.Cmd, sock string, sig syscall.Signal) {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, not timing
+	}
+	for cmd.Process == nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	pid := strconv.Itoa(cmd.Process.Pid)
+	kids, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
+	f := strings.Fields(string(kids))
+	if err != nil || len(f) != 1 {
+		t.Errorf("sshpass %s: children %q: %v", pid, kids, err)
+		return
+	}
+	child, _ := strconv.Atoi(f[0])
+	_ = syscall.Kill(child, sig)
 }
 
 // TestProxyLikeOpenSSH: ProxyJump and ProxyCommand print what OpenSSH
