@@ -202,6 +202,10 @@ type target struct {
 	// progress (ssh would not wait for another's either).
 	alive     atomic.Int32
 	connected atomic.Bool // a dial has succeeded once
+	// ownSessions maps the connections whose master is an ssh running its
+	// own session (no ControlPersist) to that shim's process; read
+	// without t.mu, as alive is.
+	ownSessions sync.Map
 	// control is the control socket of the target's latest master.
 	control atomic.Pointer[mux.Listener]
 	lastUse atomic.Int64 // when one last began or ended, unix ns
@@ -379,7 +383,10 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 		master.master.Store(true)
 		if s.ControlPersist == sshclient.PersistNo && master.pid > 0 {
 			// Held by pidfd: a pid used again is not the shim.
-			c.masterShim, _ = os.FindProcess(master.pid)
+			if p, err := os.FindProcess(master.pid); err == nil {
+				c.masterShim = p
+				t.ownSessions.Store(c, p)
+			}
 		}
 	}
 	t.conns = append(t.conns, c)
@@ -402,18 +409,13 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 // running its own session (no ControlPersist) that has since died: its
 // connection died with it, even if the daemon has not yet read its end.
 func (t *target) endOrphanedOwnSessions() {
-	t.mu.Lock()
-	var gone []*sshConn
-	for _, c := range t.conns {
-		if c.masterShim != nil && errors.Is(c.masterShim.Signal(unix.Signal(0)), os.ErrProcessDone) {
-			gone = append(gone, c)
+	t.ownSessions.Range(func(k, v any) bool {
+		if errors.Is(v.(*os.Process).Signal(unix.Signal(0)), os.ErrProcessDone) {
+			t.log.Info("master without ControlPersist gone: its connection closes")
+			k.(*sshConn).kill()
 		}
-	}
-	t.mu.Unlock()
-	for _, c := range gone {
-		t.log.Info("master without ControlPersist gone: its connection closes")
-		c.kill()
-	}
+		return true
+	})
 }
 
 // hasLive reports whether the target has a live connection (a master
@@ -642,6 +644,7 @@ func (c *sshConn) markDead() {
 	c.mux.Close()
 	c.forwards.close()
 	if c.masterShim != nil {
+		c.t.ownSessions.Delete(c)
 		_ = c.masterShim.Release()
 	}
 	t := c.t
