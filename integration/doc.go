@@ -150,6 +150,9 @@
 //     in place in /etc/sudoers.d (which only root can read); the step
 //     after a rule that asks for a password fails with "Missing sudo
 //     password" in both runs. Its user abpolicy is the test's own.
+//   - shellrc.yml (TestShellRCChange): the zoo's bash and tcsh users'
+//     ~/.bashrc and ~/.tcshrc gain an export and a umask mid-play; the
+//     next steps see both, as stock's next commands do.
 //   - nopython.yml: the lab's user abnopy, whom sshd chroots into a tree
 //     with dash, a few tools and sftp-server but no python: raw and script
 //     work, modules fail with MODULE FAILURE and "/bin/sh: 1:

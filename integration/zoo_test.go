@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,5 +99,60 @@ func checkZoo(t *testing.T, r *runResult) {
 			continue
 		}
 		wantStats(t, r, h, map[string]int{"failures": 0, "unreachable": 0, "ignored": 1})
+	}
+}
+
+// TestShellRCChange: a change of the file the login shell reads for each
+// command (bash's ~/.bashrc under sshd, tcsh's ~/.tcshrc) reaches the
+// next step, its variables and umask, as it does stock's next command.
+func TestShellRCChange(t *testing.T) {
+	requireLab(t)
+	rc := map[string][2]string{
+		"bash": {".bashrc", "export AB_RC_PROBE=set; umask 027"},
+		"tcsh": {".tcshrc", "setenv AB_RC_PROBE set; umask 027"},
+	}
+	users := zooUsers(t, "AB_ZOO")
+	hosts := map[string]map[string]any{}
+	for shell, f := range rc {
+		name := users[shell]
+		if name == "" {
+			continue
+		}
+		h := labHost(t, name, suite.lab.Key)
+		h["rc_file"], h["rc_line"] = f[0], f[1]
+		h["ansible_control_path"] = "%(directory)s/rc-" + shell
+		if shell == "tcsh" {
+			h["ansible_shell_type"] = "csh"
+		}
+		hosts["rc_"+shell] = h
+		u, err := user.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(u.HomeDir, f[0])
+		orig, err := os.ReadFile(path)
+		t.Cleanup(func() {
+			if err != nil {
+				_ = os.Remove(path)
+				return
+			}
+			_ = os.WriteFile(path, orig, 0o644)
+		})
+	}
+	if len(hosts) == 0 {
+		t.Skip("the lab has no bash or tcsh zoo user (AB_ZOO)")
+	}
+	tc := corpusCase{name: "shellrc", check: checkShellRC, setup: func(*testing.T) map[string]map[string]any { return hosts }}
+	runCompared(t, tc, runSpec{Playbook: "shellrc.yml", Mode: mode{true, "sftp"}}, nil)
+}
+
+func checkShellRC(t *testing.T, r *runResult) {
+	wantExit(t, r, 0)
+	for host := range r.Doc.Stats {
+		if !strings.HasPrefix(host, "rc_") {
+			continue
+		}
+		wantTask(t, r, host, "after", "ok", "[set]\n0027")
+		wantTask(t, r, host, "after removal", "ok", "[unset]\n0022")
 	}
 }

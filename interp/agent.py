@@ -27,6 +27,7 @@ import io
 import json
 import marshal
 import os
+import pwd
 import selectors
 import shutil
 import signal
@@ -74,6 +75,26 @@ OUT_HIGH = 4 << 20
 # Go's zipMarker (interp/module.go): where a template's zip goes.
 ZIP_MARKER = b'@@ANSIBLE_BRIDGE_ZIPDATA@@'
 ENV_FILES = ('/etc/environment', '~/.pam_environment')
+# What the login shell reads for each command sshd runs through it (bash
+# when run by sshd, zsh, csh and fish always): a change restarts the
+# agent, started anew through that shell, as each of stock's commands is.
+SHELL_FILES = {
+    'bash': ('/etc/bash.bashrc', '~/.bashrc'),
+    'zsh': ('/etc/zsh/zshenv', '~/.zshenv'),
+    'tcsh': ('/etc/csh.cshrc', '~/.tcshrc', '~/.cshrc'),
+    'csh': ('/etc/csh.cshrc', '~/.cshrc'),
+    'fish': ('/etc/fish/config.fish', '/etc/fish/conf.d', '~/.config/fish/config.fish',
+             '~/.config/fish/conf.d'),
+}
+
+
+def login_env_files():
+    """ENV_FILES, and the login shell's own (SHELL_FILES)."""
+    try:
+        shell = os.path.basename(pwd.getpwuid(os.getuid()).pw_shell)
+    except KeyError:
+        shell = ''
+    return ENV_FILES + SHELL_FILES.get(shell, ())
 # What sudo, su and doas read each time they run to decide whether the
 # login user may become another (policy, PAM, limits, passwords, groups).
 # A become interpreter runs many steps after one run of its tool: a
@@ -2113,7 +2134,8 @@ class Agent(object):
         self.tmp = find_tmp_root()
         # The zips' directories, beside self.tmp (see store_zip).
         self.payload_dirs = []
-        self.env_mtimes = [_mtime(p) for p in ENV_FILES]
+        self.env_files = login_env_files()
+        self.env_mtimes = [_mtime(p) for p in self.env_files]
         # Modules site imported (a .pth may import from site-packages):
         # every zygote inherits them, so a change restarts the agent. Their
         # directories are not watched: each zygote watches sys.path's.
@@ -2596,7 +2618,7 @@ class Agent(object):
             # Go's package ansiballz found it, in every format.
             entry.fqn = req.get('fqn') or ''
         t0 = time.perf_counter()
-        changed = (not req.get('noenv') and [_mtime(p) for p in ENV_FILES] != self.env_mtimes) or stale(self.deps)
+        changed = (not req.get('noenv') and [_mtime(p) for p in self.env_files] != self.env_mtimes) or stale(self.deps)
         checked = time.perf_counter() - t0
         if changed:
             self.reply(rid, {'error': 'login environment or site imports changed; agent must restart', 'code': 'restart'})
