@@ -387,10 +387,10 @@ func (p *optParser) finish() {
 	if v, _ := inv.Get("stdinnull"); v == "yes" {
 		inv.NoStdin = true
 	}
-	if v, ok := inv.Get("setenv"); ok {
+	if _, ok := inv.Get("setenv"); ok {
 		// ssh sends its master's SetEnv with each session; the daemon
 		// sends none.
-		p.unsupported("-o SetEnv=" + v)
+		p.unsupported("-o SetEnv") // its values may be secrets: the reason is logged
 	}
 	switch p.sessionType {
 	case "subsystem":
@@ -409,6 +409,9 @@ func (p *optParser) finish() {
 		{"forkafterauthentication", "ForkAfterAuthentication", "no"},
 	} {
 		if v, ok := inv.Get(c.key); ok && v != c.ok {
+			if c.key == "remotecommand" {
+				v = "..." // a command, perhaps with a secret: the reason is logged
+			}
 			p.unsupported("-o " + c.name + "=" + v)
 		}
 	}
@@ -435,7 +438,10 @@ var logLevelNames = []string{"quiet", "fatal", "error", "info", "verbose", "debu
 func (p *optParser) configLine(line string) error {
 	err := p.configLineSSH(line)
 	if err != nil && p.tool != toolSSH {
-		p.unsupported("-o " + line)
+		// The keyword only: the reason is logged, and a value may be a
+		// secret.
+		kw, _, _, _ := sshconf.Strdelim(strings.TrimLeft(line, wsChars))
+		p.unsupported("-o " + kw + ": " + strings.TrimSuffix(strings.TrimPrefix(err.Error(), "command-line line 0: "), "\r\n"))
 		return nil
 	}
 	return err

@@ -556,6 +556,9 @@ func (r *resolver) applyArgs(kw, raw string, args []string, src source, active b
 		}
 		set(arg)
 		if src.file != "command-line" && !sessionDefault(kw, arg) {
+			if kw == "setenv" || kw == "remotecommand" {
+				raw = "..." // perhaps a secret: the reason is logged and shown in status
+			}
 			r.note(fmt.Sprintf("%s %s (from %s line %d) is not served", kw, raw, src.file, src.line))
 		}
 	case "streamlocalbindmask":
