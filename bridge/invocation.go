@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
 	"os/user"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -322,24 +325,44 @@ func (iv *invocation) getenv(key string) string {
 	return ""
 }
 
-// clientEnv is what sshclient needs to know of the shim's world. Like
-// ssh, it takes the home directory from the password database, not $HOME.
-func (iv *invocation) clientEnv() sshclient.Env {
-	env := sshclient.Env{
-		Home:     iv.getenv("HOME"),
-		User:     cmpOr(iv.getenv("USER"), iv.getenv("LOGNAME")),
+// clientEnv is what sshclient needs to know of the shim's world: its
+// user and home are the passwd entry's, as ssh reads them (the daemon
+// runs as the shim's uid), never $USER or $HOME. A uid with no entry is
+// a *fallbackError: ssh refuses it ("No user exists for uid N"), and so
+// the real ssh does.
+func (iv *invocation) clientEnv() (sshclient.Env, error) {
+	pw, err := passwdEntry()
+	if err != nil {
+		return sshclient.Env{}, &fallbackError{"no passwd entry for the uid: ssh refuses to run"}
+	}
+	return sshclient.Env{
+		Home:     pw.HomeDir,
+		User:     pw.Username,
 		Cwd:      iv.hello.Cwd,
 		AuthSock: iv.getenv("SSH_AUTH_SOCK"),
 		Environ:  iv.hello.Env,
-	}
-	if u, err := user.Current(); err == nil {
-		env.User = u.Username
-		if u.HomeDir != "" {
-			env.Home = u.HomeDir
-		}
-	}
-	return env
+	}, nil
 }
+
+// passwdEntry is the daemon's uid's passwd entry, as getpwuid gives it:
+// getent asks NSS (LDAP and sssd users too), once. Go's user.Current
+// and LookupId make one up from $USER and $HOME where there is none.
+var passwdEntry = sync.OnceValues(func() (*user.User, error) {
+	uid := strconv.Itoa(os.Getuid())
+	out, err := exec.Command("getent", "passwd", uid).Output()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return nil, fmt.Errorf("no passwd entry for uid %s", uid) // getent's 2: not found
+	case err != nil:
+		return user.Current() // no getent: Go's own lookup
+	}
+	f := strings.Split(strings.TrimRight(string(out), "\n"), ":")
+	if len(f) < 7 {
+		return nil, fmt.Errorf("getent passwd %s: %q", uid, out)
+	}
+	return &user.User{Username: f[0], Uid: f[2], Gid: f[3], Name: f[4], HomeDir: f[5]}, nil
+})
 
 func cmpOr(a, b string) string {
 	if a != "" {

@@ -134,7 +134,11 @@ func notServed(iv *invocation, err error) int {
 // resolve computes the effective settings of inv. Configuration the
 // bridge cannot honour gives a *fallbackError.
 func resolve(iv *invocation, inv *fakessh.SSHInvocation) (*sshclient.Settings, error) {
-	settings, err := sshclient.Resolve(inv, iv.clientEnv())
+	env, err := iv.clientEnv()
+	if err != nil {
+		return nil, err
+	}
+	settings, err := sshclient.Resolve(inv, env)
 	if err != nil {
 		return nil, err
 	}

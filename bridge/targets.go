@@ -405,6 +405,21 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 	return c, nil
 }
 
+// forgetEnviron drops the environment of the shim whose settings the
+// target keeps, once no connection is left: it may hold secrets (a
+// become password, cloud keys) that stock's master held only while it
+// lived, and a target outlives its connections. A later dial brings its
+// shim's own.
+func (t *target) forgetEnviron() {
+	s := t.settings.Load()
+	if s == nil || s.Env.Environ == nil {
+		return
+	}
+	kept := *s
+	kept.Env.Environ = nil
+	t.settings.CompareAndSwap(s, &kept)
+}
+
 // endOrphanedOwnSessions closes the connections whose master was an ssh
 // running its own session (no ControlPersist) that has since died: its
 // connection died with it, even if the daemon has not yet read its end.
@@ -651,6 +666,9 @@ func (c *sshConn) markDead() {
 	t.mu.Lock()
 	t.forgetLocked(c)
 	t.mu.Unlock()
+	if !t.hasLive() {
+		t.forgetEnviron()
+	}
 	t.log.Info("connection closed")
 }
 

@@ -129,6 +129,42 @@ func passwordSSH(t *testing.T, ssh string, d *privateDaemon, st credStep, cpDir 
 	return o
 }
 
+// TestNoPasswdEntryLikeOpenSSH: ssh refuses to run for a uid with no
+// passwd entry ("No user exists for uid N"); so does the shim, which
+// hands it to the real ssh, where it logged in with $USER or as "".
+func TestNoPasswdEntryLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap not installed (Debian: bubblewrap; scripts/setup.sh)")
+	}
+	var outs [2]sshOutcome
+	for i, ssh := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
+		// The key is root's: a copy the sandbox's uid can read.
+		key := filepath.Join(t.TempDir(), "key")
+		raw, err := os.ReadFile(suite.lab.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(key, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bwrap", "--unshare-user", "--uid", "1000124", "--gid", "1000124",
+			"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+			"--ro-bind", suite.work, suite.work, "--ro-bind", key, "/tmp/key", "--unsetenv", "XDG_RUNTIME_DIR", "--",
+			ssh, "-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+			"-o", "ControlMaster=auto", "-o", "ControlPersist=2s", "-o", "ControlPath=/tmp/cp", "-i", "/tmp/key",
+			"-p", suite.lab.Port, suite.lab.User+"@127.0.0.1", "echo", "ran")
+		outs[i] = runOwnSession(t, cmd, []string{"USER=" + suite.lab.User})
+	}
+	if outs[1] != outs[0] {
+		t.Errorf("through the shim: %+v\nwith OpenSSH: %+v", outs[1], outs[0])
+	}
+	if outs[0].rc != 255 || !strings.Contains(outs[0].stderr, "No user exists for uid 1000124") {
+		t.Errorf("OpenSSH: %+v, want it to refuse the uid", outs[0])
+	}
+}
+
 // killOnceListening waits (a minute at most) until something listens on
 // the control socket sock, then sends sig to the ssh that cmd (sshpass)
 // runs.

@@ -54,7 +54,8 @@ type runnerJob struct {
 	password string // the lab's if empty
 	timeout  int    // job_timeout in seconds; 120 if 0
 	// container runs the job as in an execution environment (bwrap: a
-	// uid with no passwd entry, read-only /, a tmpfs /tmp, the data dir
+	// uid with the passwd entry an EE's entrypoint adds for it,
+	// read-only /, a tmpfs /tmp, the data dir
 	// at /tmp/runner, HOME there, no XDG_RUNTIME_DIR); socket is then a
 	// path inside the container.
 	container bool
@@ -149,8 +150,20 @@ func runnerCommand(ctx context.Context, t *testing.T, j runnerJob) (*exec.Cmd, s
 	if j.container {
 		// The suite's binaries and shims stay where they are (read-only);
 		// the rest of /tmp is the container's own.
+		// ssh refuses a uid with no passwd entry: an EE's entrypoint
+		// (ansible-builder's) adds one for the uid it is given.
+		passwd, err := os.ReadFile("/etc/passwd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		passwd = append(passwd, "runner:x:1000123:1000123::"+root+":/bin/sh\n"...)
+		passwdFile := dir + ".passwd"
+		if err := os.WriteFile(passwdFile, passwd, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		runner = append([]string{"bwrap", "--unshare-user", "--uid", "1000123", "--gid", "1000123",
 			"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+			"--ro-bind", passwdFile, "/etc/passwd",
 			"--ro-bind", suite.work, suite.work, "--bind", dir, root,
 			"--unsetenv", "XDG_RUNTIME_DIR", "--chdir", root, "--"}, runner...)
 		home = root
