@@ -58,6 +58,7 @@ T_STDIN_EOF = 5
 T_STDOUT = 6
 T_STDERR = 7
 T_CANCEL = 8
+T_WRITTEN = 9
 
 # A frame: uint32 length | uint8 type | uint32 request id | payload, the
 # length counting type, id and payload.
@@ -2634,6 +2635,10 @@ class Agent(object):
             for path, mode, n in req.get('files') or []:
                 atomic_write(path, blob[off:off + n], mode, owner)
                 off += n
+            if req.get('dirs') or req.get('files'):
+                # The daemon may now let an rm of these dirs go ahead,
+                # though the task runs on.
+                self.send(T_WRITTEN, rid)
             p = self.start_task(rid, z, req, tpl)
             p.check_us = int((checked + zchecked) * 1e6)
             p.policy = bool(req.get('policy'))

@@ -116,6 +116,9 @@ type call struct {
 	resp   chan *response
 	stdout sink
 	stderr sink
+	// written, if set, is called on frameWritten (from readLoop: it must
+	// not block).
+	written func()
 }
 
 // sink receives stream data for a call; it must not block.
@@ -342,6 +345,10 @@ func (c *Client) readLoop() {
 		case frameStderr:
 			if cl.stderr != nil {
 				cl.stderr.write(f.payload)
+			}
+		case frameWritten:
+			if cl.written != nil {
+				cl.written()
 			}
 		default:
 			c.log.WithField("type", f.typ).Warn("unknown frame type from agent")

@@ -42,8 +42,9 @@
 // Requests and responses carry uint32 JSON length | JSON | raw bytes (file
 // data, zips). Request ids are chosen by the client and many requests are
 // in flight at once; command output streams back in stdout/stderr frames
-// before the response, stdin in stdin/EOF frames, and a cancel frame kills
-// the request's process group. The agent is a single-threaded selectors
+// before the response, stdin in stdin/EOF frames, a written frame says a
+// module request's files are on disk (ModuleRequest.Written), and a
+// cancel frame kills the request's process group. The agent is a single-threaded selectors
 // loop, so it can fork at any time, and it never blocks on a child: the
 // output it has not yet sent is bounded (reading child pipes pauses above
 // 4 MiB). It exits, removing its private temp dir, when its stdin ends.

@@ -127,6 +127,10 @@ type ModuleRequest struct {
 	// Files are written atomically (hidden temp, fsync, rename) before
 	// the run.
 	Files []FileSpec
+	// Written, if set, is called once the agent has written Dirs and
+	// Files, as the task starts (not at all if it did not get that far).
+	// It runs in the client's reader and must not block.
+	Written func()
 	// PTY, if set, runs the module on a new pseudo-terminal as sshd
 	// does for ssh -tt (Ansible without pipelining); nil: pipes.
 	PTY *PTY
@@ -278,6 +282,11 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 	cl, err := c.newCall(stdout, stderr)
 	if err != nil {
 		return nil, err
+	}
+	if len(req.Dirs)+len(req.Files) > 0 {
+		c.mu.Lock() // readLoop takes the call under c.mu
+		cl.written = req.Written
+		c.mu.Unlock()
 	}
 	// Deciding whether the zip goes and queueing the frame happen under
 	// one lock, so the frame carrying the zip precedes any that relies on it.

@@ -152,6 +152,52 @@ func TestRunModuleNoise(t *testing.T) {
 	}
 }
 
+// TestRunModuleWritten: Written is called once the request's dirs and
+// files are on disk, while the module still runs (the bridge lets an rm
+// of them go ahead then, not at the module's end, which an abandoned
+// task may never reach).
+func TestRunModuleWritten(t *testing.T) {
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 30*time.Second)
+	tmp := t.TempDir()
+	fifo := filepath.Join(tmp, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tmp, "ansible-tmp-1")
+	written := make(chan struct{})
+	req := interp.ModuleRequest{
+		Wrapper: parsed(t, fakeWrapper(t, map[string]any{"wait": fifo})),
+		Dirs:    []interp.DirSpec{{Path: dir, Mode: 0o700}},
+		Files:   []interp.FileSpec{{Path: filepath.Join(dir, "f"), Data: []byte("x"), Mode: 0o600}},
+		Written: func() { close(written) },
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.RunModule(ctx, req)
+		done <- err
+	}()
+	select {
+	case <-written:
+	case err := <-done:
+		t.Fatalf("the run ended (%v) before Written", err)
+	case <-ctx.Done():
+		t.Fatal("no Written")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(b) != "x" {
+		t.Errorf("file at Written: %q, %v", b, err)
+	}
+	// Opening the FIFO waits for the module to open it: it is running.
+	f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRunModuleExitCodes(t *testing.T) {
 	c := startAgent(t, agentEnv{})
 	ctx := ctxT(t, 30*time.Second)

@@ -33,6 +33,9 @@ const (
 	frameStdout   = 6
 	frameStderr   = 7
 	frameCancel   = 8
+	// frameWritten: a module request's Dirs and Files are on the target
+	// (ModuleRequest.Written); its task is starting.
+	frameWritten = 9
 )
 
 const (

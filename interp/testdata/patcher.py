@@ -48,6 +48,10 @@ def main():
         os.write(2, b'noise on stderr\n')
     if args.get('raise'):
         raise RuntimeError('boom')
+    if args.get('wait'):
+        # Runs until the test opens this FIFO and closes it.
+        with open(args['wait']) as f:
+            f.read()
     sys.stdout.write(text)
     sys.stdout.write('\n')
     sys.exit(args.get('rc', 0))
