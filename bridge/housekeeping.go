@@ -39,8 +39,10 @@ type sharedTemp struct {
 	// (another fork, an async step) may be uploading into this one.
 	changes int
 	// writing counts module runs that took the dir to write and have not
-	// finished; idle is closed when it drops to 0. rm waits for them:
-	// removed from memory only, the dir would reach the target after.
+	// written it yet; idle is closed when it drops to 0. rm waits for
+	// them (removed from memory only, the dir would reach the target
+	// after), but not for their modules to end: an abandoned one (a task
+	// timeout) may run on for ever, as stock's does, rm going ahead.
 	writing int
 	idle    chan struct{}
 }
@@ -407,7 +409,7 @@ func (t *target) syncRemovals(ctx context.Context) {
 // dir (modules may use it as their tmpdir) and its files but skip (the
 // wrapper, which runs from memory), and the change count to pass to
 // markOnTarget once they are written. Unless the dir is on the target
-// already, the run counts as writing it until markOnTarget.
+// already, the run counts as writing it until written.
 func (st *sharedTemp) onTargetSpec(skip string) ([]interp.DirSpec, []interp.FileSpec, int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -436,6 +438,19 @@ func (st *sharedTemp) onTargetSpec(skip string) ([]interp.DirSpec, []interp.File
 	return dirs, files, st.changes
 }
 
+// written records that a module run that took the dir to write
+// (onTargetSpec, change count changes) has written it, or will not.
+func (st *sharedTemp) written(changes int) {
+	if changes < 0 {
+		return // on the target already: the run took nothing
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.writing--; st.writing == 0 {
+		close(st.idle)
+	}
+}
+
 // markOnTarget records that a module run that took the dir to write
 // (onTargetSpec, change count changes) is over: written if ok. If the dir
 // changed since, it stays held: the next command that needs it writes it
@@ -446,16 +461,14 @@ func (st *sharedTemp) markOnTarget(changes int, ok bool) {
 	if changes < 0 {
 		return // on the target already: the run took nothing
 	}
-	if st.writing--; st.writing == 0 {
-		close(st.idle)
-	}
 	if ok && !st.onTarget && st.changes == changes {
 		st.onTarget = true
 		st.dropData()
 	}
 }
 
-// settled waits until no module run is writing the dir to the target.
+// settled waits until no module run is writing the dir to the target
+// (their modules may still run).
 func (st *sharedTemp) settled(ctx context.Context) error {
 	st.mu.Lock()
 	idle := st.idle

@@ -213,6 +213,7 @@ func TestModuleRunDoesNotDropLaterUpload(t *testing.T) {
 	if held, _, err := st.hold("AnsiballZ_command.py", strings.NewReader("w"), 1, 0o600); !held || err != nil {
 		t.Fatalf("hold: %v %v", held, err)
 	}
+	st.written(changes)
 	st.markOnTarget(changes, true) // the first run's module run is done
 	if !st.held() {
 		t.Fatal("dir marked on the target though an upload came after the run took it")
@@ -227,6 +228,7 @@ func TestModuleRunDoesNotDropLaterUpload(t *testing.T) {
 	if len(files) != 1 || files[0].Mode != 0o700 {
 		t.Fatalf("next run's spec: %+v", files)
 	}
+	st.written(changes)
 	st.markOnTarget(changes, true)
 	if st.held() {
 		t.Error("dir still held after a run wrote it as it is")
@@ -234,9 +236,10 @@ func TestModuleRunDoesNotDropLaterUpload(t *testing.T) {
 }
 
 // TestRmWaitsForModuleWrite: a module run that took a held dir to write
-// holds back its rm until the run is over; the dir then counts as
-// written by the agent, so the rm reaches the target rather than only
-// memory (it would leave the dir there, unlike stock).
+// holds back its rm until the agent has written it, not until its module
+// ends (an abandoned one, past a task timeout, may run on for ever); the
+// dir then counts as written by the agent, so the rm reaches the target
+// rather than only memory (it would leave the dir there, unlike stock).
 func TestRmWaitsForModuleWrite(t *testing.T) {
 	var h housekeeping
 	h.addTemp("/b", "/b/ansible-tmp-3")
@@ -253,10 +256,11 @@ func TestRmWaitsForModuleWrite(t *testing.T) {
 	if !st.writtenByAgent() {
 		t.Error("a dir a module run is writing does not count as written by the agent")
 	}
-	st.markOnTarget(changes, false) // the run failed: maybe written, maybe not
+	st.written(changes) // the agent wrote it; the module runs on
 	if err := st.settled(done); err != nil {
-		t.Fatalf("settled after the run: %v", err)
+		t.Fatalf("settled once the dir is written, its module running: %v", err)
 	}
+	st.markOnTarget(changes, false) // the run failed: maybe written, maybe not
 	if !st.held() {
 		t.Error("a failed run marked the dir on the target")
 	}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/interp"
@@ -101,7 +102,9 @@ const slowStartupEnv = "environment a process reads as it starts (PYTHON*, LANG,
 // to report), and, if withDirs, the held temp dirs the module needs
 // (neededDirs).
 // It also returns the held dirs the request writes to the target, as of
-// which change, for moduleResult to pass to markOnTarget.
+// which change, for moduleResult to pass to markOnTarget; an rm of them
+// waits until the agent has written them (req.Written), not for the
+// module's end.
 func (r *request) moduleRequest(c ansibleCmd, w *ansiballz.Wrapper, shell string, withDirs bool) (interp.ModuleRequest, []heldSnapshot) {
 	iv, t := r.iv, r.t
 	req := interp.ModuleRequest{Wrapper: w, ScriptPath: c.script, Shell: shell}
@@ -123,6 +126,18 @@ func (r *request) moduleRequest(c ansibleCmd, w *ansiballz.Wrapper, shell string
 			req.Dirs = append(req.Dirs, dirs...)
 			req.Files = append(req.Files, files...)
 			held = append(held, heldSnapshot{h, changes})
+		}
+	}
+	if len(held) > 0 {
+		// Once: moduleResult calls it too, for a run the agent never
+		// wrote (an error, a cancel), and a run may be tried twice.
+		var once sync.Once
+		req.Written = func() {
+			once.Do(func() {
+				for _, h := range held {
+					h.st.written(h.changes)
+				}
+			})
 		}
 	}
 	if r.tty() {
@@ -202,6 +217,9 @@ type heldSnapshot struct {
 // have, and returns the exit status.
 func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, res *interp.Result, err error) int {
 	iv := r.iv
+	if req.Written != nil {
+		req.Written()
+	}
 	for _, h := range held {
 		h.st.markOnTarget(h.changes, err == nil)
 	}

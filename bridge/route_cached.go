@@ -93,7 +93,9 @@ func (r *request) serveCached() (code int, served bool) {
 		}
 		t.house.dropTemp(st.dir)
 		// A module run may be writing the dir to the target (a run of
-		// the same playbook on another fork): its files land first.
+		// the same playbook on another fork): its files land first. Its
+		// module may run on (abandoned at a task timeout): stock's rm
+		// does not wait for it either.
 		if err := st.settled(r.ctx); err != nil {
 			return 0, false
 		}
