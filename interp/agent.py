@@ -2150,6 +2150,7 @@ class Agent(object):
         self.rscratch = bytearray(1 << 18)
         self.pscratch = bytearray(CHUNK)
         self.handling = None  # the payload of the frame being handled
+        self.handling_req = None  # and the request decoded from it
         self.writing = False
         self.procs = {}
         self.zips = {}
@@ -2239,6 +2240,7 @@ class Agent(object):
     def frame(self, typ, rid, payload):
         if typ == T_REQ:
             req, blob = decode_request(payload)
+            self.handling_req = req
             try:
                 self.request(rid, req, blob)
             except Exception as e:
@@ -2247,6 +2249,7 @@ class Agent(object):
                 else:
                     self.reply(rid, _errinfo(e))
             finally:
+                self.handling_req = None
                 forget_request(req)
         elif typ in (T_STDIN, T_STDIN_EOF):
             p = self.procs.get(rid)
@@ -2885,8 +2888,8 @@ class Agent(object):
     def forget_in_fork(self):
         """In a zygote just forked: overwrite the agent's buffers it
         inherited (what was read from the channel and the pipes, the frame
-        being handled, what is queued either way), which may hold other
-        tasks' arguments and output."""
+        being handled and its request's environment values, what is queued
+        either way), which may hold other tasks' arguments and output."""
         zero(self.rscratch)
         zero(self.pscratch)
         self.frames.q.clear()
@@ -2895,6 +2898,11 @@ class Agent(object):
             p.inbuf.clear()
         if self.handling is not None:
             zero(self.handling)
+        if self.handling_req is not None:
+            # The request that made this zygote: its environment values
+            # (the agent overwrites only its own copy).
+            forget_request(self.handling_req)
+            self.handling_req = None
 
     def retire(self, z):
         """No new tasks go to z; it exits once its running tasks are done."""
