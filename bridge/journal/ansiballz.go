@@ -275,3 +275,64 @@ func maskedArgs(args json.RawMessage, out []byte) [][]byte {
 	walk(sent, res.Invocation.ModuleArgs)
 	return found
 }
+
+// hasResult reports whether out holds a module result as Ansible reads
+// it: from the first line that starts with "{" to the last that ends
+// with "}", one JSON value.
+func hasResult(out []byte) bool {
+	i := bytes.Index(out, []byte("\n{"))
+	switch {
+	case bytes.HasPrefix(out, []byte("{")):
+		i = 0
+	case i < 0:
+		return false
+	default:
+		i++
+	}
+	end := i
+	for rest := out[i:]; len(rest) > 0; {
+		line, next, _ := bytes.Cut(rest, []byte("\n"))
+		if bytes.HasSuffix(bytes.TrimRight(line, " \t\r"), []byte("}")) {
+			end = len(out) - len(rest) + len(line)
+		}
+		rest = next
+	}
+	return end > i && json.Valid(out[i:end])
+}
+
+// argNames returns args (a module's arguments, JSON) with every value
+// but objects' and lists' replaced by null, Ansible's own (_ansible_*)
+// kept: what the journal shows of a module that left no result to say
+// which are its no_log parameters.
+func argNames(args json.RawMessage) json.RawMessage {
+	var top map[string]any
+	if json.Unmarshal(args, &top) != nil {
+		return nil
+	}
+	var blank func(any) any
+	blank = func(v any) any {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				v[k] = blank(x)
+			}
+			return v
+		case []any:
+			for i, x := range v {
+				v[i] = blank(x)
+			}
+			return v
+		}
+		return nil
+	}
+	for k, v := range top {
+		if !strings.HasPrefix(k, "_ansible_") {
+			top[k] = blank(v)
+		}
+	}
+	out, err := json.MarshalIndent(top, "", "  ")
+	if err != nil {
+		return nil
+	}
+	return out
+}

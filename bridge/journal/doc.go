@@ -55,7 +55,8 @@
 // script), HideStdin for stdin alone, for uploads, whose task cannot be
 // told. A module's own no_log parameters, which its result masks as
 // VALUE_SPECIFIED_IN_NO_LOG_PARAMETER, become secrets (below) when the
-// entry finishes.
+// entry finishes; an entry that finishes without a result keeps its
+// arguments' names only, as nothing tells which values are those.
 //
 // # Redaction
 //

@@ -26,6 +26,9 @@ const (
 	pingFQN    = "ansible.modules.ping"
 	pingData   = `it's "q" \ é hunter2` // the data argument, decoded
 	pingSecret = "hunter2"
+	// pingResult is a result as ping prints it (without a result the
+	// entry shows the args' names only).
+	pingResult = "{\"ping\": \"pong\", \"invocation\": {\"module_args\": {\"data\": \"pong\"}}}\n"
 )
 
 func readTestdata(t *testing.T, name string) []byte {
@@ -93,6 +96,7 @@ func TestStreamedWrapper(t *testing.T) {
 				e.AppendStdin(b[:n])
 				b = b[n:]
 			}
+			e.AppendStdout([]byte(pingResult))
 			e.Finish(0)
 			v, ok := j.Get(e.Seq())
 			if !ok {
@@ -121,6 +125,7 @@ func TestWrapperWithoutFinalNewline(t *testing.T) {
 	if v, _ := j.Get(1); v.ModuleName != "" {
 		t.Fatalf("module %q known before stdin ended", v.ModuleName)
 	}
+	e.AppendStdout([]byte(pingResult))
 	e.Finish(0)
 	v, _ := j.Get(1)
 	if v.ModuleName != "ns.coll.mod" || string(v.ModuleArgs) != "{\n  \"a\": []\n}" {
@@ -265,6 +270,7 @@ func TestRedaction(t *testing.T) {
 	j = New(0)
 	e = j.Begin("t", "module", nil)
 	e.SetModuleSource(readTestdata(t, "AnsiballZ_ping.py"))
+	e.AppendStdout([]byte(pingResult))
 	e.Finish(0)
 	j.AddSecret([]byte(pingData))
 	v, _ = j.Get(1)

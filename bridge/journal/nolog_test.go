@@ -38,6 +38,7 @@ func TestAwaitModule(t *testing.T) {
 		t.Errorf("before SetModule: stdin %d bytes shown of %d, module %q", len(v.Stdin.Data), v.Stdin.Size, v.ModuleName)
 	}
 	e.SetModule(parse(t, src))
+	e.AppendStdout([]byte(pingResult))
 	e.Finish(0)
 	v, _ := j.Get(e.Seq())
 	if v.ModuleName != pingFQN || string(v.ModuleArgs) != want {
@@ -142,10 +143,10 @@ func TestOrdinaryKeepsArgs(t *testing.T) {
 	j := New(0)
 	e := j.Begin("u@h:22", "module", nil)
 	e.SetModuleSource(readTestdata(t, "AnsiballZ_ping.py"))
-	e.AppendStdout([]byte("out"))
+	e.AppendStdout([]byte(pingResult))
 	e.Finish(0)
 	v, _ := j.Get(1)
-	if v.NoLog || !bytes.Contains(v.ModuleArgs, []byte(pingSecret)) || string(v.Stdout.Data) != "out" {
+	if v.NoLog || !bytes.Contains(v.ModuleArgs, []byte(pingSecret)) || string(v.Stdout.Data) != pingResult {
 		t.Errorf("no_log %v args %s stdout %q", v.NoLog, v.ModuleArgs, v.Stdout.Data)
 	}
 }
@@ -288,5 +289,54 @@ func TestMaskedArgs(t *testing.T) {
 	}
 	if v := maskedArgs(args, []byte("Traceback (most recent call last):\n")); v != nil {
 		t.Errorf("without a result: %q", v)
+	}
+}
+
+// TestNoResultShowsArgNames: a module that left no result (a crash, a
+// task cut off by its timeout) has no masking to say which of its
+// arguments are its own no_log parameters: the entry shows their names
+// only; one with a result shows them all.
+func TestNoResultShowsArgNames(t *testing.T) {
+	src := readTestdata(t, "AnsiballZ_ping.py")
+	for _, tc := range []struct {
+		name string
+		out  string
+		want bool // values shown
+	}{
+		{"traceback", "Traceback (most recent call last):\n  File \"x\", line 1\nValueError: embedded null byte\n", false},
+		{"nothing", "", false},
+		{"cut result", `{"changed": false, "invocation": {"module_args": {"data": "`, false},
+		{"result", "noise\n" + `{"ping": "pong", "invocation": {"module_args": {}}}` + "\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := New(0)
+			e := j.Begin("u@h:22", "module", []string{"ssh", "h", "python3 && sleep 0"})
+			e.SetModule(parse(t, src))
+			e.AppendStdout([]byte(tc.out))
+			e.Finish(1)
+			v, _ := j.Get(e.Seq())
+			if got := bytes.Contains(v.ModuleArgs, []byte(pingSecret)); got != tc.want {
+				t.Errorf("value shown %v, want %v:\n%s", got, tc.want, v.ModuleArgs)
+			}
+			if !bytes.Contains(v.ModuleArgs, []byte(`"data"`)) || v.NoLog {
+				t.Errorf("args' names not shown (no_log %v):\n%s", v.NoLog, v.ModuleArgs)
+			}
+		})
+	}
+}
+
+func TestHasResult(t *testing.T) {
+	for out, want := range map[string]bool{
+		`{"a": 1}`:                    true,
+		"warning\n{\"a\": 1}\nmore\n": true,
+		"{\"a\":\n 1}\n":              true,
+		"{\"a\": 1\n":                 false,
+		"Traceback\n":                 false,
+		"":                            false,
+		"x {\"a\": 1}":                false,
+	} {
+		if got := hasResult([]byte(out)); got != want {
+			t.Errorf("hasResult(%q) = %v", out, got)
+		}
 	}
 }
