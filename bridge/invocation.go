@@ -151,6 +151,7 @@ func (iv *invocation) exit(code int) {
 
 func (iv *invocation) fallback(reason string) {
 	iv.entry.SetRoute(routeFallback)
+	iv.entry.HideCommand()
 	iv.entry.AppendStderr([]byte("ansible-bridge: handed to the real " + iv.hello.Prog + ": " + reason + "\n"))
 	_ = iv.send(wire.Fallback, []byte(reason))
 }

@@ -1,10 +1,14 @@
 package bridge
 
 import (
+	"encoding/json"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 )
 
 // waitIdle waits until no invocation is in flight on any target (the
@@ -154,4 +158,45 @@ func journalHas(h *harness, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestFallbackEntryHidesCommand: an invocation handed to the real binary
+// keeps the program's name of its command line only (it may be a no_log
+// task's, with its environment), and, having no connection of its own,
+// leaves the journal once no connection is open.
+func TestFallbackEntryHidesCommand(t *testing.T) {
+	h := newHarness(t, 0)
+	secret := "fallback-env-7c1d"
+	c, err := net.Dial("unix", h.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without the shim's parse: the daemon hands it to the real ssh.
+	hello, _ := json.Marshal(wire.HelloMsg{Prog: "ssh", Argv: []string{"127.0.0.1", "/bin/sh -c 'APITOKEN=" + secret + " /usr/bin/python3'"},
+		Cwd: h.cwd, Env: []string{"HOME=" + h.home}})
+	if err := wire.Write(c, wire.Hello, hello); err != nil {
+		t.Fatal(err)
+	}
+	f, err := wire.Read(c)
+	c.Close()
+	if err != nil || f.Type != wire.Fallback {
+		t.Fatalf("got %v %v, want a fallback", f.Type, err)
+	}
+	waitIdle(t, h)
+	var found bool
+	for _, v := range h.srv.journal.Snapshot() {
+		if v.Route == routeFallback {
+			found = true
+			if strings.Join(v.Argv, " ") != "ssh" {
+				t.Errorf("fallback entry's argv %q", v.Argv)
+			}
+		}
+	}
+	if !found || journalHas(h, secret) {
+		t.Fatalf("fallback entry found %v; its command in the journal %v", found, journalHas(h, secret))
+	}
+	h.srv.expireIdle(time.Now())
+	if n := len(h.srv.journal.Snapshot()); n != 0 {
+		t.Errorf("%d entries left with no connection open", n)
+	}
 }

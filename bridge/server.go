@@ -293,10 +293,18 @@ func (s *Server) expireJournal(now time.Time) {
 		}
 		t.mu.Unlock()
 	}
+	closed := false
 	for label := range s.connected {
 		if !open[label] {
 			s.journal.DropTarget(label)
+			closed = true
 		}
+	}
+	if closed || len(open) == 0 {
+		// Entries without a target (fallbacks, -O, failures before a
+		// login) had no connection of their own: they go with those of
+		// the run they came with, or at once when none is open.
+		s.journal.DropTarget("")
 	}
 	s.connected = open
 }

@@ -375,6 +375,23 @@ func (e *Entry) Conceal() {
 	e.touch()
 }
 
+// HideCommand cuts argv to the program's name and drops the stdin kept:
+// for an invocation handed to the real binary, whose command the daemon
+// did not read (it may be a no_log task's, with its environment).
+func (e *Entry) HideCommand() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.argv = e.argv[:min(1, len(e.argv))]
+	e.stdin.wipe()
+	e.hideStdin = true
+	e.awaiting = false
+	e.scan = nil
+	e.touch()
+}
+
 // wipe overwrites and drops everything captured, for an entry leaving
 // the journal; e.mu is held.
 func (e *Entry) wipe() {
