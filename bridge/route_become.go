@@ -79,7 +79,8 @@ func (r *request) serveBecome() (code int, served bool) {
 			answer, ok := askPassword(iv, w, tty, secret)
 			if !ok {
 				ag = nil // the tool decides, with what Ansible typed
-				stdin = io.MultiReader(bytes.NewReader(answer), iv.stdin)
+				stdin = io.MultiReader(&wipingReader{b: answer}, iv.stdin)
+				defer clear(answer) // a step that ended before the tool read it
 			} else {
 				clear(answer)
 			}
@@ -225,6 +226,20 @@ func (r *request) loginOwner(python string) (*[2]int, error) {
 	}
 	info := ag.Info()
 	return &[2]int{info.UID, info.GID}, nil
+}
+
+// wipingReader reads b, overwriting the bytes it has read: a typed
+// password goes on to the tool, and no copy of it stays here.
+type wipingReader struct{ b []byte }
+
+func (r *wipingReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	clear(r.b[:n])
+	r.b = r.b[n:]
+	return n, nil
 }
 
 // askPassword shows Ansible the tool's password prompt and reads its

@@ -80,3 +80,16 @@ func TestPasswordHashOverwritten(t *testing.T) {
 		t.Errorf("password not overwritten: %q", pw)
 	}
 }
+
+// TestWrongPasswordWiped: a become password that does not match goes to
+// the tool, and the buffer that held it is overwritten once read.
+func TestWrongPasswordWiped(t *testing.T) {
+	answer := []byte("wrong-pass\n")
+	got, err := io.ReadAll(io.MultiReader(&wipingReader{b: answer}, strings.NewReader("module")))
+	if err != nil || string(got) != "wrong-pass\nmodule" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if bytes.Contains(answer, []byte("wrong")) {
+		t.Errorf("the answer is still in its buffer: %q", answer)
+	}
+}
