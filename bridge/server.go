@@ -401,7 +401,10 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	if iv.hello.Prog != "ctl" {
-		iv.entry = s.journal.Begin("", "", append([]string{iv.hello.Prog}, iv.hello.Argv...))
+		e := s.journal.Begin("", "", append([]string{iv.hello.Prog}, iv.hello.Argv...))
+		iv.mu.Lock() // Status reads it
+		iv.entry = e
+		iv.mu.Unlock()
 	}
 	code := s.dispatch(ctx, iv)
 	if code >= 0 {

@@ -174,9 +174,19 @@ func (s *Server) Status() Status {
 			return true
 		}
 		target, route := iv.where()
+		// What its journal entry shows: a no_log task's command line (its
+		// environment values, raw's command) is not; without a journal
+		// nothing tells, so the program's name only.
+		iv.mu.Lock()
+		e := iv.entry
+		iv.mu.Unlock()
+		argv := e.Argv()
+		if argv == nil {
+			argv = []string{iv.hello.Prog}
+		}
 		st.InFlight = append(st.InFlight, InvocationStatus{
 			ID: iv.id, Prog: iv.hello.Prog, Target: target, Route: route,
-			Command:   summarize(iv.hello.Argv, 120),
+			Command:   summarize(argv, 120),
 			ElapsedMS: float64(time.Since(iv.started).Microseconds()) / 1000,
 		})
 		return true

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -48,5 +49,25 @@ func TestStatusWireBytes(t *testing.T) {
 		if !strings.Contains(StatusColumns, "\n  "+col+" ") {
 			t.Errorf("StatusColumns does not define %s", col)
 		}
+	}
+}
+
+// TestStatusConcealsInFlight: a running command the journal conceals (a
+// no_log task's environment values, raw's command) is shown by status as
+// its entry shows it, by the program's name.
+func TestStatusConcealsInFlight(t *testing.T) {
+	h := newHarness(t, 0)
+	secret := "inflight-env-4b9e"
+	h.accepted("ssh", h.sshArgs("127.0.0.1", "APITOKEN="+secret+" cat"))
+	st := h.srv.Status()
+	if len(st.InFlight) != 1 {
+		t.Fatalf("%d invocations in flight", len(st.InFlight))
+	}
+	if in := st.InFlight[0]; in.Command != "ssh" {
+		t.Errorf("in flight: command %q, want the program's name", in.Command)
+	}
+	b, _ := json.Marshal(st)
+	if strings.Contains(string(b), secret) {
+		t.Errorf("status shows the command: %s", b)
 	}
 }

@@ -375,6 +375,22 @@ func (e *Entry) Conceal() {
 	e.touch()
 }
 
+// Argv returns the entry's command line as its view shows it: secrets
+// masked, the program's name only for a concealed or no_log one. nil for
+// a nil entry (no journal).
+func (e *Entry) Argv() []string {
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	argv := append([]string(nil), e.argv...)
+	e.mu.Unlock()
+	for i, a := range argv {
+		argv[i] = e.j.red.String(a)
+	}
+	return argv
+}
+
 // HideCommand cuts argv to the program's name and drops the stdin kept:
 // for an invocation handed to the real binary, whose command the daemon
 // did not read (it may be a no_log task's, with its environment).
