@@ -52,6 +52,12 @@ ssh lab 'echo still here'
 ssh lab $'echo caf\xe9 | od -An -tx1'
 LC_BYTES=$'\xff' ssh -o SendEnv=LC_BYTES lab 'echo "$LC_BYTES" | od -An -tx1'
 `},
+	{"ssh: key policy that only ssh applies", `
+ssh -o ControlPath=$HOME/.ssh/cm-pka1 -o PubkeyAcceptedAlgorithms=rsa-sha2-512,rsa-sha2-256 lab 'echo a refused key type'; echo "rc=$?"
+ssh -o ControlPath=$HOME/.ssh/cm-pka2 -o PubkeyAcceptedKeyTypes=-ssh-ed25519 lab 'echo a refused key type'; echo "rc=$?"
+ssh -o ControlPath=$HOME/.ssh/cm-pka3 -o PubkeyAcceptedAlgorithms=+ssh-ed25519 lab 'echo the default list'; echo "rc=$?"
+ssh -o ControlPath=$HOME/.ssh/cm-pka3 -O exit lab 2>/dev/null
+`},
 	{"ssh: a login shell without a terminal", `
 printf 'echo from-shell\nexit 4\n' | ssh lab; echo "rc=$?"
 printf 'echo hi\n' | ssh -t lab 'cat'; echo "rc=$?"

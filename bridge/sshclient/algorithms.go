@@ -45,9 +45,30 @@ var (
 	algoHostKeys = algoKind{keyword: "hostkeyalgorithms", name: "HostKeyAlgorithms", wildcards: true,
 		ofKind:   func(a ssh.Algorithms) []string { return a.HostKeys },
 		defaults: opensshHostKeyAlgos,
-		all:      strings.Split("ssh-ed25519,ssh-ed25519-cert-v01@openssh.com,sk-ssh-ed25519@openssh.com,sk-ssh-ed25519-cert-v01@openssh.com,ecdsa-sha2-nistp256,ecdsa-sha2-nistp256-cert-v01@openssh.com,ecdsa-sha2-nistp384,ecdsa-sha2-nistp384-cert-v01@openssh.com,ecdsa-sha2-nistp521,ecdsa-sha2-nistp521-cert-v01@openssh.com,sk-ecdsa-sha2-nistp256@openssh.com,sk-ecdsa-sha2-nistp256-cert-v01@openssh.com,webauthn-sk-ecdsa-sha2-nistp256@openssh.com,ssh-dss,ssh-dss-cert-v01@openssh.com,ssh-rsa,ssh-rsa-cert-v01@openssh.com,rsa-sha2-256,rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-512,rsa-sha2-512-cert-v01@openssh.com", ","),
+		all:      allKeyAlgos,
+	}
+	// The bridge does not filter identities nor CA signatures by these
+	// two: only their default is served (policyServed).
+	algoPubkey = algoKind{keyword: "pubkeyacceptedalgorithms", name: "PubkeyAcceptedAlgorithms", wildcards: true,
+		defaults: opensshHostKeyAlgos, // KEX_DEFAULT_PK_ALG, as HostKeyAlgorithms
+		all:      allKeyAlgos,
+	}
+	algoCASig = algoKind{keyword: "casignaturealgorithms", name: "CASignatureAlgorithms", wildcards: true,
+		defaults: strings.Split("ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,ecdsa-sha2-nistp521,sk-ssh-ed25519@openssh.com,sk-ecdsa-sha2-nistp256@openssh.com,rsa-sha2-512,rsa-sha2-256", ","),
+		all:      slices.DeleteFunc(slices.Clone(allKeyAlgos), func(a string) bool { return strings.Contains(a, "-cert-") }),
 	}
 )
+
+// allKeyAlgos is sshkey_alg_list's every key and signature name, as
+// OpenSSH 9.2 on Debian lists them (ssh -Q key-sig).
+var allKeyAlgos = strings.Split("ssh-ed25519,ssh-ed25519-cert-v01@openssh.com,sk-ssh-ed25519@openssh.com,sk-ssh-ed25519-cert-v01@openssh.com,ecdsa-sha2-nistp256,ecdsa-sha2-nistp256-cert-v01@openssh.com,ecdsa-sha2-nistp384,ecdsa-sha2-nistp384-cert-v01@openssh.com,ecdsa-sha2-nistp521,ecdsa-sha2-nistp521-cert-v01@openssh.com,sk-ecdsa-sha2-nistp256@openssh.com,sk-ecdsa-sha2-nistp256-cert-v01@openssh.com,webauthn-sk-ecdsa-sha2-nistp256@openssh.com,ssh-dss,ssh-dss-cert-v01@openssh.com,ssh-rsa,ssh-rsa-cert-v01@openssh.com,rsa-sha2-256,rsa-sha2-256-cert-v01@openssh.com,rsa-sha2-512,rsa-sha2-512-cert-v01@openssh.com", ",")
+
+// policyServed tells whether spec, set for kind k, leaves OpenSSH with
+// k's default list: the only value the bridge reproduces.
+func (k *algoKind) policyServed(spec string) bool {
+	list, ok := k.assemble(spec)
+	return ok && slices.Equal(list, k.defaults)
+}
 
 // implemented lists what x/crypto can negotiate of kind k (the insecure
 // ones included: a user who lists them asked for them).

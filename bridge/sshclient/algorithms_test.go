@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 )
 
 // TestAssembleAlgorithms: lists are assembled as OpenSSH's
@@ -84,5 +86,45 @@ func TestDialAlgorithms(t *testing.T) {
 				t.Errorf("message %q, want %q", msg, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestPolicySettings: PubkeyAcceptedAlgorithms (and its old name) and
+// CASignatureAlgorithms are served only where they leave OpenSSH's
+// default list; any other value, from the command line or a file, is
+// noted, so that the real ssh, which filters identities and CA
+// signatures by it, serves the invocation.
+func TestPolicySettings(t *testing.T) {
+	env := testEnv(t)
+	for _, tc := range []struct {
+		opt   string
+		noted bool
+	}{
+		{"PubkeyAcceptedAlgorithms=rsa-sha2-512,rsa-sha2-256", true},
+		{"PubkeyAcceptedAlgorithms=-ssh-ed25519", true},
+		{"PubkeyAcceptedAlgorithms=+ssh-rsa", true},
+		{"PubkeyAcceptedAlgorithms=^ssh-ed25519", true},
+		{"PubkeyAcceptedAlgorithms=nosuch", true},
+		{"PubkeyAcceptedKeyTypes=ecdsa-sha2-nistp256", true},
+		{"PubkeyAcceptedAlgorithms=+ssh-ed25519", false},
+		{"PubkeyAcceptedAlgorithms=-ssh-dss", false},
+		{"PubkeyAcceptedAlgorithms=" + strings.Join(opensshHostKeyAlgos, ","), false},
+		{"CASignatureAlgorithms=ssh-ed25519", true},
+		{"CASignatureAlgorithms=+ssh-rsa", true},
+		{"CASignatureAlgorithms=-ssh-rsa", false},
+	} {
+		s := settingsFor(t, env, 22, tc.opt)
+		if got := len(s.Unsupported) == 1; got != tc.noted || len(s.Unsupported) > 1 {
+			t.Errorf("%s: unsupported %q, want a note: %t", tc.opt, s.Unsupported, tc.noted)
+		}
+	}
+	noSystemConfig(t)
+	writeFile(t, env.Home, ".ssh/config", "Host h\n  PubkeyAcceptedKeyTypes -ssh-ed25519\n", 0o600)
+	s, err := Resolve(&fakessh.SSHInvocation{Host: "h"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Unsupported) != 1 {
+		t.Errorf("from a file: unsupported %q, want one note", s.Unsupported)
 	}
 }

@@ -414,7 +414,8 @@ func (r *resolver) applyArgs(kw, raw string, args []string, src source, active b
 		}
 		set(arg)
 	case "hostname", "user", "hostkeyalias", "identityagent", "preferredauthentications",
-		"ciphers", "macs", "kexalgorithms", "hostkeyalgorithms":
+		"ciphers", "macs", "kexalgorithms", "hostkeyalgorithms",
+		"pubkeyacceptedalgorithms", "casignaturealgorithms":
 		set(arg)
 	case "identityfile", "certificatefile":
 		if !active {

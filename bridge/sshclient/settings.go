@@ -369,6 +369,13 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 	if r.forwarding != "" && v["clearallforwardings"] != "yes" {
 		r.note(r.forwarding)
 	}
+	// Authentication and host key policy the bridge does not reproduce:
+	// the real ssh serves it, so that no login is looser or stricter.
+	for _, k := range []*algoKind{&algoPubkey, &algoCASig} {
+		if spec, ok := v[k.keyword]; ok && !k.policyServed(spec) {
+			r.note(fmt.Sprintf("%s %s is not served", k.name, spec))
+		}
+	}
 	s := &Settings{
 		Warnings:                     r.warnings,
 		HostArg:                      r.hostArg,
