@@ -93,7 +93,8 @@ func TestDialAlgorithms(t *testing.T) {
 // CASignatureAlgorithms are served only where they leave OpenSSH's
 // default list; any other value, from the command line or a file, is
 // noted, so that the real ssh, which filters identities and CA
-// signatures by it, serves the invocation.
+// signatures by it, serves the invocation. So is KbdInteractiveDevices,
+// whatever its value (ssh asks the server for those devices only).
 func TestPolicySettings(t *testing.T) {
 	env := testEnv(t)
 	for _, tc := range []struct {
@@ -112,6 +113,8 @@ func TestPolicySettings(t *testing.T) {
 		{"CASignatureAlgorithms=ssh-ed25519", true},
 		{"CASignatureAlgorithms=+ssh-rsa", true},
 		{"CASignatureAlgorithms=-ssh-rsa", false},
+		{"KbdInteractiveDevices=bsdauth", true},
+		{"KbdInteractiveDevices=pam", true},
 	} {
 		s := settingsFor(t, env, 22, tc.opt)
 		if got := len(s.Unsupported) == 1; got != tc.noted || len(s.Unsupported) > 1 {

@@ -415,7 +415,7 @@ func (r *resolver) applyArgs(kw, raw string, args []string, src source, active b
 		set(arg)
 	case "hostname", "user", "hostkeyalias", "identityagent", "preferredauthentications",
 		"ciphers", "macs", "kexalgorithms", "hostkeyalgorithms",
-		"pubkeyacceptedalgorithms", "casignaturealgorithms":
+		"pubkeyacceptedalgorithms", "casignaturealgorithms", "kbdinteractivedevices":
 		set(arg)
 	case "identityfile", "certificatefile":
 		if !active {

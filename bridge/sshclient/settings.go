@@ -376,6 +376,11 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 			r.note(fmt.Sprintf("%s %s is not served", k.name, spec))
 		}
 	}
+	// ssh sends it as keyboard-interactive's submethods, which
+	// x/crypto leaves empty.
+	if d, ok := v["kbdinteractivedevices"]; ok {
+		r.note("KbdInteractiveDevices " + d + " is not served")
+	}
 	s := &Settings{
 		Warnings:                     r.warnings,
 		HostArg:                      r.hostArg,

@@ -414,7 +414,7 @@ var reasons = map[string]string{
 	"gssapiauthentication":             "GSSAPI is not offered; the other methods are",
 	"gssapidelegatecredentials":        "GSSAPI is not offered",
 	"hostbasedauthentication":          "host-based auth is not offered; the other methods are",
-	"kbdinteractivedevices":            "the server's default devices are used",
+	"kbdinteractivedevices":            "makes the bridge fall back (x/crypto asks for the server's default devices)",
 	"nohostauthenticationforlocalhost": "host keys are checked for every host",
 	"verifyhostkeydns":                 "no DNS in host key checks (OpenSSH's default)",
 	"visualhostkey":                    "no host key art is printed",
