@@ -34,6 +34,10 @@ var hostKeyCases = []hostKeyCase{
 	{"revoked", "@revoked * KEY\n", []string{"-o", "StrictHostKeyChecking=yes"}},
 	{"revoked, no", "@revoked * KEY\n", []string{"-o", "StrictHostKeyChecking=no"}},
 	{"alias", "myalias KEY\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "HostKeyAlias=myalias"}},
+	// ssh takes any key for a loopback address, unless HostKeyAlias.
+	{"unknown, strict, NoHostAuthenticationForLocalhost", "", []string{"-o", "StrictHostKeyChecking=yes", "-o", "NoHostAuthenticationForLocalhost=yes"}},
+	{"changed, strict, NoHostAuthenticationForLocalhost", "[127.0.0.1]:PORT WRONG\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "NoHostAuthenticationForLocalhost=yes"}},
+	{"alias changed, strict, NoHostAuthenticationForLocalhost", "myalias WRONG\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "NoHostAuthenticationForLocalhost=yes", "-o", "HostKeyAlias=myalias"}},
 }
 
 // TestHostKeyLikeOpenSSH runs ssh through the shim and through OpenSSH

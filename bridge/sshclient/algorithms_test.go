@@ -94,7 +94,9 @@ func TestDialAlgorithms(t *testing.T) {
 // default list; any other value, from the command line or a file, is
 // noted, so that the real ssh, which filters identities and CA
 // signatures by it, serves the invocation. So is KbdInteractiveDevices,
-// whatever its value (ssh asks the server for those devices only).
+// whatever its value (ssh asks the server for those devices only), and
+// NoHostAuthenticationForLocalhost yes (ssh takes any key of a loopback
+// address).
 func TestPolicySettings(t *testing.T) {
 	env := testEnv(t)
 	for _, tc := range []struct {
@@ -115,6 +117,8 @@ func TestPolicySettings(t *testing.T) {
 		{"CASignatureAlgorithms=-ssh-rsa", false},
 		{"KbdInteractiveDevices=bsdauth", true},
 		{"KbdInteractiveDevices=pam", true},
+		{"NoHostAuthenticationForLocalhost=yes", true},
+		{"NoHostAuthenticationForLocalhost=no", false},
 	} {
 		s := settingsFor(t, env, 22, tc.opt)
 		if got := len(s.Unsupported) == 1; got != tc.noted || len(s.Unsupported) > 1 {

@@ -361,7 +361,7 @@ func escapeChar(s string) int {
 var flagKeys = map[string]bool{
 	"batchmode": true, "identitiesonly": true, "passwordauthentication": true,
 	"kbdinteractiveauthentication": true, "hashknownhosts": true,
-	"checkhostip": true, "compression": true, "tcpkeepalive": true,
+	"checkhostip": true, "compression": true, "tcpkeepalive": true, "nohostauthenticationforlocalhost": true,
 	"clearallforwardings": true, "gatewayports": true, "streamlocalbindunlink": true,
 }
 

@@ -381,6 +381,11 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 	if d, ok := v["kbdinteractivedevices"]; ok {
 		r.note("KbdInteractiveDevices " + d + " is not served")
 	}
+	// ssh takes any host key for a loopback address (unless
+	// HostKeyAlias); the bridge checks every one.
+	if v["nohostauthenticationforlocalhost"] == "yes" {
+		r.note("NoHostAuthenticationForLocalhost yes is not served")
+	}
 	s := &Settings{
 		Warnings:                     r.warnings,
 		HostArg:                      r.hostArg,

@@ -415,7 +415,7 @@ var reasons = map[string]string{
 	"gssapidelegatecredentials":        "GSSAPI is not offered",
 	"hostbasedauthentication":          "host-based auth is not offered; the other methods are",
 	"kbdinteractivedevices":            "makes the bridge fall back (x/crypto asks for the server's default devices)",
-	"nohostauthenticationforlocalhost": "host keys are checked for every host",
+	"nohostauthenticationforlocalhost": "yes makes the bridge fall back (it checks the key of every host)",
 	"verifyhostkeydns":                 "no DNS in host key checks (OpenSSH's default)",
 	"visualhostkey":                    "no host key art is printed",
 	"pubkeyacceptedalgorithms":         "only OpenSSH's default list is served; any other makes the bridge fall back",
