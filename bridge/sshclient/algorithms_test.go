@@ -96,7 +96,7 @@ func TestDialAlgorithms(t *testing.T) {
 // signatures by it, serves the invocation. So is KbdInteractiveDevices,
 // whatever its value (ssh asks the server for those devices only), and
 // NoHostAuthenticationForLocalhost yes (ssh takes any key of a loopback
-// address).
+// address) and CheckHostIP yes (ssh checks the address's key too).
 func TestPolicySettings(t *testing.T) {
 	env := testEnv(t)
 	for _, tc := range []struct {
@@ -119,6 +119,8 @@ func TestPolicySettings(t *testing.T) {
 		{"KbdInteractiveDevices=pam", true},
 		{"NoHostAuthenticationForLocalhost=yes", true},
 		{"NoHostAuthenticationForLocalhost=no", false},
+		{"CheckHostIP=yes", true},
+		{"CheckHostIP=no", false},
 	} {
 		s := settingsFor(t, env, 22, tc.opt)
 		if got := len(s.Unsupported) == 1; got != tc.noted || len(s.Unsupported) > 1 {

@@ -386,6 +386,11 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 	if v["nohostauthenticationforlocalhost"] == "yes" {
 		r.note("NoHostAuthenticationForLocalhost yes is not served")
 	}
+	// ssh checks the address's key too, records it and warns of DNS
+	// spoofing; the bridge checks the name's only.
+	if v["checkhostip"] == "yes" {
+		r.note("CheckHostIP yes is not served")
+	}
 	s := &Settings{
 		Warnings:                     r.warnings,
 		HostArg:                      r.hostArg,

@@ -423,7 +423,7 @@ var reasons = map[string]string{
 	"hostbasedacceptedalgorithms":      "host-based auth is not offered",
 	"casignaturealgorithms":            "only OpenSSH's default list is served; any other makes the bridge fall back",
 	"fingerprinthash":                  "messages use SHA256 fingerprints",
-	"checkhostip":                      "host keys are checked by name only (OpenSSH's default)",
+	"checkhostip":                      "yes makes the bridge fall back (it checks host keys by name only, OpenSSH's default)",
 	"compression":                      "x/crypto has no compression: accepted and ignored",
 	"tcpkeepalive":                     "the connection always has TCP keepalives (Go's default); ServerAliveInterval is served",
 	"ipqos":                            "loopback and LAN latency is unaffected",
