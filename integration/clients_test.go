@@ -58,6 +58,16 @@ ssh -o ControlPath=$HOME/.ssh/cm-pka2 -o PubkeyAcceptedKeyTypes=-ssh-ed25519 lab
 ssh -o ControlPath=$HOME/.ssh/cm-pka3 -o PubkeyAcceptedAlgorithms=+ssh-ed25519 lab 'echo the default list'; echo "rc=$?"
 ssh -o ControlPath=$HOME/.ssh/cm-pka3 -O exit lab 2>/dev/null
 `},
+	// ssh writes a numeric address as getnameinfo does (127.1 is
+	// 127.0.0.1) before %h and %C: one master serves all three.
+	{"ssh: numeric addresses, one connection", `
+ssh lab 'echo via 127.0.0.1'; echo "rc=$?"
+ssh -o HostName=127.1 lab 'echo via 127.1'; echo "rc=$?"
+ssh -o HostName=0x7F000001 lab 'echo via 0x7F000001'; echo "rc=$?"
+ssh -o HostName=127.1 -O check lab 2>&1 | sed 's/pid=[0-9]*/pid=PID/'
+$REAL_SSH -F $SSHCFG -o HostName=2130706433 -O check lab 2>&1 | sed 's/pid=[0-9]*/pid=PID/'
+ls $HOME/.ssh | grep -c '^cm-'
+`},
 	{"ssh: a login shell without a terminal", `
 printf 'echo from-shell\nexit 4\n' | ssh lab; echo "rc=$?"
 printf 'echo hi\n' | ssh -t lab 'cat'; echo "rc=$?"

@@ -34,6 +34,11 @@ var hostKeyCases = []hostKeyCase{
 	{"revoked", "@revoked * KEY\n", []string{"-o", "StrictHostKeyChecking=yes"}},
 	{"revoked, no", "@revoked * KEY\n", []string{"-o", "StrictHostKeyChecking=no"}},
 	{"alias", "myalias KEY\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "HostKeyAlias=myalias"}},
+	// ssh looks a numeric address up as getnameinfo writes it.
+	{"known, HostName 127.1", "[127.0.0.1]:PORT KEY\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "HostName=127.1"}},
+	{"known as 127.1 only", "[127.1]:PORT KEY\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "HostName=127.1"}},
+	{"known, a wrong key for 127.1", "[127.0.0.1]:PORT KEY\n[127.1]:PORT WRONG\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "HostName=127.1"}},
+	{"unknown, accept-new, HostName 0x7f000001", "", []string{"-o", "StrictHostKeyChecking=accept-new", "-o", "HashKnownHosts=no", "-o", "HostName=0x7f000001"}},
 	// ssh takes any key for a loopback address, unless HostKeyAlias.
 	{"unknown, strict, NoHostAuthenticationForLocalhost", "", []string{"-o", "StrictHostKeyChecking=yes", "-o", "NoHostAuthenticationForLocalhost=yes"}},
 	{"changed, strict, NoHostAuthenticationForLocalhost", "[127.0.0.1]:PORT WRONG\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "NoHostAuthenticationForLocalhost=yes"}},

@@ -246,7 +246,10 @@ func dialTCP(ctx context.Context, s *Settings) (*transport, error) {
 	}
 	var ips []net.IP
 	if ip := numericHost(s.HostName); ip != nil {
-		if network == "ip4" && ip.To4() == nil || network == "ip6" && ip.To4() != nil {
+		// getaddrinfo reads a host with ':' as IPv6 only (::ffff:a.b.c.d
+		// too), one without as IPv4 only.
+		v6 := strings.Contains(s.HostName, ":")
+		if network == "ip4" && v6 || network == "ip6" && !v6 {
 			// getaddrinfo's EAI_ADDRFAMILY for an address of the other family.
 			err := &net.AddrError{Err: "address family mismatch", Addr: s.HostName}
 			return nil, failure(s.LogLevel, err,

@@ -205,6 +205,14 @@ func resolve(inv *fakessh.SSHInvocation, env Env, depth int) (*Settings, error) 
 		return nil, err
 	}
 	if r.wantFinal {
+		// ssh reads its configuration again with HostName set to the
+		// host as it now stands (an address canonical): Match host
+		// sees it, and no HostName line applies.
+		hn, _, err := r.hostName()
+		if err != nil {
+			return nil, &ConnError{Msg: err.Error(), Err: err}
+		}
+		r.vals["hostname"] = strings.ReplaceAll(hn, "%", "%%")
 		r.final = true
 		if err := r.readConfigs(inv.ConfigFile); err != nil {
 			return nil, err
@@ -452,16 +460,17 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 	if x, ok := v["hostkeyalias"]; ok {
 		s.HostKeyAlias = strings.ToLower(x)
 	}
-	// HostName: %h (and %%) expanded, then lower case.
-	s.HostName = r.hostArg
-	if hn, ok := v["hostname"]; ok {
-		exp, err := percentExpand(hn, tokens{'h': r.hostArg}, hostnameTokens, false, nil)
-		if err != nil {
-			return nil, &ConnError{Msg: err.Error(), Err: err}
-		}
-		s.HostName = exp
+	// HostName: %h (and %%) expanded, then lower case or, an address,
+	// canonical.
+	hn, scoped, err := r.hostName()
+	if err != nil {
+		return nil, &ConnError{Msg: err.Error(), Err: err}
 	}
-	s.HostName = strings.ToLower(s.HostName)
+	if scoped {
+		r.note("HostName " + hn + " (a scoped address) is not served")
+		s.Unsupported = r.unsupported
+	}
+	s.HostName = hn
 	if s.HostName == "" {
 		return nil, &ConnError{Msg: "ssh: no destination host", Err: errors.New("no destination host")}
 	}
