@@ -46,6 +46,8 @@ ssh -o HostName=127.1 lab 'echo via 127.1'; echo "rc=$?"
 ssh -i /nonexistent/id lab 'echo a missing -i'; echo "rc=$?"
 ssh -o IdentityFile=/nonexistent/id2 -o ControlPath=$HOME/.ssh/cm-noid lab 'echo a missing IdentityFile'; echo "rc=$?"
 ssh -o ControlPath=$HOME/.ssh/cm-noid -O exit lab 2>/dev/null
+ssh -o IdentityFile=none -o ControlPath=$HOME/.ssh/cm-idnone lab 'echo IdentityFile none skipped'; echo "rc=$?"
+ssh -o ControlPath=$HOME/.ssh/cm-idnone -O exit lab 2>/dev/null
 ssh lab '' </dev/null >/dev/null; echo "rc=$?"
 ssh -s lab nosuch </dev/null; echo "rc=$?"
 ssh lab 'echo still here'

@@ -497,6 +497,11 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 		}
 	}
 	for _, f := range r.identityFiles {
+		if strings.EqualFold(f, "none") {
+			// Skipped by load_public_identity_files, but it counts as
+			// configured: no default identities either.
+			continue
+		}
 		p, err := expandPath(f)
 		if err != nil {
 			return fail(err)

@@ -657,3 +657,17 @@ func TestBracketedDestination(t *testing.T) {
 		t.Errorf("HostName %q, want the brackets kept", s.HostName)
 	}
 }
+
+// TestIdentityFileNone: ssh skips an IdentityFile none (any case), which
+// still counts as configured: no default identity is tried either.
+func TestIdentityFileNone(t *testing.T) {
+	env := testEnv(t)
+	writeFile(t, env.Home, ".ssh/id_ed25519", "key", 0o600)
+	if s := settingsFor(t, env, 22, "IdentityFile=none"); len(s.IdentityFiles) != 0 {
+		t.Errorf("IdentityFile none: identities %q, want none", s.IdentityFiles)
+	}
+	s := settingsFor(t, env, 22, "IdentityFile=NONE", "IdentityFile=~/k")
+	if want := []string{env.Home + "/k"}; !reflect.DeepEqual(s.IdentityFiles, want) {
+		t.Errorf("IdentityFile NONE and ~/k: identities %q, want %q", s.IdentityFiles, want)
+	}
+}
