@@ -112,6 +112,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 	}()
 	go s.idleWatch(ctx, cancel)
+	if path, own := socketFile(ln); own != nil {
+		go s.orphanWatch(ctx, cancel, path, own)
+	}
 	go s.persistWatch(ctx)
 	// The first interpreter start waits for this (~8 ms of compression):
 	// done now, it overlaps the first connection's handshake instead.
@@ -348,6 +351,46 @@ func (s *Server) idleWatch(ctx context.Context, cancel func()) {
 			timer.Reset(s.cfg.Idle)
 		}
 	}
+}
+
+// orphanCheckEvery is how often orphanWatch looks at the socket.
+var orphanCheckEvery = 5 * time.Second
+
+// orphanWatch cancels the daemon once its socket is gone (removed with
+// the directory a job's data lived in, or replaced) and nothing keeps it
+// up (idle): no shim can reach it any more, so waiting out the idle
+// timeout would only keep a process, and what it holds, for nothing.
+func (s *Server) orphanWatch(ctx context.Context, cancel func(), path string, own os.FileInfo) {
+	tick := time.NewTicker(orphanCheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if now, err := os.Stat(path); err == nil && os.SameFile(now, own) {
+			continue
+		}
+		if s.idle() {
+			s.log.WithField("socket", path).Info("socket removed or replaced, and nothing left to serve: exiting")
+			cancel()
+			return
+		}
+	}
+}
+
+// socketFile returns ln's socket's path and file, if it has one.
+func socketFile(ln net.Listener) (string, os.FileInfo) {
+	addr, ok := ln.Addr().(*net.UnixAddr)
+	if !ok || addr.Name == "" || addr.Name[0] == '@' {
+		return "", nil
+	}
+	own, err := os.Stat(addr.Name)
+	if err != nil {
+		return "", nil
+	}
+	return addr.Name, own
 }
 
 // idle reports whether the daemon has nothing to keep it up: no

@@ -635,3 +635,39 @@ func TestPersistDeadline(t *testing.T) {
 		t.Errorf("persistDeadline: %v after idle, want %v", got, want)
 	}
 }
+
+// TestOrphanedDaemonExits: a daemon whose socket was removed (with a
+// job's data dir) exits once nothing keeps it up, rather than after its
+// idle timeout: no shim can reach it.
+func TestOrphanedDaemonExits(t *testing.T) {
+	defer func(d time.Duration) { orphanCheckEvery = d }(orphanCheckEvery)
+	orphanCheckEvery = 10 * time.Millisecond
+	log := logrus.New()
+	log.SetOutput(testWriter{t})
+	srv := New(Config{Idle: time.Hour}, log)
+	sock := filepath.Join(t.TempDir(), "s", "bridge.sock")
+	ln, err := Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	// Served once Run has started (and looked at its socket).
+	waitFor(t, "the daemon to serve", func() bool {
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil && srv.active.Load() > 0
+	})
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the daemon still runs 10 s after its socket was removed")
+	}
+}
