@@ -28,8 +28,14 @@ func (r *request) serveControl() int {
 		iv.errorf("No ControlPath specified for \"-O\" command")
 		return fakessh.ExitSSHError
 	}
-	if r.settings.ControlMaster == "yes" {
+	switch r.settings.ControlMaster {
+	case "yes":
 		return r.controlAsMaster()
+	case "ask":
+		// ssh logs in as a would-be master, which asks before each
+		// client: not the bridge's to reproduce.
+		iv.fallback("-O " + inv.Control + " with ControlMaster=ask: " + reasonOwnConnection)
+		return -1
 	}
 	t := r.s.targets.lookup(path)
 	var dialErr error

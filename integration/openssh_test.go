@@ -52,6 +52,7 @@ func TestCredentialsLikeOpenSSH(t *testing.T) {
 		{"no ControlPersist", []credStep{{good, "a", []string{"-o", "ControlMaster=auto"}}, {wrong, "a", []string{"-o", "ControlMaster=auto"}}}},
 		// ask tries no master, as yes: it logs in.
 		{"ControlMaster=ask beside a master", []credStep{{good, "a", auto}, {wrong, "a", []string{"-o", "ControlMaster=ask"}}}},
+		{"-O check with ControlMaster=ask beside a master", []credStep{{good, "a", auto}, {wrong, "a", []string{"-O", "check", "-o", "ControlMaster=ask"}}}},
 		// ssh asks the server for these devices only (none is bsdauth).
 		{"KbdInteractiveDevices", []credStep{
 			{good, "a", []string{"-o", "ControlMaster=auto", "-o", "PreferredAuthentications=keyboard-interactive", "-o", "KbdInteractiveDevices=bsdauth"}},
