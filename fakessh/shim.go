@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -381,34 +380,57 @@ func answerPrompt(payload []byte, send func(wire.Type, []byte) error) {
 	_ = send(wire.PromptReply, []byte(answer))
 }
 
+// promptTTY asks on the controlling terminal byte for byte as OpenSSH's
+// read_passphrase and readpassphrase(3) do: "\r", echo off (TCSAFLUSH,
+// which drops type-ahead) before the prompt so that a fast answer
+// (sshpass, expect) is not echoed back, the answer up to "\n" or "\r",
+// then "\n" whenever echo was off while reading (also for an echoed
+// prompt on a terminal whose echo was off already), and the settings
+// back only if they were changed.
 func promptTTY(p wire.PromptMsg) (string, error) {
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
 		return "", fmt.Errorf("open /dev/tty: %w", err)
 	}
 	defer tty.Close()
+	fd := int(tty.Fd())
+	_, _ = tty.WriteString("\r")
+	oterm, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return "", fmt.Errorf("tcgetattr /dev/tty: %w", err)
+	}
+	t := *oterm
+	if !p.Echo {
+		t.Lflag &^= unix.ECHO | unix.ECHONL
+	}
+	_ = unix.IoctlSetTermios(fd, unix.TCSETSF, &t)
 	if _, err := tty.WriteString(p.Text); err != nil {
 		return "", err
-	}
-	if !p.Echo {
-		b, err := term.ReadPassword(int(tty.Fd()))
-		_, _ = tty.WriteString("\n")
-		return string(b), err
 	}
 	var line []byte
 	buf := make([]byte, 1)
 	for {
-		n, err := tty.Read(buf)
-		if n == 1 {
-			if buf[0] == '\n' {
-				return strings.TrimSuffix(string(line), "\r"), nil
-			}
+		n, rerr := tty.Read(buf)
+		if n == 1 && buf[0] != '\n' && buf[0] != '\r' {
 			line = append(line, buf[0])
+			continue
 		}
-		if err != nil {
-			return string(line), err
+		if n == 0 && rerr == nil {
+			continue
 		}
+		err = rerr
+		break
 	}
+	if t.Lflag&unix.ECHO == 0 {
+		_, _ = tty.WriteString("\n")
+	}
+	if t != *oterm {
+		_ = unix.IoctlSetTermios(fd, unix.TCSETSF, oterm)
+	}
+	if err == io.EOF && len(line) > 0 {
+		err = nil
+	}
+	return string(line), err
 }
 
 // daemonStartTimeout bounds how long a shim waits for a daemon to come up

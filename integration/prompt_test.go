@@ -1,0 +1,166 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestTerminalPromptLikeOpenSSH: a prompt on the controlling terminal
+// puts the same bytes there as OpenSSH's read_passphrase ("\r" first,
+// "\n" after an answer read with echo off, also for an echoed prompt
+// on a terminal whose echo was off already, as in ansible-runner's
+// pty), and echo is off before a password prompt shows, so that an
+// answer typed as soon as it shows (sshpass, expect) is not echoed back.
+func TestTerminalPromptLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	common := []string{"-F", "/dev/null", "-o", "LogLevel=ERROR", "-p", suite.lab.Port}
+	cases := []struct {
+		name    string
+		echoOff bool   // the terminal's echo off before ssh starts
+		prompt  string // what the answer follows
+		answer  string
+		args    func(kh string) []string
+	}{
+		{"password", false, "Password: ", suite.lab.Password, func(string) []string {
+			return append(common, "-o", "PubkeyAuthentication=no", "-o", "StrictHostKeyChecking=no",
+				"-o", "UserKnownHostsFile=/dev/null", suite.lab.PWUser+"@127.0.0.1", "whoami")
+		}},
+		{"password, echo off already", true, "Password: ", suite.lab.Password, func(string) []string {
+			return append(common, "-o", "PubkeyAuthentication=no", "-o", "StrictHostKeyChecking=no",
+				"-o", "UserKnownHostsFile=/dev/null", suite.lab.PWUser+"@127.0.0.1", "whoami")
+		}},
+		{"host key, echo off already", true, "(yes/no/[fingerprint])? ", "yes", func(kh string) []string {
+			return append(common, "-i", suite.lab.Key, "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=ask",
+				"-o", "UserKnownHostsFile="+kh, suite.lab.User+"@127.0.0.1", "whoami")
+		}},
+		{"host key", false, "(yes/no/[fingerprint])? ", "yes", func(kh string) []string {
+			return append(common, "-i", suite.lab.Key, "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=ask",
+				"-o", "UserKnownHostsFile="+kh, suite.lab.User+"@127.0.0.1", "whoami")
+		}},
+	}
+	d := newPrivateDaemon(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [2]string
+			for i, ssh := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
+				dir := t.TempDir()
+				// A ControlPath, without which the bridge leaves it
+				// to the real ssh; no ControlPersist: nothing stays.
+				args := append([]string{"-o", "ControlMaster=auto", "-o", "ControlPath=" + filepath.Join(dir, "cp")},
+					tc.args(filepath.Join(dir, "known_hosts"))...)
+				got[i] = ptySSH(t, ssh, args, d.env(), tc.echoOff, tc.prompt, tc.answer)
+			}
+			if got[1] != got[0] {
+				t.Errorf("terminal through the shim: %q\nwith OpenSSH: %q", got[1], got[0])
+			}
+		})
+	}
+}
+
+// ptySSH runs ssh with a new pty as its controlling terminal, answers
+// prompt once, and returns all ssh wrote there. When the prompt shows,
+// the terminal's echo must be off for an answer that is not echoed.
+func ptySSH(t *testing.T, ssh string, args, env []string, echoOff bool, prompt, answer string) string {
+	t.Helper()
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skip("no pty:", err)
+	}
+	defer ptmx.Close()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pts.Close()
+	if echoOff {
+		tio, err := unix.IoctlGetTermios(int(pts.Fd()), unix.TCGETS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tio.Lflag &^= unix.ECHO
+		if err := unix.IoctlSetTermios(int(pts.Fd()), unix.TCSETS, tio); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ssh, args...)
+	cmd.Env = append(cleanEnv(os.Environ()), append([]string{"HOME=" + suite.home, "PATH=" + suite.basePATH}, env...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	chunks := make(chan []byte)
+	go func() {
+		defer close(chunks)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			if n > 0 {
+				chunks <- append([]byte(nil), buf[:n]...)
+			}
+			if err != nil {
+				return // EIO: no one has the terminal open
+			}
+		}
+	}()
+	var out bytes.Buffer
+	answered := false
+	for chunks != nil {
+		select {
+		case c, ok := <-chunks:
+			if !ok {
+				chunks = nil
+				continue
+			}
+			out.Write(c)
+			if !answered && strings.HasSuffix(out.String(), prompt) {
+				answered = true
+				tio, err := unix.IoctlGetTermios(int(pts.Fd()), unix.TCGETS)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(prompt, "Password") && tio.Lflag&unix.ECHO != 0 {
+					t.Errorf("%s: echo still on when the password prompt showed", ssh)
+				}
+				if _, err := ptmx.Write([]byte(answer + "\n")); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case err := <-exited:
+			var ee *exec.ExitError
+			if err != nil && !errors.As(err, &ee) {
+				t.Fatalf("%s: %v", ssh, err)
+			}
+			if !answered {
+				t.Errorf("%s exited (%v) before it prompted: %q", ssh, err, out.String())
+			}
+			// Its end of the terminal closed too: the reader ends on EIO.
+			pts.Close()
+			exited = nil
+		}
+	}
+	return out.String()
+}
