@@ -299,6 +299,48 @@ func TestFrontLostDaemon(t *testing.T) {
 	}
 }
 
+// TestLostDaemonUnderSession: the daemon gone once it took the session
+// on is, to the front and to the Go shim alike, ssh's mux client whose
+// master died (mux.c, mux_client_request_session): the daemon's
+// "Shared connection to HOST closed." line for a session on a terminal,
+// nothing without one, and 255.
+func TestLostDaemonUnderSession(t *testing.T) {
+	l := newFrontLab(t)
+	line := "Shared connection to 127.0.0.1 closed.\r\n"
+	for _, bin := range []string{"ssh", fakessh.ShimBinary} {
+		for _, want := range []string{line, ""} {
+			t.Run(fmt.Sprintf("%s %q", bin, want), func(t *testing.T) {
+				// The Go shim runs as ssh, as the front execs it.
+				cmd := exec.Command(filepath.Join(l.bin, bin), "-tt", "host", "sleep", "9")
+				cmd.Args[0] = "ssh"
+				cmd.Env = l.env
+				r, w, err := os.Pipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Close()
+				cmd.Stdin = r
+				var errb bytes.Buffer
+				cmd.Stderr = &errb
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				r.Close()
+				c, _ := l.accept(t)
+				send(t, c, wire.Accept, nil)
+				if want != "" {
+					send(t, c, wire.OnSignal, []byte(want))
+				}
+				send(t, c, wire.Stdout, []byte("x"))
+				c.Close()
+				if code := exitCode(t, cmd); code != 255 || errb.String() != want {
+					t.Errorf("exit %d, stderr %q, want 255 and %q", code, errb.String(), want)
+				}
+			})
+		}
+	}
+}
+
 // TestFrontHandsOver: what the front does not serve reaches the Go shim
 // with the same command line, and mid-call with the conversation.
 func TestFrontHandsOver(t *testing.T) {

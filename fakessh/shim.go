@@ -138,6 +138,8 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 	var restore func()
 	var replay []byte
 	via := false
+	// Accepted, the invocation is a session of the daemon's connection.
+	accepted := from != fresh && from != helloSent
 	defer func() {
 		if restore != nil {
 			restore()
@@ -169,6 +171,21 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 	}
 	for {
 		f, err := wire.Read(conn)
+		if err != nil && accepted {
+			// The daemon, ssh's master here, is gone under the
+			// session: as mux.c's mux_client_request_session, the
+			// terminal back, "Shared connection to HOST closed." for
+			// a session on a terminal (the daemon's OnSignal line),
+			// nothing otherwise, and 255.
+			if restore != nil {
+				restore()
+				restore = nil
+			}
+			if line := signalLine.Load(); line != nil {
+				_, _ = os.Stderr.Write(*line)
+			}
+			return ExitSSHError, nil, nil
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = errors.New("connection to the bridge daemon lost")
@@ -183,6 +200,7 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 		case wire.Fallback:
 			return 0, &declined{reason: string(f.Payload), input: replay, viaBridge: via}, nil
 		case wire.Accept:
+			accepted = true
 			if inputComplete(0) {
 				// Reads cannot block: the input goes at once, in line
 				// (a pipelined module waits for it).

@@ -399,6 +399,23 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+static int accepted;	  /* the daemon took the invocation on: a session */
+static char *signal_line; /* the daemon's 's' frame: written if a signal ends us */
+static size_t signal_line_n;
+
+/* gone ends the process when the daemon goes away: after the accept, as
+ * mux.c's mux_client_request_session when its master dies ("Shared
+ * connection to HOST closed." for a session on a terminal, the daemon's
+ * 's' line, nothing otherwise, and 255), before it as the Go shim. */
+static void gone(void)
+{
+	if (!accepted)
+		lost("connection to the bridge daemon lost");
+	if (signal_line)
+		(void)write_all(2, signal_line, signal_line_n);
+	exit(EXIT_SSH_ERROR);
+}
+
 /* Frames to the daemon wait here until the socket takes them: the loop
  * keeps reading the daemon's frames meanwhile, as the Go shim's reader
  * goroutine does, so a daemon that writes output and reads no stdin
@@ -451,7 +468,7 @@ static void read_full(char *p, size_t n)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
-			lost("connection to the bridge daemon lost");
+			gone();
 		p += r;
 		n -= (size_t)r;
 	}
@@ -465,7 +482,7 @@ static char peek_type(void)
 	while ((r = recv(conn, &t, 1, MSG_PEEK)) < 0 && errno == EINTR)
 		;
 	if (r < 0)
-		lost("connection to the bridge daemon lost");
+		gone();
 	return r == 0 ? 0 : t;
 }
 
@@ -537,8 +554,6 @@ static int pump_once(int wait)
 /* ---------------------------------------------------------------- signals */
 
 static int sig_pipe[2] = {-1, -1};
-static char *signal_line; /* the daemon's 's' frame: written if a signal ends us */
-static size_t signal_line_n;
 
 static void on_signal(int sig)
 {
@@ -718,7 +733,7 @@ int main(int argc, char **argv)
 		char *payload;
 		switch (type) {
 		case 0:
-			lost("connection to the bridge daemon lost");
+			gone();
 			break;
 		case 'o':
 			payload = read_frame(&n);
@@ -768,6 +783,7 @@ int main(int argc, char **argv)
 				state = STDIN_DONE;
 			} else
 				state = ACCEPTED;
+			accepted = 1;
 			break;
 		default:
 		resume: {
