@@ -172,50 +172,66 @@ func (iv *invocation) handBack(input []byte, reason string) {
 // Prompt implements sshclient.Prompter. It runs before accept, while no
 // other goroutine reads the shim's frames.
 func (iv *invocation) Prompt(ctx context.Context, text string, echo bool) (string, error) {
+	b, err := iv.prompt(ctx, text, echo)
+	if err != nil {
+		return "", err
+	}
+	// The ssh client takes strings (they cannot be overwritten).
+	answer := string(b)
+	clear(b)
+	return answer, nil
+}
+
+// PromptSecret asks without echo and returns the answer as bytes the
+// caller overwrites once used (a key's passphrase).
+func (iv *invocation) PromptSecret(ctx context.Context, text string) ([]byte, error) {
+	return iv.prompt(ctx, text, false)
+}
+
+func (iv *invocation) prompt(ctx context.Context, text string, echo bool) ([]byte, error) {
 	if iv.stdin != nil {
-		return "", errors.New("prompt after the session started")
+		return nil, errors.New("prompt after the session started")
 	}
 	if !iv.hello.CanPrompt {
-		return "", errors.New("no terminal to prompt on")
+		return nil, errors.New("no terminal to prompt on")
 	}
 	p, _ := json.Marshal(wire.PromptMsg{Text: text, Echo: echo})
 	if err := iv.send(wire.Prompt, p); err != nil {
-		return "", err
+		return nil, err
 	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return "", err
+			return nil, err
 		}
 		f, err := wire.Read(iv.conn)
 		if err != nil {
 			// The shim is gone (sshpass kills it on a second prompt):
 			// stop logging in rather than answer for it.
 			iv.cancel()
-			return "", fmt.Errorf("read prompt reply: %w", err)
+			return nil, fmt.Errorf("read prompt reply: %w", err)
 		}
 		switch f.Type {
 		case wire.PromptReply:
-			answer := string(f.Payload)
 			if !echo && iv.secrets != nil {
 				iv.secrets.AddSecret(f.Payload) // a password
 			}
-			// The frame's copy; the string goes to the ssh client, which
-			// takes strings (they cannot be overwritten).
-			clear(f.Payload)
-			return answer, nil
+			return f.Payload, nil
 		case wire.PromptFail:
-			return "", fmt.Errorf("prompt failed: %s", f.Payload)
+			return nil, fmt.Errorf("prompt failed: %s", f.Payload)
 		case wire.Signal:
 			iv.cancel()
-			return "", fmt.Errorf("interrupted by SIG%s", f.Payload)
+			return nil, fmt.Errorf("interrupted by SIG%s", f.Payload)
 		case wire.WindowSize:
 		default:
-			return "", fmt.Errorf("unexpected frame %q while prompting", f.Type)
+			return nil, fmt.Errorf("unexpected frame %q while prompting", f.Type)
 		}
 	}
 }
 
-var _ sshclient.Prompter = (*invocation)(nil)
+var (
+	_ sshclient.Prompter       = (*invocation)(nil)
+	_ sshclient.SecretPrompter = (*invocation)(nil)
+)
 
 // accept tells the shim to start sending stdin and starts the goroutine
 // that demultiplexes its frames. mode "raw" asks the shim to put its

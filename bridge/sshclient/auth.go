@@ -2,15 +2,21 @@ package sshclient
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/crypto/ssh"
@@ -27,6 +33,7 @@ type identity struct {
 	pub    ssh.PublicKey // nil until the private key is loaded, when no public part is readable
 	agent  ssh.Signer    // the agent holds this key
 	signer ssh.Signer    // loaded private key
+	raw    any           // signer's private key, overwritten by wipe
 	tried  bool          // private key load attempted
 	// missing is why a configured file could not be read: tried in its
 	// turn, it only says so (sshconnect2.c's load_identity_file).
@@ -65,10 +72,46 @@ func newAuthState(ctx context.Context, s *Settings, p Prompter, rep *reporter, l
 	return &authState{ctx: ctx, s: s, p: p, rep: rep, log: log, hk: hk, disabled: map[string]bool{}}
 }
 
-// close releases the agent connection.
+// close releases the agent connection and overwrites the private keys
+// loaded: x/crypto keeps the ClientConfig, and through its AuthCallback
+// this state, for re-keying as long as the connection lasts, while
+// OpenSSH frees its keys once authenticated. A later login (a redial)
+// loads them again, asking for their passphrase again as ssh would.
 func (a *authState) close() {
 	if a.agentConn != nil {
 		a.agentConn.Close()
+	}
+	loaded := false
+	for _, id := range a.ids {
+		loaded = loaded || id.raw != nil
+		wipeKey(id.raw)
+		id.raw, id.signer, id.agent = nil, nil, nil
+	}
+	a.ids = nil
+	if loaded {
+		// What x/crypto drops unwiped (the decrypted key file, the
+		// passphrase's hash states) is overwritten once collected (the
+		// daemon runs with GODEBUG=clobberfree=1): now, not at the next
+		// collection, which an idle daemon may not run for minutes. The
+		// expanded key crypto/ed25519 (and rsa, ecdsa) caches until the
+		// key is collected goes a collection later.
+		go collectKeys()
+	}
+}
+
+// collectKeys runs the collections after which nothing of a dropped key
+// is left: the first frees the key, the cleanups it queues evict what
+// the crypto packages cached for it, a later one frees that. Each round
+// waits for a cleanup queued with those.
+func collectKeys() {
+	for range 3 {
+		done := make(chan struct{})
+		runtime.AddCleanup(new([64]byte), func(c chan struct{}) { close(c) }, done)
+		runtime.GC()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+		}
 	}
 }
 
@@ -94,6 +137,26 @@ func (a *authState) ask(prompt string, echo bool) (string, error) {
 		}
 		a.log.WithError(err).Debug("prompt failed; answering empty")
 		return "", nil
+	}
+	return ans, nil
+}
+
+// askSecret prompts without echo for a secret the caller overwrites once
+// used, like ask.
+func (a *authState) askSecret(prompt string) ([]byte, error) {
+	sp, ok := a.p.(SecretPrompter)
+	if !ok {
+		ans, err := a.ask(prompt, false)
+		return []byte(ans), err
+	}
+	ans, err := sp.PromptSecret(a.ctx, prompt)
+	if err != nil {
+		if cerr := a.ctx.Err(); cerr != nil {
+			a.abort = cerr
+			return nil, cerr
+		}
+		a.log.WithError(err).Debug("prompt failed; answering empty")
+		return nil, nil
 	}
 	return ans, nil
 }
@@ -323,8 +386,11 @@ func loadPublic(path string) ssh.PublicKey {
 	if k, _, _, _, err := ssh.ParseAuthorizedKey(data); err == nil {
 		return k
 	}
-	raw, err := ssh.ParseRawPrivateKey(data)
+	defer clear(data) // an unencrypted key's private part
+	var raw any
+	offStack(func() { raw, err = ssh.ParseRawPrivateKey(data) })
 	if err == nil {
+		defer wipeKey(raw) // only its public part is needed here
 		if s, err := ssh.NewSignerFromKey(raw); err == nil {
 			return s.PublicKey()
 		}
@@ -396,7 +462,9 @@ func (a *authState) signerFor(id *identity) (ssh.Signer, error) {
 	if err != nil {
 		return nil, errKeyUnusable
 	}
-	raw, err := ssh.ParseRawPrivateKey(data)
+	defer clear(data) // an unencrypted key's private part
+	var raw any
+	offStack(func() { raw, err = ssh.ParseRawPrivateKey(data) })
 	var pm *ssh.PassphraseMissingError
 	if errors.As(err, &pm) {
 		if a.s.BatchMode {
@@ -405,14 +473,15 @@ func (a *authState) signerFor(id *identity) (ssh.Signer, error) {
 		prompt := fmt.Sprintf("Enter passphrase for key '%.100s': ", id.name)
 		raw, err = nil, errKeyUnusable
 		for i := 0; i < a.s.NumberOfPasswordPrompts; i++ {
-			pass, perr := a.ask(prompt, false)
+			pass, perr := a.askSecret(prompt)
 			if perr != nil {
 				return nil, perr
 			}
-			if pass == "" {
+			if len(pass) == 0 {
 				break
 			}
-			raw, err = ssh.ParseRawPrivateKeyWithPassphrase(data, []byte(pass))
+			offStack(func() { raw, err = ssh.ParseRawPrivateKeyWithPassphrase(data, pass) })
+			clear(pass)
 			if err == nil {
 				break
 			}
@@ -430,14 +499,49 @@ func (a *authState) signerFor(id *identity) (ssh.Signer, error) {
 	}
 	signer, err := ssh.NewSignerFromKey(raw)
 	if err != nil {
+		wipeKey(raw)
 		a.rep.line(lvlError, fmt.Sprintf("Load key \"%s\": invalid format", id.name))
 		return nil, errKeyUnusable
 	}
-	id.signer = signer
+	id.signer, id.raw = signer, raw
+	keyLoaded(raw)
 	if id.pub == nil {
 		id.pub = signer.PublicKey()
 	}
 	return signer, nil
+}
+
+// keyLoaded lets tests see the private keys loaded.
+var keyLoaded = func(any) {}
+
+// wipeKey overwrites what it can of a private key: an ed25519 key's
+// bytes, the secret numbers of the others (the Go library's own
+// precomputed copies are out of reach).
+func wipeKey(k any) {
+	switch k := k.(type) {
+	case *ed25519.PrivateKey:
+		clear(*k)
+	case ed25519.PrivateKey:
+		clear(k)
+	case *rsa.PrivateKey:
+		wipeInt(k.D)
+		for _, p := range k.Primes {
+			wipeInt(p)
+		}
+		wipeInt(k.Precomputed.Dp)
+		wipeInt(k.Precomputed.Dq)
+		wipeInt(k.Precomputed.Qinv)
+	case *ecdsa.PrivateKey:
+		//lint:ignore SA1019 the key is overwritten, not used again
+		wipeInt(k.D)
+	}
+}
+
+func wipeInt(i *big.Int) {
+	if i != nil {
+		clear(i.Bits())
+		i.SetInt64(0)
+	}
 }
 
 func isWrongPassphrase(err error) bool {
@@ -462,10 +566,45 @@ func (l *lazySigner) SignWithAlgorithm(r io.Reader, data []byte, algo string) (*
 	if err != nil {
 		return nil, fmt.Errorf("key %s: %w", l.id.name, err)
 	}
-	if as, ok := s.(ssh.AlgorithmSigner); ok && algo != "" {
-		return as.SignWithAlgorithm(r, data, algo)
-	}
-	return s.Sign(r, data)
+	var sig *ssh.Signature
+	offStack(func() {
+		if as, ok := s.(ssh.AlgorithmSigner); ok && algo != "" {
+			sig, err = as.SignWithAlgorithm(r, data, algo)
+		} else {
+			sig, err = s.Sign(r, data)
+		}
+	})
+	return sig, err
 }
+
+// offStack runs f, which handles a private key or passphrase, on a
+// goroutine of its own whose stack it overwrites afterwards: the copies
+// the crypto code leaves in dead stack frames are not garbage the
+// collector clears, and a goroutine's stack memory is reused unwiped.
+func offStack(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Grown first, so that f's frames are not left behind on a
+		// smaller stack copied away while f runs.
+		burnStack()
+		f()
+		burnStack()
+	}()
+	<-done
+}
+
+// burnStack overwrites burnSize bytes of stack below its caller's frame.
+//
+//go:noinline
+func burnStack() {
+	var b [burnSize]byte
+	burnSink(b[:])
+}
+
+const burnSize = 64 << 10
+
+//go:noinline
+func burnSink(b []byte) { clear(b) }
 
 var _ ssh.AlgorithmSigner = (*lazySigner)(nil)

@@ -38,6 +38,14 @@ type Prompter interface {
 	Prompt(ctx context.Context, prompt string, echo bool) (string, error)
 }
 
+// SecretPrompter may be implemented by a Prompter to answer a
+// passphrase prompt with bytes the caller overwrites once it has used
+// them, as OpenSSH clears a passphrase right after decrypting the key (a
+// string answer cannot be overwritten).
+type SecretPrompter interface {
+	PromptSecret(ctx context.Context, prompt string) ([]byte, error)
+}
+
 // Notifier may be implemented by a Prompter to receive, as they happen,
 // the messages OpenSSH prints on stderr while it connects but which do not
 // end the connection ("Warning: Permanently added ...", "Permission denied,
