@@ -3,15 +3,20 @@ package integration
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // The no_log markers of corpus/secrets.yml, as the tasks produce them.
@@ -276,4 +281,75 @@ func countInMemory(t *testing.T, pid int, s []byte) int {
 		}
 	}
 	return n
+}
+
+// TestPassphraseKeyLeavesDaemon: once logged in with a passphrase-
+// protected key, the daemon holds neither the decrypted key nor the
+// passphrase, while the connection stays open (ControlPersist), as
+// OpenSSH's master holds neither.
+func TestPassphraseKeyLeavesDaemon(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	if _, err := exec.LookPath("sshpass"); err != nil {
+		t.Skip("sshpass not installed")
+	}
+	// The lab key, encrypted: the lab user accepts it as it is.
+	const passphrase = "pp-Le4vES-daemon"
+	plain, err := os.ReadFile(suite.lab.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := ssh.ParseRawPrivateKey(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, ok := raw.(*ed25519.PrivateKey)
+	if !ok {
+		t.Skipf("lab key is a %T, not ed25519", raw)
+	}
+	seed := k.Seed()
+	key := filepath.Join(t.TempDir(), "pp_key")
+	if err := os.WriteFile(key, plain, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("ssh-keygen", "-q", "-p", "-P", "", "-N", passphrase, "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen -p: %v\n%s", err, out)
+	}
+
+	d := newPrivateDaemon(t)
+	cp := filepath.Join(t.TempDir(), "cp")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sshpass", "-P", "passphrase", "-p", passphrase, filepath.Join(suite.shims, "ssh"),
+		"-F", "/dev/null", "-o", "IdentitiesOnly=yes", "-o", "ControlMaster=auto", "-o", "ControlPersist=60", "-o", "ControlPath="+cp,
+		"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+		"-i", key, "-p", suite.lab.Port, suite.lab.User+"@127.0.0.1", "echo logged-in")
+	if o := runOwnSession(t, cmd, d.env()); o.rc != 0 || o.stdout != "logged-in\n" {
+		t.Fatalf("ssh: %+v", o)
+	}
+	st, ok := d.status(t)
+	if !ok || st.PID == 0 {
+		t.Fatal("no daemon")
+	}
+	if _, err := os.Stat(cp); err != nil {
+		t.Fatalf("the master's ControlPath: %v", err)
+	}
+	// The daemon collects what it dropped just after the login.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ns, np := countInMemory(t, st.PID, seed), countInMemory(t, st.PID, []byte(passphrase))
+		if ns == 0 && np == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with the connection open: %d copies of the decrypted key's seed, %d of its passphrase in the daemon's memory", ns, np)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition
+	}
+	if _, ok := d.status(t); !ok {
+		t.Fatal("daemon gone")
+	}
+	if _, err := os.Stat(cp); err != nil {
+		t.Fatalf("the connection closed: %v", err)
+	}
 }
