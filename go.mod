@@ -3,6 +3,7 @@ module github.com/ansible-bridge/ansible-bridge
 go 1.26.0
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/kballard/go-shellquote v0.0.0-20180428030007-95032a82bc51
 	github.com/pkg/sftp v1.13.12

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 )
 
@@ -74,22 +74,11 @@ func TestTerminalPromptLikeOpenSSH(t *testing.T) {
 // the terminal's echo must be off for an answer that is not echoed.
 func ptySSH(t *testing.T, ssh string, args, env []string, echoOff bool, prompt, answer string) string {
 	t.Helper()
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	ptmx, pts, err := pty.Open()
 	if err != nil {
 		t.Skip("no pty:", err)
 	}
 	defer ptmx.Close()
-	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer pts.Close()
 	if echoOff {
 		tio, err := unix.IoctlGetTermios(int(pts.Fd()), unix.TCGETS)
