@@ -275,6 +275,22 @@ class WrapperCompilerTest(unittest.TestCase):
                     self.assertNotIn('sitecustomize.py', z.namelist(), 'the shared zip was written to')
 
 
+def runpy_module(name, source):
+    """A zip holding module name (source), its digest, and the deflated
+    template of a wrapper that runs it: the zip's base64 goes where the
+    marker is, as in a real wrapper."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, 'w') as z:
+        z.writestr(name + '.py', source)
+    zip_ = buf.getvalue()
+    tpl = (b"import base64, os, runpy, sys, tempfile\n"
+           b"p = os.path.join(tempfile.mkdtemp(), 'm.zip')\n"
+           b"open(p, 'wb').write(base64.b64decode('" + agent.ZIP_MARKER + b"'))\n"
+           b"sys.path.insert(0, p)\n"
+           b"runpy.run_module('" + name.encode() + b"', run_name='__main__')\n")
+    return zip_, hashlib.sha256(zip_).hexdigest(), zlib.compress(tpl)
+
+
 def run_in_child(code, prep=None):
     """stdout of code run as __main__ in a fork, as the agent runs a task
     (after prep, in the fork, if given)."""
@@ -1370,18 +1386,7 @@ class AgentProcessTest(unittest.TestCase):
         lib = os.path.join(self.tmp(), 'lib')
         os.mkdir(lib)
         state = os.path.join(lib, 'abzzstate.py')
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, 'w') as z:
-            z.writestr('abzzmod.py', 'import abzzstate\nprint(abzzstate.VALUE)\n')
-        zip_ = buf.getvalue()
-        digest = hashlib.sha256(zip_).hexdigest()
-        # The zip's base64 goes where the marker is, as in a real wrapper.
-        tpl = (b"import base64, os, runpy, sys, tempfile\n"
-               b"p = os.path.join(tempfile.mkdtemp(), 'm.zip')\n"
-               b"open(p, 'wb').write(base64.b64decode('" + agent.ZIP_MARKER + b"'))\n"
-               b"sys.path.insert(0, p)\n"
-               b"runpy.run_module('abzzmod', run_name='__main__')\n")
-        ctpl = zlib.compress(tpl)
+        zip_, digest, ctpl = runpy_module('abzzmod', 'import abzzstate\nprint(abzzstate.VALUE)\n')
         a = AgentProcess(self, env={'PYTHONPATH': lib})
         got = []
         for i, value in enumerate(('1', '22', None, '333')):
@@ -1401,17 +1406,7 @@ class AgentProcessTest(unittest.TestCase):
         """The environment value of the task that made a zygote is not
         left in the zygote (nor so in the spares it forks), as a later
         task's is not."""
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, 'w') as z:
-            z.writestr('abzzenv.py', 'import os\nprint(len(os.environ.get("ABZZ_TOKEN", "")))\n')
-        zip_ = buf.getvalue()
-        digest = hashlib.sha256(zip_).hexdigest()
-        tpl = (b"import base64, os, runpy, sys, tempfile\n"
-               b"p = os.path.join(tempfile.mkdtemp(), 'm.zip')\n"
-               b"open(p, 'wb').write(base64.b64decode('" + agent.ZIP_MARKER + b"'))\n"
-               b"sys.path.insert(0, p)\n"
-               b"runpy.run_module('abzzenv', run_name='__main__')\n")
-        ctpl = zlib.compress(tpl)
+        zip_, digest, ctpl = runpy_module('abzzenv', 'import os\nprint(len(os.environ.get("ABZZ_TOKEN", "")))\n')
         a = AgentProcess(self)
         markers = []
         for i in range(3):
