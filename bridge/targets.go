@@ -240,9 +240,6 @@ type sshConn struct {
 	mux *mux.Listener
 	// forwards are those mux clients asked c's master for.
 	forwards forwardSet
-	// masterShim is the shim of a master without ControlPersist, whose
-	// death ends the connection (masterGone), or nil.
-	masterShim *os.Process
 }
 
 // masterEnv keeps the variables of env that c's master's SendEnv passes.
@@ -384,7 +381,6 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 		if s.ControlPersist == sshclient.PersistNo && master.pid > 0 {
 			// Held by pidfd: a pid used again is not the shim.
 			if p, err := os.FindProcess(master.pid); err == nil {
-				c.masterShim = p
 				t.ownSessions.Store(c, p)
 			}
 		}
@@ -658,9 +654,8 @@ func (c *sshConn) markDead() {
 	}
 	c.mux.Close()
 	c.forwards.close()
-	if c.masterShim != nil {
-		c.t.ownSessions.Delete(c)
-		_ = c.masterShim.Release()
+	if p, ok := c.t.ownSessions.LoadAndDelete(c); ok {
+		_ = p.(*os.Process).Release()
 	}
 	t := c.t
 	t.mu.Lock()

@@ -88,14 +88,6 @@ SHELL_FILES = {
              '~/.config/fish/conf.d'),
 }
 
-
-def login_env_files():
-    """ENV_FILES, and the login shell's own (SHELL_FILES)."""
-    try:
-        shell = os.path.basename(pwd.getpwuid(os.getuid()).pw_shell)
-    except KeyError:
-        shell = ''
-    return ENV_FILES + SHELL_FILES.get(shell, ())
 # What sudo, su and doas read each time they run to decide whether the
 # login user may become another (policy, PAM, limits, passwords, groups).
 # A become interpreter runs many steps after one run of its tool: a
@@ -1043,6 +1035,15 @@ def stat_key(path):
     except OSError:
         return None
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def login_env_files():
+    """ENV_FILES, and the login shell's own (SHELL_FILES)."""
+    try:
+        shell = os.path.basename(pwd.getpwuid(os.getuid()).pw_shell)
+    except KeyError:
+        shell = ''
+    return ENV_FILES + SHELL_FILES.get(shell, ())
 
 
 def policy_snapshot():
