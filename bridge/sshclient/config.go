@@ -151,7 +151,7 @@ func (r *resolver) readConfigFile(path string, userConf, checkPerm, mustExist bo
 	if checkPerm {
 		if st, err := os.Stat(abs); err == nil {
 			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-				if (sys.Uid != 0 && int(sys.Uid) != os.Getuid()) || st.Mode().Perm()&0o022 != 0 {
+				if !securePermissions(sys, os.Getuid()) {
 					return &ConnError{Msg: fmt.Sprintf("Bad owner or permissions on %s", path), Err: errors.New("bad config permissions")}
 				}
 			}
@@ -227,7 +227,9 @@ func (r *resolver) include(val string, userConf bool, depth int, src source) err
 			if st, err := os.Stat(m); err == nil && st.IsDir() {
 				continue
 			}
-			if err := r.readConfigFile(m, userConf, false, false, depth+1); err != nil {
+			// ssh checks every included file as it checks ~/.ssh/config
+			// (readconf.c: SSHCONF_CHECKPERM), whoever includes it.
+			if err := r.readConfigFile(m, userConf, true, false, depth+1); err != nil {
 				return err
 			}
 		}
