@@ -955,3 +955,22 @@ func TestNumericHost(t *testing.T) {
 		}
 	}
 }
+
+// TestDialHomeWithoutSSHDir: a new host key goes to ~/.ssh/known_hosts;
+// where ~/.ssh cannot be made (a home that is not there, or read-only),
+// ssh says why at error level before "Failed to add the host".
+func TestDialHomeWithoutSSHDir(t *testing.T) {
+	_, pub := newEd25519(t)
+	srv := startServer(t, withAuthKey(pub))
+	env := testEnv(t)
+	env.Home = filepath.Join(env.Home, "gone")
+	s := settingsFor(t, env, srv.port(), "StrictHostKeyChecking=no", "PubkeyAuthentication=no", "PasswordAuthentication=no", "KbdInteractiveAuthentication=no")
+	p := &fakePrompter{}
+	_, _ = run(t, s, p)
+	dot := filepath.Join(env.Home, ".ssh")
+	want := "Could not create directory '" + dot + "' (No such file or directory).\r\n" +
+		"Failed to add the host to the list of known hosts (" + filepath.Join(dot, "known_hosts") + ").\r\n"
+	if got := p.notified(); !strings.HasPrefix(got, want) {
+		t.Errorf("stderr %q, want it to start with %q", got, want)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -400,24 +401,41 @@ func (c *hostKeyChecker) add(key ssh.PublicKey, name string) {
 		host = hashName(name)
 	}
 	line := host + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))) + "\n"
-	if err := appendKnownHost(file, c.s.Env.Home, line); err != nil {
+	c.createUserSSHDir(file)
+	if err := appendKnownHost(file, line); err != nil {
 		c.rep.line(lvlInfo, fmt.Sprintf("Failed to add the host to the list of known hosts (%.500s).", c.s.UserKnownHostsFiles[0]))
 		return
 	}
 	c.rep.line(lvlInfo, fmt.Sprintf("Warning: Permanently added '%.200s' (%s) to the list of known hosts.", name, keyTypeName(key)))
 }
 
-// appendKnownHost appends line to file with O_APPEND, creating ~/.ssh
-// (0700) first when the file lives there.
-func appendKnownHost(file, home, line string) error {
-	if home != "" {
-		dot := filepath.Join(home, ".ssh")
-		if filepath.Dir(file) == dot {
-			if _, err := os.Stat(dot); errors.Is(err, os.ErrNotExist) {
-				_ = os.Mkdir(dot, 0o700)
-			}
+// createUserSSHDir makes ~/.ssh (0700) when file lives there and it is
+// missing, saying at error level why it could not, as ssh's
+// hostfile_create_user_ssh_dir does (a read-only home prints "Could not
+// create directory" even under LogLevel ERROR).
+func (c *hostKeyChecker) createUserSSHDir(file string) {
+	home := c.s.Env.Home
+	if home == "" {
+		return
+	}
+	dot := filepath.Join(home, ".ssh")
+	if filepath.Dir(file) != dot {
+		return
+	}
+	_, err := os.Stat(dot)
+	switch {
+	case err == nil:
+	case !errors.Is(err, fs.ErrNotExist):
+		c.rep.line(lvlError, fmt.Sprintf("Could not stat %s: %s", dot, strerror(err)))
+	default:
+		if err := os.Mkdir(dot, 0o700); err != nil {
+			c.rep.line(lvlError, fmt.Sprintf("Could not create directory '%.200s' (%s).", dot, strerror(err)))
 		}
 	}
+}
+
+// appendKnownHost appends line to file with O_APPEND.
+func appendKnownHost(file, line string) error {
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
