@@ -260,6 +260,12 @@ wait:
 			break wait
 		}
 	}
+	// ssh has rewritten known_hosts (UpdateHostKeys) by the time its
+	// first session ends.
+	select {
+	case <-c.client.HostKeysSettled():
+	case <-ctx.Done():
+	}
 	t.bytesOut.Add(iv.bytesOut.Load())
 	if escaped.Load() {
 		// ssh's master lets the client go as it closes the channel: an

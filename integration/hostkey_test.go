@@ -43,6 +43,16 @@ var hostKeyCases = []hostKeyCase{
 	{"unknown, strict, NoHostAuthenticationForLocalhost", "", []string{"-o", "StrictHostKeyChecking=yes", "-o", "NoHostAuthenticationForLocalhost=yes"}},
 	{"changed, strict, NoHostAuthenticationForLocalhost", "[127.0.0.1]:PORT WRONG\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "NoHostAuthenticationForLocalhost=yes"}},
 	{"alias changed, strict, NoHostAuthenticationForLocalhost", "myalias WRONG\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "NoHostAuthenticationForLocalhost=yes", "-o", "HostKeyAlias=myalias"}},
+	// UpdateHostKeys: a key the server no longer has leaves the file
+	// (rewritten 0600, the old one kept as .old); off by default with a
+	// UserKnownHostsFile of one's own; ask prompts, so in BatchMode ssh
+	// does nothing (and the shim falls back).
+	{"known and a stale key", "[127.0.0.1]:PORT KEY\n[127.0.0.1]:PORT WRONG\n", []string{"-o", "StrictHostKeyChecking=yes"}},
+	{"known and a stale key, UpdateHostKeys=yes", "# mine\n[127.0.0.1]:PORT WRONG\n[127.0.0.1]:PORT KEY\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "UpdateHostKeys=yes"}},
+	{"known and a stale key also known by another name, UpdateHostKeys=yes", "other WRONG\n[127.0.0.1]:PORT WRONG\n[127.0.0.1]:PORT KEY\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "UpdateHostKeys=yes"}},
+	{"known and a stale key, UpdateHostKeys=ask", "[127.0.0.1]:PORT KEY\n[127.0.0.1]:PORT WRONG\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "UpdateHostKeys=ask"}},
+	{"known and a stale key on a wildcard line, UpdateHostKeys=yes", "[127.0.0.1]:PORT KEY\n[127.0.0.*]:PORT WRONG\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "UpdateHostKeys=yes"}},
+	{"unknown, accept-new, UpdateHostKeys=yes", "127.0.0.2 WRONG\n", []string{"-o", "StrictHostKeyChecking=accept-new", "-o", "UpdateHostKeys=yes"}},
 }
 
 // TestHostKeyLikeOpenSSH runs ssh through the shim and through OpenSSH
@@ -92,6 +102,10 @@ func TestHostKeyLikeOpenSSH(t *testing.T) {
 					writeKnownHosts(t, kh, content)
 					runs[i] = sshRun(t, side, kh, mux(i), d.env())
 					runs[i].known = knownHostsShape(t, kh)
+					if old, err := os.Stat(kh + ".old"); err == nil {
+						fi, _ := os.Stat(kh)
+						runs[i].known += fmt.Sprintf("(mode %v, .old %v)\n", fi.Mode(), old.Mode()) + knownHostsShape(t, kh+".old")
+					}
 				}
 				want, got := runs[0], runs[1]
 				if got.rc != want.rc || got.stdout != want.stdout || got.stderr != want.stderr {
@@ -155,7 +169,10 @@ func hostPublicKey(t *testing.T, path string) string {
 
 func writeKnownHosts(t *testing.T, path, content string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+	// A new 0644 file, as UpdateHostKeys' rewrite leaves 0600 and a .old.
+	_ = os.Remove(path)
+	_ = os.Remove(path + ".old")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -506,10 +506,12 @@ func (r *resolver) applyArgs(kw, raw string, args []string, src source, active b
 			return bad("unsupported log level '%s'", arg)
 		}
 		set(strings.ToUpper(arg))
-	case "updatehostkeys":
+	case "updatehostkeys", "verifyhostkeydns":
 		switch strings.ToLower(arg) {
-		case "yes", "true", "ask":
+		case "yes", "true":
 			set("yes")
+		case "ask":
+			set("ask")
 		case "no", "false":
 			set("no")
 		default:

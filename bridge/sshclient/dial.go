@@ -39,7 +39,26 @@ type Client struct {
 	*ssh.Client
 	HostKey ssh.PublicKey
 	hostIP  string
+
+	hostKeys *hostKeyUpdater // nil: UpdateHostKeys does not run
 }
+
+// HostKeysSettled is closed unless UpdateHostKeys is at work on
+// known_hosts: the daemon waits for it as a session ends, since ssh has
+// written the file by then (sshd sends its keys, and answers their proof,
+// before the session's exit status).
+func (c *Client) HostKeysSettled() <-chan struct{} {
+	if c.hostKeys == nil || !c.hostKeys.started.Load() {
+		return closedChan
+	}
+	return c.hostKeys.done
+}
+
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 func dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) (*Client, error) {
 	log = log.WithField("target", s.String())
@@ -99,7 +118,17 @@ func dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) 
 		log.WithError(err).Debug("ssh handshake failed")
 		return nil, ce
 	}
-	client := ssh.NewClient(c, chans, reqs)
+	upd := newHostKeyUpdater(s, hk, log)
+	var client *ssh.Client
+	if upd != nil {
+		// NewClient refuses the requests it gets; the first
+		// hostkeys-00@openssh.com is ours, and its proof needs the client.
+		out := make(chan *ssh.Request)
+		client = ssh.NewClient(c, chans, out)
+		go upd.filter(reqs, out, client)
+	} else {
+		client = ssh.NewClient(c, chans, reqs)
+	}
 	if tr.extra != nil {
 		go func() {
 			_ = client.Wait()
@@ -107,7 +136,7 @@ func dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) 
 		}()
 	}
 	log.Debug("ssh connection established")
-	return &Client{Client: client, HostKey: hk.accepted, hostIP: tr.hostIP}, nil
+	return &Client{Client: client, HostKey: hk.accepted, hostIP: tr.hostIP, hostKeys: upd}, nil
 }
 
 // transport is the byte stream under an SSH connection.

@@ -91,6 +91,12 @@
 // entry at all, is accepted, as OpenSSH's "checking without port
 // identifier" does.
 //
+// UpdateHostKeys (on with the default known_hosts, VerifyHostKeyDNS off):
+// for a key trusted from a user known_hosts file, the server's
+// hostkeys-00@openssh.com keys replace the host's lines in it once the
+// new ones are proven (hostkeys-prove-00@openssh.com), as OpenSSH's
+// client_input_hostkeys does; ask makes the invocation fall back.
+//
 // A connection is shared only as a ControlMaster's is (see package
 // bridge): its key was checked when it was made, and an edited
 // known_hosts file counts from the next connection, as with OpenSSH.

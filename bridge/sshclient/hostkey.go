@@ -212,7 +212,9 @@ type hostKeyChecker struct {
 	entries []khEntry
 
 	fail         *ConnError // set when verification refused the key
-	noMITMMethod bool       // password/kbd-interactive disabled (changed key, StrictHostKeyChecking=no)
+	trusted      bool       // found in a user known_hosts file, or confirmed (UpdateHostKeys may run)
+	userFiles    map[string]bool
+	noMITMMethod bool // password/kbd-interactive disabled (changed key, StrictHostKeyChecking=no)
 	accepted     ssh.PublicKey
 }
 
@@ -225,7 +227,11 @@ func newHostKeyChecker(ctx context.Context, s *Settings, p Prompter, rep *report
 	if len(disp) != len(files) {
 		disp = files
 	}
-	return &hostKeyChecker{ctx: ctx, s: s, p: p, rep: rep, entries: loadKnownHosts(files, disp)}
+	user := map[string]bool{}
+	for _, f := range files[:len(s.UserKnownHostsFiles)] {
+		user[f] = true
+	}
+	return &hostKeyChecker{ctx: ctx, s: s, p: p, rep: rep, entries: loadKnownHosts(files, disp), userFiles: user}
 }
 
 // callback is the ssh.HostKeyCallback. x/crypto calls it again at every
@@ -269,6 +275,8 @@ func (c *hostKeyChecker) check(key ssh.PublicKey) error {
 			continue
 		}
 		if keysEqual(e.key, key) {
+			// sshconnect.c turns UpdateHostKeys off for a global file's key.
+			c.trusted = c.userFiles[e.path]
 			return nil
 		}
 		offending = e
@@ -334,6 +342,7 @@ func (c *hostKeyChecker) unknown(key ssh.PublicKey, name string) error {
 			c.fail = failure(c.s.LogLevel, ErrHostKey, fatalLine("Host key verification failed."))
 			return fmt.Errorf("%w: unknown host %s not confirmed", ErrHostKey, name)
 		}
+		c.trusted = true // explicitly confirmed
 	}
 	// accept-new, no, or confirmed: record the key.
 	c.add(key, name)

@@ -39,6 +39,11 @@ type testServer struct {
 	tcpipOpened int
 	// ciphers, when set, are all the server offers.
 	ciphers []string
+	// extraKeys, when set, are host keys the server announces (with
+	// its own) in hostkeys-00@openssh.com and proves; badProof signs
+	// the wrong data.
+	extraKeys []ssh.Signer
+	badProof  bool
 }
 
 type serverOpt func(*testServer)
@@ -52,6 +57,9 @@ func withKbd(questions, answers []string) serverOpt {
 }
 func withBanner(b string) serverOpt     { return func(s *testServer) { s.banner = b } }
 func withCiphers(c ...string) serverOpt { return func(s *testServer) { s.ciphers = c } }
+func withExtraHostKeys(bad bool, k ...ssh.Signer) serverOpt {
+	return func(s *testServer) { s.extraKeys, s.badProof = k, bad }
+}
 
 func newTestSigner(t *testing.T) ssh.Signer {
 	t.Helper()
@@ -142,12 +150,24 @@ func (srv *testServer) config() *ssh.ServerConfig {
 
 func (srv *testServer) serve(c net.Conn) {
 	defer c.Close()
-	_, chans, reqs, err := ssh.NewServerConn(c, srv.config())
+	sc, chans, reqs, err := ssh.NewServerConn(c, srv.config())
 	if err != nil {
 		return
 	}
+	if srv.extraKeys != nil {
+		// As sshd's notify_hostkeys: right after authentication.
+		var all []byte
+		for _, k := range append([]ssh.Signer{srv.hostKey}, srv.extraKeys...) {
+			all = append(all, ssh.Marshal(struct{ K []byte }{k.PublicKey().Marshal()})...)
+		}
+		_, _, _ = sc.SendRequest("hostkeys-00@openssh.com", false, all)
+	}
 	go func() {
 		for r := range reqs {
+			if r.Type == "hostkeys-prove-00@openssh.com" && srv.extraKeys != nil {
+				_ = r.Reply(true, srv.prove(sc.SessionID(), r.Payload))
+				continue
+			}
 			if r.WantReply {
 				_ = r.Reply(false, nil)
 			}
@@ -344,4 +364,34 @@ func newEd25519(t *testing.T) (ed25519.PrivateKey, ssh.PublicKey) {
 		t.Fatal(err)
 	}
 	return priv, pub
+}
+
+// prove is sshd's server_input_hostkeys_prove.
+func (srv *testServer) prove(sid, payload []byte) []byte {
+	var resp []byte
+	for len(payload) > 0 {
+		var k struct {
+			Blob []byte
+			Rest []byte `ssh:"rest"`
+		}
+		if ssh.Unmarshal(payload, &k) != nil {
+			return nil
+		}
+		payload = k.Rest
+		for _, signer := range append([]ssh.Signer{srv.hostKey}, srv.extraKeys...) {
+			if !bytes.Equal(signer.PublicKey().Marshal(), k.Blob) {
+				continue
+			}
+			data := ssh.Marshal(struct{ Name, SID, Key string }{"hostkeys-prove-00@openssh.com", string(sid), string(k.Blob)})
+			if srv.badProof {
+				data = append(data, 0)
+			}
+			sig, err := signer.Sign(rand.Reader, data)
+			if err != nil {
+				return nil
+			}
+			resp = append(resp, ssh.Marshal(struct{ S []byte }{ssh.Marshal(sig)})...)
+		}
+	}
+	return resp
 }

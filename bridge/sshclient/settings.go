@@ -407,6 +407,10 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 	if v["checkhostip"] == "yes" {
 		r.note("CheckHostIP yes is not served")
 	}
+	// ssh asks on its terminal before it rewrites known_hosts.
+	if v["updatehostkeys"] == "ask" {
+		r.note("UpdateHostKeys ask is not served")
+	}
 	s := &Settings{
 		Warnings:                     r.warnings,
 		HostArg:                      r.hostArg,
@@ -576,8 +580,10 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 			*set.display = append(*set.display, disp)
 		}
 	}
-	// UpdateHostKeys defaults on only with the default user known_hosts.
-	s.updateHostKeys = !userSet
+	// UpdateHostKeys defaults on only with the default user known_hosts
+	// (as written) and VerifyHostKeyDNS off (readconf.c).
+	s.updateHostKeys = (!userSet || len(user) == 1 && user[0] == "~/.ssh/known_hosts") &&
+		(v["verifyhostkeydns"] == "" || v["verifyhostkeydns"] == "no")
 	if x, ok := v["updatehostkeys"]; ok {
 		s.updateHostKeys = x != "no"
 	}

@@ -389,8 +389,11 @@ var served = map[string]bool{
 	"serveraliveinterval":   true,
 	"stricthostkeychecking": true,
 	"updatehostkeys":        true,
-	"user":                  true,
-	"userknownhostsfile":    true,
+	// Only as it turns UpdateHostKeys' default off: there is no DNS in
+	// the bridge's host key checks (no SSHFP record is OpenSSH's case too).
+	"verifyhostkeydns":   true,
+	"user":               true,
+	"userknownhostsfile": true,
 }
 
 // reasons say why an accepted keyword needs nothing of the SSH client.
@@ -416,7 +419,6 @@ var reasons = map[string]string{
 	"hostbasedauthentication":          "host-based auth is not offered; the other methods are",
 	"kbdinteractivedevices":            "makes the bridge fall back (x/crypto asks for the server's default devices)",
 	"nohostauthenticationforlocalhost": "yes makes the bridge fall back (it checks the key of every host)",
-	"verifyhostkeydns":                 "no DNS in host key checks (OpenSSH's default)",
 	"visualhostkey":                    "no host key art is printed",
 	"pubkeyacceptedalgorithms":         "only OpenSSH's default list is served; any other makes the bridge fall back",
 	"pubkeyacceptedkeytypes":           "only OpenSSH's default list is served; any other makes the bridge fall back",
