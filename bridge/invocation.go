@@ -358,6 +358,7 @@ func (iv *invocation) clientEnv() (sshclient.Env, error) {
 		Cwd:      iv.hello.Cwd,
 		AuthSock: iv.getenv("SSH_AUTH_SOCK"),
 		Environ:  iv.hello.Env,
+		Umask:    iv.hello.Umask,
 	}, nil
 }
 

@@ -974,3 +974,25 @@ func TestDialHomeWithoutSSHDir(t *testing.T) {
 		t.Errorf("stderr %q, want it to start with %q", got, want)
 	}
 }
+
+// TestDialKnownHostsMode: a known_hosts file ssh creates gets the
+// caller's umask with 022 added, whatever the daemon's own umask.
+func TestDialKnownHostsMode(t *testing.T) {
+	_, pub := newEd25519(t)
+	srv := startServer(t, withAuthKey(pub))
+	for umask, want := range map[int]os.FileMode{0o077: 0o600, 0o027: 0o640, 0o002: 0o644} {
+		env := testEnv(t)
+		env.Umask = umask
+		kh := filepath.Join(env.Home, "kh")
+		s := settingsFor(t, env, srv.port(), "StrictHostKeyChecking=accept-new", "UserKnownHostsFile="+kh,
+			"PubkeyAuthentication=no", "PasswordAuthentication=no", "KbdInteractiveAuthentication=no")
+		_, _ = run(t, s, &fakePrompter{})
+		st, err := os.Stat(kh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != want {
+			t.Errorf("umask %03o: known_hosts %v, want %v", umask, st.Mode().Perm(), want)
+		}
+	}
+}

@@ -411,7 +411,7 @@ func (c *hostKeyChecker) add(key ssh.PublicKey, name string) {
 	}
 	line := host + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))) + "\n"
 	c.createUserSSHDir(file)
-	if err := appendKnownHost(file, line); err != nil {
+	if err := appendKnownHost(file, line, os.FileMode(0o666&^(c.s.Env.Umask|0o022))); err != nil {
 		c.rep.line(lvlInfo, fmt.Sprintf("Failed to add the host to the list of known hosts (%.500s).", c.s.UserKnownHostsFiles[0]))
 		return
 	}
@@ -443,10 +443,21 @@ func (c *hostKeyChecker) createUserSSHDir(file string) {
 	}
 }
 
-// appendKnownHost appends line to file with O_APPEND.
-func appendKnownHost(file, line string) error {
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+// appendKnownHost appends line to file with O_APPEND, creating it with
+// mode exactly (not under the daemon's own umask).
+func appendKnownHost(file, line string, mode os.FileMode) error {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, mode)
+	switch {
+	case err == nil:
+		err = f.Chmod(mode)
+	case errors.Is(err, fs.ErrExist):
+		// O_CREATE still: a dangling symlink's target is made, as by fopen.
+		f, err = os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, mode)
+	}
 	if err != nil {
+		if f != nil {
+			f.Close()
+		}
 		return err
 	}
 	if _, err := f.WriteString(line); err != nil {

@@ -28,6 +28,9 @@ type Env struct {
 	// in IdentityFile and similar keywords and as the ProxyCommand's
 	// environment. nil means the daemon's own environment.
 	Environ []string
+	// Umask is the shim's: ssh creates known_hosts under it, with 022
+	// added (ssh.c main).
+	Umask int
 }
 
 // Prompter asks the user on the invoking shim's terminal (password:,
