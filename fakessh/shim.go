@@ -35,6 +35,12 @@ const RequireEnv = "ANSIBLE_BRIDGE_REQUIRE"
 // argv[0]) and returns its exit status. When the bridge cannot serve the
 // invocation it execs the real binary instead and does not return.
 func Main(prog string, argv []string) int {
+	if os.Getenv(QuitIgnoredEnv) == "1" {
+		// Left so for what this process runs or execs (the real ssh).
+		callerIgnoresQuit = true
+		signal.Ignore(syscall.SIGQUIT)
+	}
+	os.Unsetenv(QuitIgnoredEnv)
 	if spec, ok := os.LookupEnv(ResumeEnv); ok {
 		os.Unsetenv(ResumeEnv)
 		return resume(prog, argv, spec)
@@ -147,11 +153,17 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 	}()
 	// Signals are forwarded from the hello on, and caught even where the
 	// caller ignores them (Ansible's workers ignore SIGINT), as ssh as a
-	// mux client catches them. They are never unwatched: the process
-	// exits right after, and signal.Stop would wait for the signal loop.
+	// mux client catches them; but ssh's mux client leaves SIGQUIT as it
+	// found it (mux.c): ignored, or caught here only to die of it. They
+	// are never unwatched: the process exits right after, and
+	// signal.Stop would wait for the signal loop.
 	var signalLine atomic.Pointer[[]byte]
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
+	watched := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH}
+	if prog != "ssh" || !callerIgnoresQuit {
+		watched = append(watched, syscall.SIGQUIT)
+	}
+	signal.Notify(sigs, watched...)
 	go forwardSignals(prog, sigs, send, func() {
 		if restore != nil {
 			restore()
@@ -338,21 +350,25 @@ func forwardSignals(prog string, sigs <-chan os.Signal, send func(wire.Type, []b
 			}
 			continue
 		}
+		if prog == "ssh" && s == syscall.SIGQUIT {
+			dieOf(syscall.SIGQUIT) // the daemon sees the shim go
+		}
 		_ = send(wire.Signal, []byte(unixSignalName(s)))
 		switch {
 		case prog == "ssh":
 			atExit()
 			os.Exit(ExitSSHError)
 		case s == syscall.SIGQUIT:
-			// scp and sftp die of it, which the C front reproduces; Go
-			// cannot restore the default action.
 			atExit()
-			os.Exit(1)
+			dieOf(syscall.SIGQUIT) // as scp and sftp do
 		case deadline == nil && !(prog == "sftp" && s == syscall.SIGINT):
 			deadline = time.AfterFunc(stopWait, func() { atExit(); os.Exit(1) })
 		}
 	}
 }
+
+// callerIgnoresQuit: the caller left SIGQUIT ignored (QuitIgnoredEnv).
+var callerIgnoresQuit bool
 
 // stopWait bounds how long scp and sftp wait for the daemon's exit
 // status after a signal they die of (STOP_WAIT_MS in the C front).

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -241,5 +242,61 @@ func stillRunning(settle time.Duration, argv ...string) bool {
 func killProcs(argv ...string) {
 	for _, pid := range findProcs(argv...) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// TestSSHQuitLikeOpenSSH: ssh as a mux client leaves SIGQUIT as it found
+// it (mux.c catches HUP, INT and TERM only): with the default action it
+// dies of the signal (a shell's "Quit", status 131) and the remote command
+// runs on; started with SIGQUIT ignored (a background job of a script), it
+// ignores it and the command's output arrives. The shim caught SIGQUIT as
+// TERM and exited 255 in both. Each case runs the real ssh and the shim,
+// with a ControlPersist master of each side's own.
+func TestSSHQuitLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	d := newPrivateDaemon(t)
+	port, err := strconv.Atoi(suite.lab.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		status syscall.WaitStatus
+		stdout string
+	}
+	for i, ignored := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ignored=%v", ignored), func(t *testing.T) {
+			var got [2]outcome
+			for j, sd := range []side{stock, bridgeSide()} {
+				dir, err := os.MkdirTemp("", "abq-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(dir) })
+				t.Cleanup(func() { stopMasters(t, dir) })
+				// A duration no other process on the machine runs.
+				arg := fmt.Sprintf("2.%d%d%06d", i, j, os.Getpid())
+				t.Cleanup(func() { killProcs("sleep", arg) })
+				opts := []string{"-o", "ControlMaster=auto", "-o", "ControlPersist=60s", "-o", "ControlPath=" + dir + "/%C"}
+				ssh := sshCmd(context.Background(), sd, d, port, opts, "sleep "+arg+"; echo finished")
+				cmd := ssh
+				if ignored {
+					cmd = exec.Command("bash", append([]string{"-c", `trap "" QUIT; exec "$0" "$@"`, ssh.Path}, ssh.Args[1:]...)...)
+					cmd.Env, cmd.WaitDelay = ssh.Env, ssh.WaitDelay
+				}
+				var out strings.Builder
+				cmd.Stdout = &out
+				if _, _, err := killMidCommand(cmd, false, syscall.SIGQUIT, arg); err != nil {
+					t.Fatalf("%s: %v", sd, err)
+				}
+				got[j] = outcome{cmd.ProcessState.Sys().(syscall.WaitStatus), out.String()}
+			}
+			if got[1] != got[0] {
+				t.Errorf("through the shim: %+v\nwith OpenSSH: %+v", got[1], got[0])
+			}
+			if want := !ignored; got[0].status.Signaled() != want {
+				t.Errorf("OpenSSH: %+v, want killed by the signal: %v", got[0], want)
+			}
+		})
 	}
 }

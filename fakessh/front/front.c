@@ -60,6 +60,7 @@
 #define SHIM_BINARY "ansible-bridge-shim"
 #define FULL_BINARY "ansible-bridge"
 #define RESUME_ENV "ANSIBLE_BRIDGE_RESUME"
+#define QUIT_ENV "ANSIBLE_BRIDGE_QUIT_IGNORED" /* fakessh.QuitIgnoredEnv */
 
 extern char **environ;
 
@@ -96,6 +97,12 @@ static int go_shim(char *out, size_t size)
  * back. */
 static struct sigaction caller_sigpipe;
 
+/* quit_ignored: the caller left SIGQUIT ignored. ssh as a mux client
+ * keeps SIGQUIT as it found it (it dies of it, or ignores it); the Go
+ * shim, whose runtime takes SIGQUIT over before main, learns it from
+ * QUIT_ENV. */
+static int quit_ignored;
+
 /* handover execs the Go shim with this process's argv; resume (or NULL)
  * is ANSIBLE_BRIDGE_RESUME's value for it. It does not return. */
 static void handover(const char *resume)
@@ -107,6 +114,8 @@ static void handover(const char *resume)
 	}
 	if (resume)
 		setenv(RESUME_ENV, resume, 1);
+	if (quit_ignored)
+		setenv(QUIT_ENV, "1", 1);
 	sigaction(SIGPIPE, &caller_sigpipe, NULL);
 	execv(shim, g_argv);
 	fprintf(stderr, "ansible-bridge: %s: exec %s: %s\r\n", g_prog, shim, strerror(errno));
@@ -566,7 +575,9 @@ static void on_signal(int sig)
 /* watch_signals: from the hello on, a terminating signal is passed to
  * the daemon and ends the shim as the program it stands in for ends
  * (signalled). Caught even where the caller ignores it (Ansible's
- * workers ignore SIGINT), as ssh as a mux client catches it. */
+ * workers ignore SIGINT), as ssh as a mux client catches it; but ssh's
+ * mux client leaves SIGQUIT alone (mux.c), so ssh dies of it or ignores
+ * it, and the daemon sees the shim go. */
 static void watch_signals(void)
 {
 	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
@@ -574,8 +585,11 @@ static void watch_signals(void)
 	struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
 	sigemptyset(&sa.sa_mask);
 	int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH};
-	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+		if (sigs[i] == SIGQUIT && strcmp(g_prog, "ssh") == 0)
+			continue;
 		sigaction(sigs[i], &sa, NULL);
+	}
 }
 
 static const char *signal_name(int sig)
@@ -665,6 +679,9 @@ int main(int argc, char **argv)
 	/* ssh ignores SIGPIPE: a closed stdout is an error it handles. */
 	struct sigaction ign = {.sa_handler = SIG_IGN};
 	sigaction(SIGPIPE, strcmp(g_prog, "ssh") == 0 ? &ign : NULL, &caller_sigpipe);
+	struct sigaction quit;
+	quit_ignored = sigaction(SIGQUIT, NULL, &quit) == 0 && quit.sa_handler == SIG_IGN;
+	unsetenv(QUIT_ENV);
 	unsetenv(RESUME_ENV); /* only this program sets it, for the Go shim */
 	if (argc < 1 || !shim_name(g_prog) || getenv("ANSIBLE_BRIDGE_ARGV0") || getenv("ANSIBLE_BRIDGE_DISABLE"))
 		handover(NULL);
