@@ -58,7 +58,7 @@ type invocation struct {
 	// its first connection is its own (see target.use).
 	master, mustLogin atomic.Bool
 	started           time.Time
-	// pid is the shim's, where the daemon sees it (sameNamespaces).
+	// pid is the shim's, where the daemon sees it (sandboxReason).
 	pid int
 
 	mu     sync.Mutex

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -466,9 +467,11 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 // dispatch runs the invocation and returns its exit status, or -1 when it
 // already answered (fallback).
 func (s *Server) dispatch(ctx context.Context, iv *invocation) int {
-	if iv.hello.Prog != "ctl" && !iv.sameNamespaces() {
-		iv.fallback(reasonSandbox)
-		return -1
+	if iv.hello.Prog != "ctl" {
+		if reason := iv.sandboxReason(); reason != "" {
+			iv.fallback(reason)
+			return -1
+		}
 	}
 	switch iv.hello.Prog {
 	case "ssh":
@@ -500,30 +503,122 @@ func connFailure(iv *invocation, err error) int {
 // reasonSandbox: the shim and the daemon do not see the same files.
 const reasonSandbox = "the shim runs in another mount namespace (a sandbox): the files it names are not the daemon's"
 
-// sameNamespaces reports whether iv's shim runs in the daemon's mount
-// namespace, and notes its pid. A shim in a sandbox (ansible-runner's
-// bubblewrap, a container) that reaches a daemon outside it would have
-// the daemon open its paths (keys the sandbox hides, an agent socket only
-// it sees) in the daemon's view instead. (bubblewrap and containers make
-// a mount namespace whatever else they unshare; each /proc lookup costs
-// the daemon ~20 µs an invocation.)
-func (iv *invocation) sameNamespaces() bool {
-	own := ownMountNamespace()
-	if own == "" {
-		return true // no namespaces to compare (a kernel without them)
+// What else makes the shim's world not the daemon's: ssh would open its
+// files, connect, and name its host from where the shim runs.
+const (
+	reasonChroot   = "the shim runs under another root directory (a chroot): the files it names are not the daemon's"
+	reasonNetwork  = "the shim runs in another network namespace: ssh would connect from there"
+	reasonUTS      = "the shim runs in another UTS namespace: %l, %L and %C name its host, not the daemon's"
+	reasonUserNS   = "the shim runs in another user namespace"
+	reasonNoPeer   = "the shim's process is not visible to the daemon (another pid namespace)"
+	reasonGroups   = "the shim's groups are not the daemon's (ssh opens its files with them): `ansible-bridge stop` and the next call starts a daemon with them"
+	reasonPeerGone = "the shim's process could not be read"
+)
+
+// sandboxReason says why iv's shim does not run where the daemon does
+// ("" if it does): another mount, network, UTS or user namespace, root
+// directory, or groups. A sandbox (bubblewrap, a container, `unshare
+// --net`, a chroot sharing /tmp) that reaches a daemon outside it would
+// have the daemon open its paths (keys the sandbox hides, an agent
+// socket only it sees), dial its targets and run its proxies in the
+// daemon's view instead, and a caller whose groups differ from the
+// daemon's would read files it cannot (or not read ones it can). Each
+// /proc lookup costs the daemon ~20 µs an invocation.
+func (iv *invocation) sandboxReason() string {
+	own := ownNamespaces()
+	if own == nil {
+		return "" // no namespaces to compare (a kernel without them)
 	}
 	pid, err := wire.PeerPID(iv.conn)
 	if err != nil || pid <= 0 {
-		return false // not visible from here: another pid namespace's
+		return reasonNoPeer
 	}
 	iv.pid = pid
-	peer, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
-	return err == nil && peer == own
+	proc := "/proc/" + strconv.Itoa(pid)
+	for i, ns := range namespaceKinds {
+		peer, err := os.Readlink(proc + "/ns/" + ns.name)
+		if err != nil {
+			return reasonPeerGone
+		}
+		if peer != own.links[i] {
+			return ns.reason
+		}
+	}
+	var root syscall.Stat_t
+	if err := syscall.Stat(proc+"/root", &root); err != nil {
+		return reasonPeerGone
+	}
+	if root.Dev != own.root.Dev || root.Ino != own.root.Ino {
+		return reasonChroot
+	}
+	status, err := os.ReadFile(proc + "/status")
+	if err != nil {
+		return reasonPeerGone
+	}
+	if !sameGroups(status, own.gid, own.groups) {
+		return reasonGroups
+	}
+	return ""
 }
 
-// ownMountNamespace is the daemon's mount namespace, read once; "" where
-// /proc does not show it.
-var ownMountNamespace = sync.OnceValue(func() string {
-	own, _ := os.Readlink("/proc/self/ns/mnt")
-	return own
+var namespaceKinds = []struct{ name, reason string }{
+	{"mnt", reasonSandbox}, {"net", reasonNetwork}, {"uts", reasonUTS}, {"user", reasonUserNS},
+}
+
+// sameGroups reports whether a /proc/PID/status shows effective gid gid
+// and the supplementary groups groups (in any order).
+func sameGroups(status []byte, gid int, groups []int) bool {
+	var gidOK, groupsOK bool
+	for _, ln := range strings.Split(string(status), "\n") {
+		k, v, _ := strings.Cut(ln, ":")
+		f := strings.Fields(v)
+		switch k {
+		case "Gid":
+			gidOK = len(f) >= 2 && f[1] == strconv.Itoa(gid)
+		case "Groups":
+			if len(f) != len(groups) {
+				return false
+			}
+			want := make(map[string]bool, len(groups))
+			for _, g := range groups {
+				want[strconv.Itoa(g)] = true
+			}
+			groupsOK = true
+			for _, g := range f {
+				groupsOK = groupsOK && want[g]
+			}
+		}
+	}
+	return gidOK && groupsOK
+}
+
+// daemonWorld is where the daemon runs: its namespaces (namespaceKinds'
+// order), root directory, effective gid and groups.
+type daemonWorld struct {
+	links  []string
+	root   syscall.Stat_t
+	gid    int
+	groups []int
+}
+
+// ownNamespaces is the daemon's world, read once; nil where /proc does not
+// show it.
+var ownNamespaces = sync.OnceValue(func() *daemonWorld {
+	w := &daemonWorld{gid: os.Getegid()}
+	for _, ns := range namespaceKinds {
+		l, err := os.Readlink("/proc/self/ns/" + ns.name)
+		if err != nil {
+			return nil
+		}
+		w.links = append(w.links, l)
+	}
+	if err := syscall.Stat("/", &w.root); err != nil {
+		return nil
+	}
+	groups, err := os.Getgroups()
+	if err != nil {
+		return nil
+	}
+	w.groups = groups
+	return w
 })

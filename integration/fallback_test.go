@@ -163,4 +163,43 @@ func TestSandboxedShimFallsBack(t *testing.T) {
 		t.Errorf("shim log: %d sandbox fallbacks, want 1:\n%s", n, logged)
 	}
 	run(append(slices.Clone(ssh[:len(ssh)-1]), "-O", "exit", ssh[len(ssh)-1])...)
+
+	// What else puts the shim elsewhere, with a ControlPath no master
+	// holds: the real ssh connects, names its host and opens its files
+	// from there (before, a shim with no network reached the target
+	// through the daemon's).
+	short, err := os.MkdirTemp("", "abs-") // a socket path's length is bounded
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(short) })
+	t.Cleanup(func() { stopMasters(t, short) })
+	other := slices.Clone(ssh)
+	other[4] = "ControlPath=" + short + "/%l-%p"
+	for _, tc := range []struct {
+		name, wrap, want, logged string
+	}{
+		{"network", `exec unshare --net -- "$@"`, "ssh: connect to host 127.0.0.1 port " + suite.lab.Port + ": Network is unreachable\r\n", "another network namespace"},
+		{"UTS", `exec unshare --uts -- sh -c 'hostname ab-uts-test && exec "$@"' sh "$@"`, "uts\n", "another UTS namespace"},
+		{"groups", `exec setpriv --groups 54321 -- "$@"`, "groups\n", "groups are not the daemon's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := fileSize(wire.SideFile(d.socket, "shim.log"))
+			cmd := exec.Command("sh", append([]string{"-c", tc.wrap, "sh"}, append(other, "echo "+strings.ToLower(tc.name))...)...)
+			cmd.Env = append(cleanEnv(os.Environ()), append([]string{"PATH=" + suite.basePATH}, d.env()...)...)
+			out, _ := cmd.CombinedOutput()
+			if string(out) != tc.want {
+				t.Errorf("output %q, want %q", out, tc.want)
+			}
+			if logged := string(readFrom(wire.SideFile(d.socket, "shim.log"), start)); !strings.Contains(logged, tc.logged) {
+				t.Errorf("shim log has no %q fallback:\n%s", tc.logged, logged)
+			}
+			if tc.name == "UTS" {
+				// The real ssh's master, named by the shim's host name.
+				if m, _ := filepath.Glob(short + "/ab-uts-test-*"); len(m) != 1 {
+					t.Errorf("no master socket named by the shim's host name in %s", short)
+				}
+			}
+		})
+	}
 }
