@@ -468,7 +468,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 // already answered (fallback).
 func (s *Server) dispatch(ctx context.Context, iv *invocation) int {
 	if iv.hello.Prog != "ctl" {
-		if reason := iv.sandboxReason(); reason != "" {
+		if reason := cmpOr(iv.preloadReason(), iv.sandboxReason()); reason != "" {
 			iv.fallback(reason)
 			return -1
 		}
@@ -498,6 +498,19 @@ func connFailure(iv *invocation, err error) int {
 	}
 	iv.log.WithError(err).Info("connection failed")
 	return fakessh.ExitSSHError
+}
+
+// preloadReason says why the program the shim stands in for must run
+// itself ("" if not): the dynamic loader would load what LD_PRELOAD or
+// LD_AUDIT names into it (torsocks and proxychains hook its connect),
+// where the daemon dials for it untouched.
+func (iv *invocation) preloadReason() string {
+	for _, v := range []string{"LD_PRELOAD", "LD_AUDIT"} {
+		if iv.getenv(v) != "" {
+			return v + " is set: the real " + iv.hello.Prog + " loads it (torsocks, proxychains)"
+		}
+	}
+	return ""
 }
 
 // reasonSandbox: the shim and the daemon do not see the same files.

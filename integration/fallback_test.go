@@ -182,6 +182,8 @@ func TestSandboxedShimFallsBack(t *testing.T) {
 		{"network", `exec unshare --net -- "$@"`, "ssh: connect to host 127.0.0.1 port " + suite.lab.Port + ": Network is unreachable\r\n", "another network namespace"},
 		{"UTS", `exec unshare --uts -- sh -c 'hostname ab-uts-test && exec "$@"' sh "$@"`, "uts\n", "another UTS namespace"},
 		{"groups", `exec setpriv --groups 54321 -- "$@"`, "groups\n", "groups are not the daemon's"},
+		// torsocks and proxychains hook ssh's connect through the loader.
+		{"preload", `LD_PRELOAD=libc.so.6 exec "$@"`, "preload\n", "LD_PRELOAD is set"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := fileSize(wire.SideFile(d.socket, "shim.log"))
