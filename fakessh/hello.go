@@ -37,6 +37,9 @@ func NewHello(prog string, argv []string) (*Hello, string) {
 	if prog == "ssh" && interactive(h.SSH) {
 		return h, ReasonInteractive
 	}
+	if prog == "ssh" && background() {
+		return h, ReasonBackground
+	}
 	return h, ""
 }
 

@@ -12,6 +12,7 @@ import (
 const (
 	ReasonInteractive = "interactive terminal session: escapes and the terminal are the real ssh's"
 	ReasonVerbose     = "-v, LogLevel VERBOSE or DEBUG: ssh's log lines (Authenticated to, Transferred, debug) are the real ssh's"
+	ReasonBackground  = "a background job of its terminal: ssh's master reads and writes it, where the shim would be stopped (SIGTTIN, SIGTTOU)"
 )
 
 // interactive reports whether ssh would run inv as a user's interactive
@@ -26,4 +27,20 @@ func interactive(inv *SSHInvocation) bool {
 	// tcgetsid: only the controlling terminal has our session's id.
 	_, err := unix.IoctlGetInt(int(os.Stdin.Fd()), unix.TIOCGSID)
 	return err == nil
+}
+
+// background reports whether stdin, stdout or stderr is the controlling
+// terminal and this process is not in its foreground process group (`ssh
+// host cmd &` from a shell). A mux client hands those fds to its master,
+// which reads and writes them from another session, so the job runs on;
+// the shim, reading them itself, would be stopped. tcgetpgrp fails on
+// any other descriptor.
+func background() bool {
+	pgrp := unix.Getpgrp()
+	for fd := 0; fd <= 2; fd++ {
+		if fg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP); err == nil && fg != pgrp {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,4 +153,59 @@ func ptySSH(t *testing.T, ssh string, args, env []string, echoOff bool, prompt, 
 		}
 	}
 	return out.String()
+}
+
+// TestBackgroundJobLikeOpenSSH: `ssh host cmd &` from a shell with job
+// control, its terminal on stdin: ssh's mux client hands the terminal to
+// its master, in another session, so the job runs to its end; the shim,
+// reading the terminal itself from a background group, was stopped
+// (SIGTTIN: "Stopped"). It now hands such a job to the real ssh.
+func TestBackgroundJobLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	d := newPrivateDaemon(t)
+	var got [2]string
+	for i, ssh := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
+		dir, err := os.MkdirTemp("", "abbg-") // a socket path's length is bounded
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		t.Cleanup(func() { stopMasters(t, dir) })
+		script := `set -m; "$@" 'sleep 0.3; echo job-done' & wait $!; echo "rc=$?"; kill -KILL %1 2>/dev/null; exit 0`
+		args := []string{"-c", script, "bash", ssh, "-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+			"-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-i", suite.lab.Key, "-p", suite.lab.Port,
+			"-o", "ControlMaster=auto", "-o", "ControlPersist=30s", "-o", "ControlPath=" + dir + "/%C", suite.lab.User + "@127.0.0.1"}
+		got[i] = strings.ReplaceAll(ptyRun(t, "bash", args, d.env()), ssh, "SSH")
+	}
+	if got[1] != got[0] {
+		t.Errorf("through the shim: %q\nwith OpenSSH: %q", got[1], got[0])
+	}
+	if !strings.Contains(got[0], "job-done") {
+		t.Errorf("OpenSSH's job did not finish: %q", got[0])
+	}
+}
+
+// ptyRun runs name with a new pty as its controlling terminal and returns
+// all written there until it and its children have closed it.
+func ptyRun(t *testing.T, name string, args, env []string) string {
+	t.Helper()
+	ptmx, pts, err := pty.Open()
+	if err != nil {
+		t.Skip("no pty:", err)
+	}
+	defer ptmx.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(cleanEnv(os.Environ()), append([]string{"HOME=" + suite.home, "PATH=" + suite.basePATH}, env...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pts.Close()
+	out, _ := io.ReadAll(ptmx) // EIO once no one has the terminal open
+	_ = cmd.Wait()
+	return string(out)
 }

@@ -670,6 +670,21 @@ static void sanitise_stdfd(void)
 		close(null);
 }
 
+/* in_background: stdin, stdout or stderr is the controlling terminal,
+ * and this process is not in its foreground group (`ssh host cmd &`):
+ * the Go shim hands ssh to the real one, whose master does the I/O, where
+ * this program would be stopped (fakessh's background). */
+static int in_background(void)
+{
+	pid_t pgrp = getpgrp();
+	for (int fd = 0; fd <= 2; fd++) {
+		pid_t fg = tcgetpgrp(fd);
+		if (fg != -1 && fg != pgrp)
+			return 1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	sanitise_stdfd();
@@ -691,6 +706,8 @@ int main(int argc, char **argv)
 	pid_t sid;
 	stdin_tty = isatty(0);
 	if (stdin_tty && ioctl(0, TIOCGSID, &sid) == 0)
+		handover(NULL);
+	if (strcmp(g_prog, "ssh") == 0 && in_background())
 		handover(NULL);
 	if (is_pipe(0))
 		(void)fcntl(0, F_SETPIPE_SZ, STDIN_PIPE_SIZE);
