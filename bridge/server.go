@@ -286,9 +286,6 @@ func (s *Server) expireIdle(now time.Time) {
 // captured may be a task's secrets.
 func (s *Server) expireJournal(now time.Time) {
 	s.journal.Expire(now)
-	if s.cfg.JournalKeep > 0 {
-		return
-	}
 	open := map[string]bool{}
 	for _, t := range s.targets.all() {
 		t.mu.Lock()
@@ -296,6 +293,13 @@ func (s *Server) expireJournal(now time.Time) {
 			open[t.label] = true
 		}
 		t.mu.Unlock()
+	}
+	if len(open) == 0 {
+		// Nothing that used a secret is left (journal.ForgetSecrets).
+		defer s.journal.ForgetSecrets()
+	}
+	if s.cfg.JournalKeep > 0 {
+		return
 	}
 	closed := false
 	for label := range s.connected {

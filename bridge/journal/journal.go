@@ -119,6 +119,30 @@ func (j *Journal) drop(gone func(*Entry) bool) {
 	j.entries = kept
 }
 
+// ForgetSecrets lets go of every secret registered, with the key their
+// verifiers are made with, unless an invocation is still being recorded
+// (its end masks what it captured). The daemon calls it once no
+// connection is left: kept entries hold their secrets masked already,
+// and a password or no_log value is registered again when it is used
+// again. Until then the Redactor's HMACs would let whoever reads the
+// daemon's memory test guesses of every password it ever saw.
+func (j *Journal) ForgetSecrets() {
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, e := range j.entries {
+		e.mu.Lock()
+		done := e.done
+		e.mu.Unlock()
+		if !done {
+			return
+		}
+	}
+	j.red.reset()
+}
+
 // Redact applies the journal's secrets to b, for callers that show
 // other data next to the journal's.
 func (j *Journal) Redact(b []byte) []byte {
@@ -352,11 +376,20 @@ func (c *capture) take(b []byte, keep bool) {
 	}
 }
 
+// keepProgram cuts argv to the program's name, letting go of the rest:
+// a shorter slice alone would keep the command line (a no_log task's
+// environment: values) reachable through its backing array.
+func keepProgram(argv []string) []string {
+	n := min(1, len(argv))
+	clear(argv[n:])
+	return argv[:n]
+}
+
 // markNoLog drops what a no_log task must not leave behind, the command
 // line (its environment: values) but the program's name too; e.mu is held.
 func (e *Entry) markNoLog() {
 	e.noLog = true
-	e.argv = e.argv[:min(1, len(e.argv))]
+	e.argv = keepProgram(e.argv)
 	e.wipe()
 }
 
@@ -400,7 +433,7 @@ func (e *Entry) HideCommand() {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.argv = e.argv[:min(1, len(e.argv))]
+	e.argv = keepProgram(e.argv)
 	e.stdin.wipe()
 	e.hideStdin = true
 	e.awaiting = false

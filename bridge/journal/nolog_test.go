@@ -340,3 +340,46 @@ func TestHasResult(t *testing.T) {
 		}
 	}
 }
+
+// TestForgetSecrets: once nothing is being recorded, the journal lets go
+// of its secrets' verifiers and key (they would let a reader of the
+// daemon's memory test password guesses); an entry still being recorded
+// keeps them, for its end masks what it captured.
+func TestForgetSecrets(t *testing.T) {
+	j := New(0)
+	secret := []byte("become-pw-4c1e")
+	e := j.Begin("u@h:22", "become", nil)
+	j.AddSecret(secret)
+	j.ForgetSecrets()
+	if got := string(j.Redact(secret)); got != Mask {
+		t.Fatalf("forgot with an entry in flight: %q", got)
+	}
+	e.AppendStdout(append([]byte("out "), secret...))
+	e.Finish(0)
+	j.ForgetSecrets()
+	if j.red.key != nil || j.red.byLen != nil {
+		t.Errorf("redactor kept key %x, sets %v", j.red.key, j.red.byLen)
+	}
+	if got := string(j.Redact(secret)); got != string(secret) {
+		t.Errorf("still masked after forgetting: %q", got)
+	}
+	v, _ := j.Get(1)
+	if bytes.Contains(v.Stdout.Data, secret) {
+		t.Errorf("the kept entry shows the secret: %q", v.Stdout.Data)
+	}
+}
+
+// TestConcealLetsGoOfCommand: a concealed entry's command line is not
+// reachable through its argv's backing array.
+func TestConcealLetsGoOfCommand(t *testing.T) {
+	j := New(0)
+	e := j.Begin("u@h:22", "exec", []string{"ssh", "host", "APITOKEN=tok-9d2 /usr/bin/python3"})
+	full := e.argv[:cap(e.argv)]
+	e.HideCommand()
+	e.Finish(0)
+	for _, a := range full[1:] {
+		if a != "" {
+			t.Errorf("argv's backing array still holds %q", a)
+		}
+	}
+}

@@ -110,6 +110,21 @@ func (r *Redactor) mac(b []byte) [32]byte {
 	return sum
 }
 
+// reset forgets every secret and the keys, as the zero value.
+func (r *Redactor) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.key)
+	for _, set := range r.byLen {
+		for h, sums := range set.sums {
+			clear(sums)
+			delete(set.sums, h)
+		}
+	}
+	r.key, r.base, r.byLen, r.lens, r.maxLen = nil, 0, nil, nil, 0
+	r.gen++
+}
+
 // generation changes each time a secret is added.
 func (r *Redactor) generation() uint64 {
 	r.mu.RLock()
