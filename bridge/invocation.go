@@ -321,6 +321,13 @@ func (iv *invocation) readShim(w *io.PipeWriter) {
 
 var errShimGone = errors.New("shim disconnected")
 
+// stopStdin is ssh's chan_rcvd_eow: the shim stops reading its stdin and
+// leaves it open, and what it sent already is dropped.
+func (iv *invocation) stopStdin() {
+	_ = iv.send(wire.StopStdin, nil)
+	iv.stdin.CloseWithError(errStdinStopped)
+}
+
 // outputClosed tells whether the shim could not write stdout.
 func (iv *invocation) outputClosed() bool {
 	select {

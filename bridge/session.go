@@ -38,26 +38,53 @@ func materializeFailure(iv *invocation, err error) int {
 	return 1
 }
 
-// remoteSession is a started session channel: a command (x/crypto's
-// Session) or a subsystem (sshclient.Exec: x/crypto's Session cannot
-// wait for a subsystem's exit status).
+// remoteSession is a started session channel, a command or a subsystem
+// (sshclient.Exec: x/crypto's Session cannot wait for a subsystem's exit
+// status, and drops eow@openssh.com).
 type remoteSession interface {
 	WindowChange(h, w int) error
 	SendRequest(name string, wantReply bool, payload []byte) (bool, error)
+	EOW() <-chan struct{}
 	Close() error
 	Wait() error
 }
 
-// subsystem is a subsystem's session: Wait returns once its output has
-// been relayed too, as x/crypto's Session.Wait does.
-type subsystem struct {
+// relayed is a started session whose output goes to the shim: Wait
+// returns once that has been relayed too, as x/crypto's Session.Wait
+// does, and for a command (copyErrs) with the first copy error after a
+// clean exit, as it does.
+type relayed struct {
 	*sshclient.Exec
-	copying sync.WaitGroup
+	copyErrs bool
+	copying  sync.WaitGroup
+	mu       sync.Mutex
+	copyErr  error
 }
 
-func (s *subsystem) Wait() error {
+func (s *relayed) relay(stdout, stderr io.Writer) {
+	s.copying.Add(2)
+	copyOut := func(w io.Writer, r io.Reader) {
+		defer s.copying.Done()
+		if _, err := io.Copy(w, r); err != nil {
+			s.mu.Lock()
+			if s.copyErr == nil {
+				s.copyErr = err
+			}
+			s.mu.Unlock()
+		}
+	}
+	go copyOut(stdout, s.Stdout())
+	go copyOut(stderr, s.Stderr())
+}
+
+func (s *relayed) Wait() error {
 	err := s.Exec.Wait()
 	s.copying.Wait()
+	if err == nil && s.copyErrs {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.copyErr
+	}
 	return err
 }
 
@@ -101,10 +128,8 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 		case err != nil:
 			return nil, connFailure(iv, err)
 		}
-		sub := &subsystem{Exec: e}
-		sub.copying.Add(2)
-		go func() { _, _ = io.Copy(stdout, e.Stdout()); sub.copying.Done() }()
-		go func() { _, _ = io.Copy(stderr, e.Stderr()); sub.copying.Done() }()
+		sub := &relayed{Exec: e}
+		sub.relay(stdout, stderr)
 		return &started{sub, e.Stdin(), c}, 0
 	}
 	c, sess, err := t.newSession(ctx, iv, r.sendEnv())
@@ -117,28 +142,16 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 			iv.errorf("PTY allocation request failed on channel 0")
 		}
 	}
-	stdin, err := sess.StdinPipe()
-	if err == nil {
-		sess.Stdout, sess.Stderr = stdout, stderr
-		if command == "" {
-			err = sess.Shell()
-		} else {
-			err = sess.Start(command)
-		}
-		if err != nil {
-			iv.log.WithError(err).Warn("starting remote command failed")
-			iv.errorf("exec request failed on channel 0")
-			sess.Close()
-			c.release()
-			return nil, fakessh.ExitSSHError
-		}
-	}
-	if err != nil {
+	if err := sess.Start(command); err != nil {
+		iv.log.WithError(err).Warn("starting remote command failed")
+		iv.errorf("exec request failed on channel 0")
 		sess.Close()
 		c.release()
-		return nil, connFailure(iv, err)
+		return nil, fakessh.ExitSSHError
 	}
-	return &started{sess, stdin, c}, 0
+	cmd := &relayed{Exec: sess, copyErrs: true}
+	cmd.relay(stdout, stderr)
+	return &started{cmd, sess.Stdin(), c}, 0
 }
 
 // execOpts adjusts a passthrough session.
@@ -196,7 +209,7 @@ func (r *request) exec(command string, opts execOpts) int {
 		r.signalLine()
 	}
 	var escaped atomic.Bool // ~. ended the session
-	var stdinDone atomic.Bool
+	var stdinDone, stdinStopped atomic.Bool
 	go func() {
 		if inv.NoStdin {
 			_, _ = io.Copy(io.Discard, iv.stdin)
@@ -207,10 +220,13 @@ func (r *request) exec(command string, opts execOpts) int {
 				// the escapes.
 				in = mux.NewEscapeFilter(in, byte(esc), shimEscapes{iv, sess, &escaped})
 			}
-			n, _ := io.Copy(stdinPipe, in)
+			n, _ := io.Copy(stoppableWriter{stdinPipe, &stdinStopped}, in)
 			t.bytesIn.Add(n)
 		}
-		stdinPipe.Close()
+		if !stdinStopped.Load() {
+			// After eow@openssh.com ssh sends no EOF (chan_rcvd_eow).
+			stdinPipe.Close()
+		}
 		stdinDone.Store(true)
 		if iv.outputClosed() {
 			_ = sess.Close()
@@ -219,6 +235,7 @@ func (r *request) exec(command string, opts execOpts) int {
 	done := make(chan error, 1)
 	go func() { done <- sess.Wait() }()
 	outputGone := iv.outputGone
+	eow := sess.EOW()
 	var werr error
 wait:
 	for {
@@ -236,6 +253,14 @@ wait:
 				r.masterGone(c)
 			}
 			sess.Close()
+		case <-eow:
+			// ssh's chan_rcvd_eow: the command closed its stdin, and
+			// ssh stops reading its own and leaves it open (a writer
+			// blocks, and gets EPIPE once ssh exits); what it had read
+			// but not sent is dropped.
+			eow = nil
+			stdinStopped.Store(true)
+			iv.stopStdin()
 		case ws := <-iv.winch:
 			_ = sess.WindowChange(ws[0], ws[1])
 		case <-outputGone:
@@ -325,10 +350,26 @@ func (e shimEscapes) OpenMessage() string {
 	return "The following connections are open:\r\n  #0 client-session\r\n"
 }
 
+// stoppableWriter drops writes once stopped is set.
+type stoppableWriter struct {
+	w       io.Writer
+	stopped *atomic.Bool
+}
+
+var errStdinStopped = errors.New("the remote command closed its stdin (eow@openssh.com)")
+
+func (s stoppableWriter) Write(p []byte) (int, error) {
+	if s.stopped.Load() {
+		return 0, errStdinStopped
+	}
+	return s.w.Write(p)
+}
+
+// isExit tells a session's end (an exit status, a signal, or a channel
+// closed without either) from the connection's.
 func isExit(err error) bool {
-	var ee *ssh.ExitError
-	var em *ssh.ExitMissingError
-	return errors.As(err, &ee) || errors.As(err, &em)
+	var xe *sshclient.ExitError
+	return errors.As(err, &xe)
 }
 
 // exitStatus maps a session result to ssh's exit status: the remote
@@ -336,10 +377,6 @@ func isExit(err error) bool {
 func exitStatus(err error) int {
 	if err == nil {
 		return 0
-	}
-	var ee *ssh.ExitError
-	if errors.As(err, &ee) && ee.Signal() == "" {
-		return ee.ExitStatus()
 	}
 	var xe *sshclient.ExitError
 	if errors.As(err, &xe) && xe.Signal == "" && xe.Status >= 0 {

@@ -473,12 +473,12 @@ func (t *target) stop(now bool) {
 // (see use) and sets env on it as ssh sends SendEnv variables: without
 // asking for a reply (servers drop what they do not AcceptEnv). The
 // caller closes the session and releases the connection.
-func (t *target) newSession(ctx context.Context, p sshclient.Prompter, env [][2]string) (*sshConn, *ssh.Session, error) {
-	var sess *ssh.Session
+func (t *target) newSession(ctx context.Context, p sshclient.Prompter, env [][2]string) (*sshConn, *sshclient.Exec, error) {
+	var sess *sshclient.Exec
 	t.touched() // a command, which may run sudo
 	c, err := t.use(ctx, p, func(c *sshConn) error {
 		var err error
-		sess, err = c.client.NewSession()
+		sess, err = sshclient.OpenSession(c.client.Client)
 		return err
 	})
 	if err != nil {

@@ -172,8 +172,9 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 			_, _ = os.Stderr.Write(*line)
 		}
 	})
+	var stdinStopped atomic.Bool // the daemon's StopStdin
 	if from == stdinPumping {
-		go pumpStdin(send)
+		go pumpStdin(send, &stdinStopped)
 	}
 	// ssh ignores SIGPIPE: a closed stdout is an error it handles. (A
 	// handler, unlike SIG_IGN, is not passed on to a program exec'd.)
@@ -216,7 +217,7 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 			if inputComplete(0) {
 				// Reads cannot block: the input goes at once, in line
 				// (a pipelined module waits for it).
-				pumpStdin(send)
+				pumpStdin(send, &stdinStopped)
 				break
 			}
 			if string(f.Payload) == "raw" && stdinTTY {
@@ -224,7 +225,11 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 					restore = func() { _ = term.Restore(int(os.Stdin.Fd()), st) }
 				}
 			}
-			go pumpStdin(send)
+			go pumpStdin(send, &stdinStopped)
+		case wire.StopStdin:
+			// ssh's chan_rcvd_eow: stdin is read no more, and stays
+			// open (a writer blocks, and gets EPIPE once ssh exits).
+			stdinStopped.Store(true)
 		case wire.Stdout:
 			if stdoutFailed {
 				break
@@ -319,10 +324,15 @@ func inputComplete(fd int) bool {
 	return err == nil && queued <= stdinPipeSize
 }
 
-func pumpStdin(send func(wire.Type, []byte) error) {
+// pumpStdin sends stdin to the daemon up to its end, or until stopped
+// (what a read still pending brings is dropped).
+func pumpStdin(send func(wire.Type, []byte) error, stopped *atomic.Bool) {
 	buf := make([]byte, 256<<10)
-	for {
+	for !stopped.Load() {
 		n, err := os.Stdin.Read(buf)
+		if stopped.Load() {
+			return
+		}
 		if n > 0 {
 			if send(wire.Stdin, buf[:n]) != nil {
 				return

@@ -51,12 +51,38 @@ func (g *fdGuard) close(fds []int) {
 	unix.Close(g.wakeFD)
 }
 
+// errStopped is a wait on the client's stdin cut short by
+// eow@openssh.com.
+var errStopped = errors.New("input stopped")
+
+// stopper ends the waits on one descriptor alone.
+type stopper struct {
+	fd   int // an eventfd: stays readable once written
+	once sync.Once
+}
+
+func newStopper() (*stopper, error) {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	return &stopper{fd: fd}, nil
+}
+
+func (s *stopper) stop() {
+	s.once.Do(func() {
+		var one = [8]byte{7: 1}
+		_, _ = unix.Write(s.fd, one[:])
+	})
+}
+
 // passedFD is a descriptor a client passed. Its flags are shared with the
 // client's parent (a terminal, a shell's pipe) and are left alone: it is
 // waited on with poll(2), which the guard can cut short.
 type passedFD struct {
-	fd int
-	g  *fdGuard
+	fd   int
+	g    *fdGuard
+	stop *stopper // nil, or it ends this descriptor's waits (errStopped)
 }
 
 // wait polls for events on the descriptor, or the wake; g.mu is held
@@ -66,6 +92,9 @@ func (p passedFD) wait(events int16) error {
 		return errWoken
 	}
 	fds := []unix.PollFd{{Fd: int32(p.fd), Events: events}, {Fd: int32(p.g.wakeFD), Events: unix.POLLIN}}
+	if p.stop != nil {
+		fds = append(fds, unix.PollFd{Fd: int32(p.stop.fd), Events: unix.POLLIN})
+	}
 	for {
 		_, err := unix.Poll(fds, -1)
 		if err == unix.EINTR {
@@ -76,6 +105,9 @@ func (p passedFD) wait(events int16) error {
 		}
 		if fds[1].Revents != 0 {
 			return errWoken
+		}
+		if len(fds) > 2 && fds[2].Revents != 0 {
+			return errStopped
 		}
 		if fds[0].Revents != 0 {
 			return nil

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
@@ -71,8 +72,12 @@ type session struct {
 	out    passedFD
 	errOut *lockedWriter
 	g      *fdGuard
-	fds    []int
+	fds    []int // fds[0] is -1 once eow@openssh.com closed it
 	tty    bool
+	// inStop ends the relay of the client's stdin on eow@openssh.com;
+	// inStopped drops what it had read.
+	inStop    *stopper
+	inStopped atomic.Bool
 
 	closeOnce sync.Once
 	done      chan struct{} // the session has ended and its descriptors are closed
@@ -137,14 +142,20 @@ func (cl *client) passenger(rid uint32, n int) (fds []int, err error) {
 // descriptors; if it cannot, it closes them and ch, and releases ch.
 func (cl *client) startSession(ch ssh.Channel, release func(), fds []int, tty bool) (*session, error) {
 	g, err := newFDGuard()
+	var inStop *stopper
+	if err == nil {
+		if inStop, err = newStopper(); err != nil {
+			g.close(nil)
+		}
+	}
 	if err != nil {
 		ch.Close()
 		release()
 		closeAll(fds)
 		return nil, err
 	}
-	s := &session{cl: cl, id: cl.l.nextID(), ch: ch, g: g, fds: fds, tty: tty, done: make(chan struct{}), forced: make(chan struct{})}
-	s.in = passedFD{fd: fds[0], g: g}
+	s := &session{cl: cl, id: cl.l.nextID(), ch: ch, g: g, fds: fds, tty: tty, inStop: inStop, done: make(chan struct{}), forced: make(chan struct{})}
+	s.in = passedFD{fd: fds[0], g: g, stop: inStop}
 	s.out = passedFD{fd: fds[1], g: g}
 	if len(fds) > 2 {
 		s.errOut = &lockedWriter{w: passedFD{fd: fds[2], g: g}}
@@ -236,10 +247,48 @@ func (s *session) relayInput(req *sessionRequest) {
 	if req.tty && req.escape != noEscape {
 		in = NewEscapeFilter(s.in, byte(req.escape), s)
 	}
-	_, err := io.Copy(s.ch, in)
-	if !errors.Is(err, errWoken) {
+	_, err := io.Copy(inputWriter{s}, in)
+	switch {
+	case errors.Is(err, errStopped):
+		s.closeInput()
+	case !errors.Is(err, errWoken):
 		_ = s.ch.CloseWrite()
 	}
+}
+
+// inputWriter is the channel as the client's stdin goes to it: nothing
+// more after eow@openssh.com.
+type inputWriter struct{ s *session }
+
+func (w inputWriter) Write(b []byte) (int, error) {
+	if w.s.inStopped.Load() {
+		return 0, errStopped
+	}
+	return w.s.ch.Write(b)
+}
+
+// stopInput is the master's chan_rcvd_eow: the remote command closed its
+// stdin, and the client's is read no more.
+func (s *session) stopInput() {
+	s.inStopped.Store(true)
+	s.g.mu.RLock()
+	defer s.g.mu.RUnlock()
+	if !s.g.ended { // else finish closes inStop
+		s.inStop.stop()
+	}
+}
+
+// closeInput closes the master's copy of the client's stdin, as
+// chan_shutdown_read does, and sends no EOF; the client keeps its own
+// copy open (a writer blocks, and gets EPIPE once the client exits).
+func (s *session) closeInput() {
+	s.g.mu.Lock()
+	defer s.g.mu.Unlock()
+	if s.g.ended || s.fds[0] < 0 {
+		return
+	}
+	unix.Close(s.fds[0])
+	s.fds[0] = -1
 }
 
 // serveRequests takes the session's requests until the channel closes:
@@ -248,6 +297,9 @@ func (s *session) serveRequests(reqs <-chan *ssh.Request, done chan<- struct{}) 
 	defer close(done)
 	for r := range reqs {
 		ok := false
+		if r.Type == "eow@openssh.com" {
+			s.stopInput()
+		}
 		if r.Type == "exit-status" && len(r.Payload) >= 4 && !s.isForced() {
 			ok = true
 			_ = s.cl.reply(builder(nil).u32(msgExitMessage).u32(s.id).u32(binary.BigEndian.Uint32(r.Payload)))
@@ -290,6 +342,7 @@ func (s *session) finish() {
 		_ = s.ch.Close()
 		s.cl.l.track(s, false)
 		s.g.close(s.fds)
+		unix.Close(s.inStop.fd) // no wait or stop is left on it (g.ended)
 		close(s.done)
 		// The client reads the end of its session as the end of the
 		// control connection.

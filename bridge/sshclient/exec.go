@@ -20,6 +20,7 @@ import (
 type Exec struct {
 	ch     ssh.Channel
 	done   chan struct{}
+	eow    chan struct{} // closed on eow@openssh.com
 	status int
 	signal string
 	got    bool // an exit-status or exit-signal came
@@ -39,8 +40,7 @@ func StartExec(c *ssh.Client, env [][2]string, pty *PTY, command string) (*Exec,
 	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
-	e := &Exec{ch: ch, done: make(chan struct{})}
-	go e.serve(reqs)
+	e := newExec(ch, reqs)
 	send := func(name string, payload []byte) error {
 		if _, err := ch.SendRequest(name, false, payload); err != nil {
 			ch.Close()
@@ -69,6 +69,63 @@ func StartExec(c *ssh.Client, env [][2]string, pty *PTY, command string) (*Exec,
 	return e, nil
 }
 
+func newExec(ch ssh.Channel, reqs <-chan *ssh.Request) *Exec {
+	e := &Exec{ch: ch, done: make(chan struct{}), eow: make(chan struct{})}
+	go e.serve(reqs)
+	return e
+}
+
+// OpenSession opens a session on c for a command the caller starts as
+// x/crypto's Session starts one (RequestPty, Start), waiting for each
+// reply: unlike x/crypto's Session, it sees eow@openssh.com (EOW).
+func OpenSession(c *ssh.Client) (*Exec, error) {
+	ch, reqs, err := c.OpenChannel("session", nil)
+	if err != nil {
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	return newExec(ch, reqs), nil
+}
+
+// RequestPty asks for a terminal as x/crypto's Session.RequestPty does.
+func (e *Exec) RequestPty(term string, h, w int, modes ssh.TerminalModes) error {
+	var tm []byte
+	for k, v := range modes {
+		tm = append(tm, ssh.Marshal(&struct {
+			Key byte
+			Val uint32
+		}{k, v})...)
+	}
+	tm = append(tm, 0) // TTY_OP_END
+	req := struct {
+		Term             string
+		Cols, Rows, W, H uint32
+		Modes            string
+	}{term, uint32(w), uint32(h), uint32(w * 8), uint32(h * 8), string(tm)}
+	ok, err := e.ch.SendRequest("pty-req", true, ssh.Marshal(&req))
+	if err == nil && !ok {
+		err = errors.New("ssh: pty-req failed")
+	}
+	return err
+}
+
+// Start runs command, or a login shell for "", waiting for the reply as
+// x/crypto's Session.Start and Shell do.
+func (e *Exec) Start(command string) error {
+	kind, payload := "shell", []byte(nil)
+	if command != "" {
+		kind, payload = "exec", ssh.Marshal(&struct{ Command string }{command})
+	}
+	ok, err := e.ch.SendRequest(kind, true, payload)
+	if err == nil && !ok {
+		err = fmt.Errorf("ssh: %s request failed", kind)
+	}
+	return err
+}
+
+// EOW is closed when the server sends eow@openssh.com: the command has
+// closed its stdin, and ssh stops reading its own (chan_rcvd_eow).
+func (e *Exec) EOW() <-chan struct{} { return e.eow }
+
 // StartSubsystem opens a session on c, sends env as StartExec does, and
 // asks for the subsystem name, waiting for the reply as ssh does (its
 // refusal is "subsystem request failed"). x/crypto's Session can run a
@@ -78,8 +135,7 @@ func StartSubsystem(c *ssh.Client, env [][2]string, name string) (*Exec, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
-	e := &Exec{ch: ch, done: make(chan struct{})}
-	go e.serve(reqs)
+	e := newExec(ch, reqs)
 	for _, kv := range env {
 		if _, err := ch.SendRequest("env", false, ssh.Marshal(&struct{ Name, Value string }{kv[0], kv[1]})); err != nil {
 			ch.Close()
@@ -118,11 +174,17 @@ func (e *Exec) WindowChange(h, w int) error {
 }
 
 // serve takes the session's requests until the channel closes: the exit
-// status or signal is kept, anything else refused.
+// status or signal is kept, eow@openssh.com noted, anything else refused.
 func (e *Exec) serve(reqs <-chan *ssh.Request) {
 	defer close(e.done)
+	eow := false
 	for req := range reqs {
 		switch req.Type {
+		case "eow@openssh.com":
+			if !eow {
+				eow = true
+				close(e.eow)
+			}
 		case "exit-status":
 			if len(req.Payload) >= 4 {
 				e.status, e.got = int(binary.BigEndian.Uint32(req.Payload)), true

@@ -801,6 +801,13 @@ int main(int argc, char **argv)
 			unsigned char *u = (unsigned char *)payload;
 			exit((int)((uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3]));
 		}
+		case 'E':
+			/* ssh's chan_rcvd_eow: stdin is read no more, and stays
+			 * open (a writer blocks, and gets EPIPE once ssh exits). */
+			free(read_frame(&n));
+			if (state == ACCEPTED)
+				state = STDIN_DONE;
+			break;
 		case 'G': /* the daemon leaves this one to the Go shim */
 			handover(NULL);
 			break;

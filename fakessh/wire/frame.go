@@ -32,6 +32,9 @@ const (
 	// OutputClosed: shim → daemon: writing stdout failed (a closed pipe, a
 	// full disk); as ssh's chan_write_failed, the rest is dropped.
 	OutputClosed Type = 'O'
+	// StopStdin: daemon → shim: stop reading stdin and leave it open, as
+	// ssh does on eow@openssh.com (the remote command closed its stdin).
+	StopStdin Type = 'E'
 )
 
 // MaxPayload bounds one frame's payload.
