@@ -39,6 +39,14 @@ ssh lab 'echo x; echo y >&2; exit 3' </dev/null >/dev/full; echo "rc=$?"
 ssh lab 'echo x; echo y >&2; exit 3' <&-; echo "rc=$?"
 ssh lab 'cat; echo x' <&-; echo "rc=$?"
 `},
+	// The remote command closes its stdin and runs on: sshd says so
+	// (eow@openssh.com), and ssh stops reading its own stdin and leaves it
+	// open, so the writer blocks and dies of SIGPIPE once ssh exits. The
+	// command waits, a bounded loop, for the marker the writer leaves on
+	// the target if it gets to its end. First a new master, then over it.
+	{"ssh: the remote command closes its stdin", eowScript("ssh") + `
+eow; eow
+`},
 	{"ssh: address family, an empty command, a refused subsystem", `
 ssh -6 lab true; echo "rc=$?"
 ssh -4 -o HostName=::1 lab true; echo "rc=$?"
@@ -210,6 +218,19 @@ cat zp-back
 printf 'cd clients-SIDE/sftp\nls -1\n' | sftp -b - lab; echo "rc=$?"
 printf 'cd /nonexistent\nls\n' | sftp -b - lab; echo "rc=$?"
 `},
+}
+
+// eowScript defines eow, which pipes 50 MB into ssh (the function
+// named) to a command that reads 100 bytes, closes its stdin and runs on
+// until the writer is done, 3 s at most.
+func eowScript(ssh string) string {
+	return `
+eow() {
+  { head -c 50000000 /dev/zero && "$REAL_SSH" -F "$SSHCFG" -n -o ControlPath=none lab 'touch clients-SIDE/wrote-all'; } |
+    ` + ssh + ` lab 'head -c 100 >/dev/null; exec 0<&-; for i in $(seq 1 30); do [ -e clients-SIDE/wrote-all ] && break; sleep 0.1; done; echo ran on'
+  echo "rc=${PIPESTATUS[*]}"
+}
+`
 }
 
 // TestClientsLikeOpenSSH runs each client case with the real OpenSSH

@@ -36,6 +36,14 @@ print("sftp: type", d[4], "version", int.from_bytes(d[5:9], "big"), "rc", p.wait
 mssh -s lab no-such-subsystem </dev/null; echo "rc=$?"
 check_master
 `},
+	// The master stops relaying the client's stdin when the remote
+	// command closes its own (eow@openssh.com), and closes its copy: the
+	// client's is left open, so the writer blocks until the client exits.
+	{"mux client: the remote command closes its stdin", eowScript("mssh") + `
+ssh lab true; check_master
+eow
+check_master
+`},
 	// A client sends the variables its SendEnv names; the master passes on
 	// those its own SendEnv names. A client's SetEnv is not sent (a
 	// master's would be, but -o SetEnv makes the shim fall back, by design).

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/crypto/ssh"
 )
@@ -99,7 +100,8 @@ func dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) 
 			}
 			return nil
 		},
-		AuthCallback: auth.callback,
+		AuthCallback:  auth.callback,
+		ClientVersion: clientVersion(),
 	}
 	if !s.HostKeyAlgorithmsExplicit {
 		cfg.HostKeyAlgorithms = hostKeyAlgorithms(hk.entries, lookupName(s), s.HostKeyAlgorithms)
@@ -645,3 +647,27 @@ func mapHandshakeError(ctx context.Context, err error, s *Settings, bc *bannerCo
 	return failure(s.LogLevel, err, fatalPacketLine(fmt.Sprintf("ssh_dispatch_run_fatal: Connection to %s: %s", remote,
 		strings.TrimPrefix(err.Error(), "ssh: handshake failed: "))))
 }
+
+// clientVersion is the real ssh's identification string ("SSH-2.0-" and
+// the release ssh -V prints): sshd tells only OpenSSH clients when a
+// command has closed its stdin (eow@openssh.com, on which ssh stops
+// reading its own), and servers log it. x/crypto's where no ssh answers.
+var clientVersion = sync.OnceValue(func() string {
+	real, err := fakessh.FindReal("ssh")
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, real, "-V")
+	cmd.Stderr = &out
+	if cmd.Run() != nil {
+		return ""
+	}
+	release, _, _ := strings.Cut(strings.TrimSpace(out.String()), ",")
+	if !strings.HasPrefix(release, "OpenSSH_") || strings.ContainsAny(release, "\r\n") {
+		return ""
+	}
+	return "SSH-2.0-" + release
+})
