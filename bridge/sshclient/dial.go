@@ -652,7 +652,9 @@ func mapHandshakeError(ctx context.Context, err error, s *Settings, bc *bannerCo
 // the release ssh -V prints): sshd tells only OpenSSH clients when a
 // command has closed its stdin (eow@openssh.com, on which ssh stops
 // reading its own), and servers log it. x/crypto's where no ssh answers.
-var clientVersion = sync.OnceValue(func() string {
+var clientVersion = sync.OnceValue(realClientVersion)
+
+func realClientVersion() string {
 	real, err := fakessh.FindReal("ssh")
 	if err != nil {
 		return ""
@@ -670,4 +672,4 @@ var clientVersion = sync.OnceValue(func() string {
 		return ""
 	}
 	return "SSH-2.0-" + release
-})
+}

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -18,6 +21,8 @@ type execServer struct {
 	mu         sync.Mutex
 	reqs       []string
 	exitStatus *uint32 // nil: close without one
+	refuse     string  // a request refused
+	eow        bool    // eow@openssh.com sent before stdin is read
 }
 
 func (s *execServer) log() []string {
@@ -76,10 +81,13 @@ func (s *execServer) session(nc ssh.NewChannel) {
 			s.reqs = append(s.reqs, r.Type+map[bool]string{true: "?", false: ""}[r.WantReply])
 			s.mu.Unlock()
 			if r.WantReply {
-				_ = r.Reply(true, nil)
+				_ = r.Reply(r.Type != s.refuse, nil)
 			}
 		}
 	}()
+	if s.eow {
+		_, _ = ch.SendRequest("eow@openssh.com", false, nil)
+	}
 	in, _ := io.ReadAll(ch)
 	_, _ = ch.Write(bytes.ToUpper(in))
 	_, _ = io.WriteString(ch.Stderr(), "err")
@@ -135,5 +143,76 @@ func TestStartExecNoStatus(t *testing.T) {
 	var xe *ExitError
 	if err := e.Wait(); !errors.As(err, &xe) || xe.Status != -1 {
 		t.Errorf("Wait = %v, want ExitError with status -1", err)
+	}
+}
+
+// TestOpenSession: a pty-req and an exec wait for their replies, as
+// x/crypto's Session, and eow@openssh.com shows on EOW.
+func TestOpenSession(t *testing.T) {
+	srv := &execServer{eow: true}
+	c := startExecServer(t, srv)
+	e, err := OpenSession(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.RequestPty("xterm", 24, 80, ssh.TerminalModes{ssh.ECHO: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start("cat"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.EOW():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no EOW after the server's eow@openssh.com")
+	}
+	if got := strings.Join(srv.log(), " "); got != "pty-req? exec?" {
+		t.Errorf("requests %q, want pty-req and exec, each wanting a reply", got)
+	}
+}
+
+// TestOpenSessionRefused: a refused pty-req or exec is an error.
+func TestOpenSessionRefused(t *testing.T) {
+	for _, refused := range []string{"pty-req", "shell"} {
+		c := startExecServer(t, &execServer{refuse: refused})
+		e, err := OpenSession(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = e.RequestPty("xterm", 24, 80, nil)
+		if refused == "pty-req" {
+			if err == nil {
+				t.Errorf("a refused pty-req gave no error")
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(""); err == nil {
+			t.Errorf("a refused shell gave no error")
+		}
+		e.Close()
+	}
+}
+
+// TestRealClientVersion: the version string is what ssh -V names, where
+// an ssh answers.
+func TestRealClientVersion(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ script, want string }{
+		{"echo 'OpenSSH_9.2p1 Debian-2+deb12u10, OpenSSL 3.0.19 27 Jan 2026' >&2", "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u10"},
+		{"echo 'something else' >&2", ""},
+		{"exit 1", ""},
+	} {
+		fake := filepath.Join(dir, "ssh")
+		if err := os.WriteFile(fake, []byte("#!/bin/sh\n"+tc.script+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("ANSIBLE_BRIDGE_REAL_SSH", fake)
+		if got := realClientVersion(); got != tc.want {
+			t.Errorf("with %q: %q, want %q", tc.script, got, tc.want)
+		}
 	}
 }
