@@ -57,9 +57,12 @@ func Command(python string) string {
 // Inline is the shell command that runs the first stage with python, for
 // use inside another command (a become wrapper). On a terminal, the
 // first stage prints RawMarker and a newline before it reads the payload.
+// python's words follow as the agent's arguments: it watches what they
+// name (a symlink repointed, a wrapper replaced), which stock's next
+// step would run.
 func Inline(python string) string {
 	enc := base64.StdEncoding.EncodeToString([]byte(stage1))
-	return python + ` -c 'import base64;exec(base64.b64decode("` + enc + `"))'`
+	return python + ` -c 'import base64;exec(base64.b64decode("` + enc + `"))' ` + python
 }
 
 // quoteInner escapes single quotes for a single-quoted sh word. Not

@@ -96,11 +96,13 @@ func (r *request) serveModule() (int, bool) {
 	t.touched()
 	res, err := ag.RunModule(tctx, req)
 	if errors.Is(err, interp.ErrRestart) {
-		// /etc/environment, ~/.pam_environment or a module site imported
-		// changed: a fresh login would see it, so the task runs in a
-		// fresh interpreter.
-		iv.log.Info("login environment or site imports changed; restarting the interpreter")
+		// /etc/environment, ~/.pam_environment, the login shell's files,
+		// the interpreter or a module site imported changed: a fresh
+		// login would see it, so the task runs in a fresh interpreter,
+		// and the next become step runs its tool and python again.
+		iv.log.Info("login environment, interpreter or site imports changed; restarting the interpreters")
 		t.retireAgent(python)
+		t.retireBecomeAgents()
 		if ag, err = t.agent(ctx, iv, python, r.sendEnv()); err == nil {
 			res, err = ag.RunModule(tctx, req)
 		}

@@ -1107,6 +1107,31 @@ def import_snapshot(zippath=None, skip=(), dirs=True):
     return out
 
 
+def interpreter_snapshot(named):
+    """What a fresh start of this python would find changed, as
+    import_snapshot entries: what the words Ansible named it with (the
+    agent's arguments) resolve to and the interpreter itself (a symlink
+    repointed, a wrapper or binary replaced, one deleted: stock's next
+    step runs the new one, or fails), and the site-packages directories
+    that site left off sys.path for not being there (pip install --user
+    makes the user's: stock's next step imports from it)."""
+    paths = [sys.executable]
+    for w in named:
+        if '=' in w.partition('/')[0]:
+            continue  # env's VAR=value
+        paths.append(w if '/' in w else shutil.which(w))
+    entries = [[p, stat_key(p), None] for p in paths if p]
+    try:
+        import site
+        dirs = list(getattr(site, 'getsitepackages', list)())
+        if site.ENABLE_USER_SITE is not False:
+            dirs.append(site.getusersitepackages())
+    except Exception:
+        dirs = []
+    entries.extend([d, None, None] for d in dirs if d not in sys.path and stat_key(d) is None)
+    return entries
+
+
 def stale(snapshot):
     """The first path of snapshot (import_snapshot) that changed, or None.
     A sys.path directory that changed counts only if a name in it now
@@ -2142,6 +2167,10 @@ class Agent(object):
         # every zygote inherits them, so a change restarts the agent. Their
         # directories are not watched: each zygote watches sys.path's.
         self.deps = import_snapshot(dirs=False)
+        # What the login user's next python would be (a become tool's
+        # steps are left to the tool: its interpreters retire with the
+        # login one's restart).
+        self.interp_deps = interpreter_snapshot(sys.argv[1:])
         # As the become tool that started this interpreter saw them.
         self.policy, self.policy_blind = policy_snapshot()
         self.sel = selectors.DefaultSelector()
@@ -2623,7 +2652,8 @@ class Agent(object):
             # Go's package ansiballz found it, in every format.
             entry.fqn = req.get('fqn') or ''
         t0 = time.perf_counter()
-        changed = (not req.get('noenv') and [_mtime(p) for p in self.env_files] != self.env_mtimes) or stale(self.deps)
+        changed = ((not req.get('noenv') and ([_mtime(p) for p in self.env_files] != self.env_mtimes or stale(self.interp_deps)))
+                   or stale(self.deps))
         checked = time.perf_counter() - t0
         if changed:
             self.reply(rid, {'error': 'login environment or site imports changed; agent must restart', 'code': 'restart'})
