@@ -788,7 +788,15 @@ func (e *Entry) view() EntryView {
 		cut := c.size > int64(len(c.data)) && !e.noLog && !(i == 0 && e.hideStdin)
 		*caps[i] = Capture{Data: clone(red.redact(c.data, cut)), Size: c.size, Truncated: cut}
 	}
-	args := clone(e.args)
+	var args json.RawMessage
+	if e.done {
+		args = clone(e.args)
+	} else if e.args != nil {
+		// Which values its argument_spec marks no_log (a password) only
+		// its result says: until then, the names alone (the module may
+		// run on long after a timeout ended its task).
+		args = argNames(e.args)
+	}
 	done, ver := e.done, e.ver
 	e.mu.Unlock()
 

@@ -383,3 +383,21 @@ func TestConcealLetsGoOfCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestRunningShowsArgNames: a module still running (a task's timeout may
+// have ended the task long before) shows its arguments' names only, as
+// one without a result: which values are no_log only its result says.
+func TestRunningShowsArgNames(t *testing.T) {
+	j := New(0)
+	e := j.Begin("u@h:22", "module", []string{"ssh", "h", "python3 && sleep 0"})
+	e.SetModule(parse(t, readTestdata(t, "AnsiballZ_ping.py")))
+	v, _ := j.Get(e.Seq())
+	if bytes.Contains(v.ModuleArgs, []byte(pingSecret)) || !bytes.Contains(v.ModuleArgs, []byte(`"data"`)) {
+		t.Errorf("running: args shown as\n%s", v.ModuleArgs)
+	}
+	e.AppendStdout([]byte(`{"ping": "pong", "invocation": {"module_args": {}}}` + "\n"))
+	e.Finish(0)
+	if v, _ := j.Get(e.Seq()); !bytes.Contains(v.ModuleArgs, []byte(pingSecret)) {
+		t.Errorf("finished with a result: values not shown:\n%s", v.ModuleArgs)
+	}
+}
