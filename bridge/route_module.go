@@ -103,9 +103,14 @@ func (r *request) serveModule() (int, bool) {
 		iv.log.Info("login environment, interpreter or site imports changed; restarting the interpreters")
 		t.retireAgent(python)
 		t.retireBecomeAgents()
-		if ag, err = t.agent(ctx, iv, python, r.sendEnv()); err == nil {
-			res, err = ag.RunModule(tctx, req)
+		if ag, err = t.agent(ctx, iv, python, r.sendEnv()); err != nil {
+			// Its python is gone: the step runs as sent, to fail as stock's.
+			if c.script != "" {
+				return 0, false
+			}
+			return r.passthrough(wrapper.Src), true
 		}
+		res, err = ag.RunModule(tctx, req)
 	}
 	return r.moduleResult(req, held, res, err), true
 }

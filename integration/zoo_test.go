@@ -156,3 +156,42 @@ func checkShellRC(t *testing.T, r *runResult) {
 		wantTask(t, r, host, "after removal", "ok", "[unset]\n0022")
 	}
 }
+
+// TestInterpreterSwitch: the python Ansible names is repointed (a symlink
+// to another version), then removed, mid-play. Stock's next step runs the
+// new one, then fails ("module interpreter ... not found"); the bridge's
+// ran on in the interpreter it had started.
+func TestInterpreterSwitch(t *testing.T) {
+	requireLab(t)
+	dir := os.Getenv("AB_PYTHONS")
+	first, second := filepath.Join(dir, "python3.11"), filepath.Join(dir, "python3.12")
+	for _, p := range []string{first, second} {
+		if _, err := os.Stat(p); dir == "" || err != nil {
+			t.Skip("the lab has no pyenv pythons 3.11 and 3.12 (AB_PYTHONS)")
+		}
+	}
+	// Named as a python, which the bridge runs modules with.
+	dir = fmt.Sprintf("/tmp/ab-py-switch-%d", os.Getpid())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o1777); err != nil { // the lab user makes the link
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	link := filepath.Join(dir, "python3")
+	h := labHost(t, suite.lab.User, suite.lab.Key)
+	h["ansible_python_interpreter"] = link
+	h["first_python"], h["second_python"] = first, second
+	h["ansible_control_path"] = "%(directory)s/interp-switch"
+	tc := corpusCase{name: "interp-switch", check: func(t *testing.T, r *runResult) {
+		wantTask(t, r, "interp_switch", "before", "ok", "")
+		before, _ := r.event(t, "interp_switch", "before").Result["stdout"].(string)
+		after, _ := r.event(t, "interp_switch", "after").Result["stdout"].(string)
+		if !strings.Contains(before, "3.11") || !strings.Contains(after, "3.12") {
+			t.Errorf("%s run: the module's python was %q, then %q", r.Spec.Side, before, after)
+		}
+		wantTask(t, r, "interp_switch", "gone", "failed", "")
+	}, setup: func(*testing.T) map[string]map[string]any { return map[string]map[string]any{"interp_switch": h} }}
+	runCompared(t, tc, runSpec{Playbook: "interp-switch.yml", Mode: mode{true, "sftp"}}, nil)
+}
