@@ -1434,5 +1434,34 @@ class AgentProcessTest(unittest.TestCase):
         return d
 
 
+
+class InterpreterSnapshotTest(unittest.TestCase):
+    """What a fresh python would find changed: the interpreter a named
+    word resolves to, and a site-packages directory that appeared."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir)
+
+    def test_symlink_repointed(self):
+        link = os.path.join(self.dir, 'python3')
+        os.symlink(sys.executable, link)
+        snap = agent.interpreter_snapshot(['/usr/bin/env', 'FOO=bar', link])
+        self.assertIsNone(agent.stale(snap))
+        os.unlink(link)
+        os.symlink('/bin/sh', link)
+        self.assertEqual(agent.stale(snap), link)
+
+    def test_user_site_appears(self):
+        import site
+        user_site = os.path.join(self.dir, 'site-packages')
+        saved = site.getusersitepackages
+        site.getusersitepackages = lambda: user_site
+        self.addCleanup(setattr, site, 'getusersitepackages', saved)
+        snap = agent.interpreter_snapshot([])
+        self.assertIsNone(agent.stale(snap))
+        os.mkdir(user_site)
+        self.assertEqual(agent.stale(snap), user_site)
+
 if __name__ == '__main__':
     unittest.main()
