@@ -241,6 +241,10 @@ func (r *request) moduleResult(req interp.ModuleRequest, held []heldSnapshot, re
 	}
 	if iv.target != nil {
 		iv.target.freshness.Add(res.FreshnessCheck.Microseconds())
+		if res.PasswdChanged {
+			// A home may have moved: the next `echo ~user` runs again.
+			iv.target.house.resetAnswers()
+		}
 	}
 	_, _ = iv.stdout().Write(res.Stdout)
 	_, _ = iv.stderr().Write(res.Stderr)

@@ -104,6 +104,7 @@ POLICY_DIRS = ('/etc/sudoers.d', '/etc/security/limits.d')
 POLICY_PAM = ('sudo', 'sudo-i', 'su', 'su-l', 'doas', 'other', 'common-auth',
               'common-account', 'common-session', 'common-session-noninteractive')
 RESOLV = '/etc/resolv.conf'
+PASSWD = '/etc/passwd'
 # Zygotes per agent; the least recently used one is retired beyond this.
 MAX_ZYGOTES = 8
 MAX_FD = 65536
@@ -2173,6 +2174,7 @@ class Agent(object):
         self.interp_deps = interpreter_snapshot(sys.argv[1:])
         # As the become tool that started this interpreter saw them.
         self.policy, self.policy_blind = policy_snapshot()
+        self.passwd = stat_key(PASSWD)
         self.sel = selectors.DefaultSelector()
         self.frames = FrameReader()
         self.outbuf = ByteQueue(1 << 18)
@@ -2597,6 +2599,11 @@ class Agent(object):
             res['check_us'] = p.check_us
         if p.policy and policy_snapshot()[0] != self.policy:
             res['policy_changed'] = True
+        passwd = stat_key(PASSWD)
+        if passwd != self.passwd:
+            # Homes may have moved (usermod -d): `echo ~user` is asked again.
+            self.passwd = passwd
+            res['passwd_changed'] = True
         self.reply(p.id, res)
 
     def kill(self, p):

@@ -191,6 +191,9 @@ type Result struct {
 	FreshnessCheck time.Duration
 	// PolicyChanged: see ModuleRequest.WatchPolicy.
 	PolicyChanged bool
+	// PasswdChanged: /etc/passwd changed since this agent's last module
+	// (a home moved: what `echo ~user` said may be stale).
+	PasswdChanged bool
 }
 
 type zipState struct {
@@ -345,7 +348,7 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 		return nil, errors.New("agent gave no exit status")
 	}
 	return &Result{Stdout: stdout.bytes(), Stderr: stderr.bytes(), ExitCode: *r.Exit, Signal: r.Signal,
-		FreshnessCheck: time.Duration(r.CheckMicros) * time.Microsecond, PolicyChanged: r.PolicyChanged}, nil
+		FreshnessCheck: time.Duration(r.CheckMicros) * time.Microsecond, PolicyChanged: r.PolicyChanged, PasswdChanged: r.PasswdChanged}, nil
 }
 
 // commonEnds returns the lengths of the longest common prefix and suffix of

@@ -112,6 +112,7 @@ type response struct {
 	// run that asked (ModuleRequest.WatchPolicy); Changed: the same,
 	// since the agent started, in a policy request's answer, with Blind.
 	PolicyChanged bool            `json:"policy_changed"`
+	PasswdChanged bool            `json:"passwd_changed"`
 	Changed       bool            `json:"changed"`
 	Blind         bool            `json:"blind"`
 	Stat          *statJSON       `json:"stat"`
