@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/journal"
@@ -21,6 +22,7 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 )
 
 // invocation is one shim's conversation: one ssh, scp or sftp run.
@@ -320,6 +322,46 @@ func (iv *invocation) readShim(w *io.PipeWriter) {
 }
 
 var errShimGone = errors.New("shim disconnected")
+
+// watchHangup returns ctx, cancelled if the shim hangs up before stop:
+// killed while its login runs, where ssh's login dies with it. It polls
+// for the peer's close without reading, so prompts read on.
+func (iv *invocation) watchHangup(ctx context.Context) (context.Context, func()) {
+	sc, ok := iv.conn.(syscall.Conn)
+	if !ok {
+		return ctx, func() {}
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			default:
+			}
+			hup := false
+			_ = raw.Control(func(fd uintptr) {
+				fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+				if n, _ := unix.Poll(fds, 100); n > 0 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0 {
+					hup = true
+				}
+			})
+			if hup {
+				iv.log.Info("shim hung up while logging in: login abandoned")
+				cancel()
+				return
+			}
+		}
+	}()
+	return ctx, func() { close(done); cancel() }
+}
 
 // stopStdin is ssh's chan_rcvd_eow: the shim stops reading its stdin and
 // leaves it open, and what it sent already is dropped.

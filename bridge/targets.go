@@ -358,8 +358,19 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 	}
 	s := *settings
 	s.Wire = &t.wire
+	if master != nil {
+		var stop func()
+		ctx, stop = master.watchHangup(ctx)
+		defer stop()
+	}
 	client, err := t.reg.dial(ctx, &s, p, t.log)
 	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		// Its ssh died as it logged in: the login dies with it, and no
+		// master is left for the next client.
+		client.Close()
 		return nil, err
 	}
 	c := &sshConn{t: t, client: client, counted: true, sendEnv: settings.SendEnv}

@@ -3,6 +3,7 @@ package fakessh
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -32,6 +33,9 @@ func execReal(prog string, argv []string, reason string, disable bool) int {
 	env := os.Environ()
 	if disable {
 		env = append(env, DisableEnv+"=1")
+	}
+	for _, sig := range ignoredAtStart {
+		signal.Ignore(sig) // as the caller left it: a handler is not exec'd
 	}
 	err = syscall.Exec(real, append([]string{prog}, argv...), env)
 	fmt.Fprintf(os.Stderr, "ansible-bridge: exec %s: %v\r\n", real, err)

@@ -35,9 +35,17 @@ const RequireEnv = "ANSIBLE_BRIDGE_REQUIRE"
 // argv[0]) and returns its exit status. When the bridge cannot serve the
 // invocation it execs the real binary instead and does not return.
 func Main(prog string, argv []string) int {
+	// What the caller left ignored stays so for what ssh does before its
+	// session, and for the real binary exec'd. Go keeps an inherited
+	// SIG_IGN for SIGINT and SIGHUP only; SIGQUIT's the C front tells.
+	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGHUP} {
+		if signal.Ignored(sig) {
+			ignoredAtStart = append(ignoredAtStart, sig)
+		}
+	}
 	if os.Getenv(QuitIgnoredEnv) == "1" {
-		// Left so for what this process runs or execs (the real ssh).
 		callerIgnoresQuit = true
+		ignoredAtStart = append(ignoredAtStart, syscall.SIGQUIT)
 		signal.Ignore(syscall.SIGQUIT)
 	}
 	os.Unsetenv(QuitIgnoredEnv)
@@ -164,7 +172,9 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 		watched = append(watched, syscall.SIGQUIT)
 	}
 	signal.Notify(sigs, watched...)
-	go forwardSignals(prog, sigs, send, func() {
+	var acceptedFlag atomic.Bool
+	acceptedFlag.Store(accepted)
+	go forwardSignals(prog, sigs, send, acceptedFlag.Load, func() {
 		if restore != nil {
 			restore()
 		}
@@ -214,6 +224,7 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 			return 0, &declined{reason: string(f.Payload), input: replay, viaBridge: via}, nil
 		case wire.Accept:
 			accepted = true
+			acceptedFlag.Store(true)
 			if inputComplete(0) {
 				// Reads cannot block: the input goes at once, in line
 				// (a pipelined module waits for it).
@@ -351,7 +362,7 @@ func pumpStdin(send func(wire.Type, []byte) error, stopped *atomic.Bool) {
 // wrong-password login with SIGHUP and expects ssh to be gone. scp and
 // sftp wait for the daemon to stop the copy and send the exit status,
 // stopWait at most (sftp's SIGINT may only abandon a command).
-func forwardSignals(prog string, sigs <-chan os.Signal, send func(wire.Type, []byte) error, atExit func()) {
+func forwardSignals(prog string, sigs <-chan os.Signal, send func(wire.Type, []byte) error, accepted func() bool, atExit func()) {
 	var deadline *time.Timer
 	for s := range sigs {
 		if s == syscall.SIGWINCH {
@@ -359,6 +370,20 @@ func forwardSignals(prog string, sigs <-chan os.Signal, send func(wire.Type, []b
 				_ = send(wire.WindowSize, wire.SizePayload(rows, cols))
 			}
 			continue
+		}
+		if prog == "ssh" && !accepted() {
+			// ssh logging in has no handlers yet: a signal its caller
+			// ignores does nothing, another kills it (its prompt's
+			// terminal put back first), and the daemon, seeing the shim
+			// go, abandons the login.
+			if ignoredByCaller(s) {
+				continue
+			}
+			if restore := promptRestore.Load(); restore != nil {
+				(*restore)()
+			}
+			atExit()
+			dieOf(s.(syscall.Signal))
 		}
 		if prog == "ssh" && s == syscall.SIGQUIT {
 			dieOf(syscall.SIGQUIT) // the daemon sees the shim go
@@ -379,6 +404,22 @@ func forwardSignals(prog string, sigs <-chan os.Signal, send func(wire.Type, []b
 
 // callerIgnoresQuit: the caller left SIGQUIT ignored (QuitIgnoredEnv).
 var callerIgnoresQuit bool
+
+// ignoredAtStart: the signals the caller left ignored.
+var ignoredAtStart []os.Signal
+
+func ignoredByCaller(sig os.Signal) bool {
+	for _, s := range ignoredAtStart {
+		if s == sig {
+			return true
+		}
+	}
+	return false
+}
+
+// promptRestore, while a prompt has the terminal's echo off, puts it
+// back (readpassphrase does on a signal, before it dies of it).
+var promptRestore atomic.Pointer[func()]
 
 // stopWait bounds how long scp and sftp wait for the daemon's exit
 // status after a signal they die of (STOP_WAIT_MS in the C front).
@@ -448,6 +489,11 @@ func promptTTY(p wire.PromptMsg) (string, error) {
 		t.Lflag &^= unix.ECHO | unix.ECHONL
 	}
 	_ = unix.IoctlSetTermios(fd, unix.TCSETSF, &t)
+	if t != *oterm {
+		restore := func() { _ = unix.IoctlSetTermios(fd, unix.TCSETSF, oterm) }
+		promptRestore.Store(&restore)
+		defer promptRestore.Store(nil)
+	}
 	if _, err := tty.WriteString(p.Text); err != nil {
 		return "", err
 	}

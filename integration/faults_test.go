@@ -1200,3 +1200,74 @@ func TestNoPasswordInStatusOrProcesses(t *testing.T) {
 	}
 	t.Logf("looked at status and %d processes (the daemon, %d interpreters and the rest on the target)", len(procs), interpreters)
 }
+
+// TestKilledWhileLoggingIn: an ssh killed while its login is under way
+// (AWX's cancel and timeouts kill ansible-playbook's process group) dies
+// of the signal, and its login dies with it: no command runs and no
+// master is left for the next client. The bridge's daemon finished the
+// login, ran the command and kept a master that a wrong key then rode.
+// The relay holds the login still while the client is killed.
+func TestKilledWhileLoggingIn(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	d := newPrivateDaemon(t)
+	target := net.JoinHostPort("127.0.0.1", suite.lab.Port)
+	type outcome struct {
+		signal syscall.Signal
+		check  string
+		ran    bool
+	}
+	got := map[side]outcome{}
+	for _, sd := range []side{stock, bridgeSide()} {
+		r, err := relay.Start(context.Background(), "127.0.0.1:0", target, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		r.Stall(true)
+		dir, err := os.MkdirTemp("", "abkl-") // a socket path's length is bounded
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		t.Cleanup(func() { stopMasters(t, dir) })
+		marker := filepath.Join("/tmp", fmt.Sprintf("ab-killed-login-%d-%s", os.Getpid(), sd))
+		t.Cleanup(func() { os.Remove(marker) })
+		opts := []string{"-o", "ControlMaster=auto", "-o", "ControlPersist=30s", "-o", "ControlPath=" + dir + "/cp"}
+		logStart := fileSize(d.log)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := sshCmd(ctx, sd, d, r.Port(), opts, "touch "+marker)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "the login's connection", func() bool { return r.Stats().Connections > 0 })
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		var o outcome
+		if ws := cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signaled() {
+			o.signal = ws.Signal()
+		}
+		if sd != stock {
+			waitFor(t, 30*time.Second, "the daemon to abandon the login", func() bool {
+				return strings.Contains(string(readFrom(d.log, logStart)), "login abandoned")
+			})
+		}
+		r.Stall(false)
+		check := sshCmd(ctx, sd, d, r.Port(), append(opts, "-O", "check"), "")
+		out, _ := check.CombinedOutput()
+		o.check = strings.ReplaceAll(string(out), dir, "DIR")
+		_, err = os.Stat(marker)
+		o.ran = err == nil
+		got[sd] = o
+	}
+	t.Logf("OpenSSH: %+v", got[stock])
+	if got[bridgeSide()] != got[stock] {
+		t.Errorf("through the shim: %+v\nwith OpenSSH: %+v", got[bridgeSide()], got[stock])
+	}
+	if w := got[stock]; w.signal != syscall.SIGTERM || w.ran {
+		t.Errorf("OpenSSH: %+v, want it killed by SIGTERM before its command ran", w)
+	}
+}

@@ -732,7 +732,12 @@ int main(int argc, char **argv)
 		exit(EXIT_SSH_ERROR);
 	}
 	free(b.p);
-	watch_signals();
+	/* ssh leaves signals as it found them until its session starts (a
+	 * mux client's handlers come with the session): killed while it logs
+	 * in, it dies of the signal, and the daemon, seeing it go, abandons
+	 * the login. */
+	if (strcmp(g_prog, "ssh") != 0)
+		watch_signals();
 
 	enum { HELLO, ACCEPTED, STDIN_DONE } state = HELLO;
 	int stdout_failed = 0;
@@ -824,6 +829,8 @@ int main(int argc, char **argv)
 				state = STDIN_DONE;
 			} else
 				state = ACCEPTED;
+			if (!accepted && strcmp(g_prog, "ssh") == 0)
+				watch_signals();
 			accepted = 1;
 			break;
 		default:
