@@ -124,34 +124,44 @@ func commandUserChange(words []string) userChange {
 // tool, as stock's does. A busy one is left alone: a running task of that
 // user makes userdel fail with stock too.
 func (t *target) retireUsers(ctx context.Context, iv *invocation, ag *interp.Client, ch userChange) {
-	var victims []*agentSlot
 	uids := map[int]string{}
-	t.agents.mu.Lock()
-	for key, s := range t.agents.slots {
-		if key.become == "" || !s.alive() {
-			continue
+	victims := map[*target][]*agentSlot{}
+	// The machine's other aliases too (delegate_to an admin alias of the
+	// same host): usermod refuses a user any process runs as.
+	for _, tt := range append([]*target{t}, t.sameMachine()...) {
+		tt.agents.mu.Lock()
+		for key, s := range tt.agents.slots {
+			if key.become == "" || !s.alive() {
+				continue
+			}
+			c := s.client
+			if c == ag || c.Stats().InFlight != 0 {
+				continue
+			}
+			named := slices.Contains(ch.users, c.Info().User)
+			if named || ch.allGroups {
+				delete(tt.agents.slots, key)
+				victims[tt] = append(victims[tt], takeLocked(s)...)
+			}
+			if named {
+				uids[c.Info().UID] = c.Info().User
+			}
 		}
-		c := s.client
-		if c == ag || c.Stats().InFlight != 0 {
-			continue
-		}
-		named := slices.Contains(ch.users, c.Info().User)
-		if named || ch.allGroups {
-			delete(t.agents.slots, key)
-			victims = append(victims, takeLocked(s)...)
-		}
-		if named {
-			uids[c.Info().UID] = c.Info().User
-		}
+		tt.agents.mu.Unlock()
 	}
-	t.agents.mu.Unlock()
-	if len(victims) == 0 {
+	n := 0
+	for _, v := range victims {
+		n += len(v)
+	}
+	if n == 0 {
 		return
 	}
 	start := time.Now()
-	t.retire(victims)
+	for tt, v := range victims {
+		tt.retire(v)
+	}
 	closed := time.Now()
-	log := iv.log.WithField("interpreters", len(victims)).WithField("close_ms", closed.Sub(start).Milliseconds())
+	log := iv.log.WithField("interpreters", n).WithField("close_ms", closed.Sub(start).Milliseconds())
 	for uid, user := range uids {
 		// The interpreter's zygotes and spare forks exit when it does, but
 		// not at once. Where the target's init reaps orphans late, their
@@ -171,4 +181,40 @@ func (t *target) retireUsers(ctx context.Context, iv *invocation, ag *interp.Cli
 func waitNoProcessOf(uid int) string {
 	return `i=0; while [ -n "$(find /proc -mindepth 1 -maxdepth 1 -name '[0-9]*' -user ` + strconv.Itoa(uid) +
 		` 2>/dev/null)" ]; do [ $i -ge 100 ] && exit 1; sleep 0.02; i=$((i+1)); done`
+}
+
+// sameMachine returns the other targets whose live connections reach the
+// host t's do (the same host key: another inventory alias, another
+// login user).
+func (t *target) sameMachine() []*target {
+	keys := t.hostKeys()
+	if len(keys) == 0 {
+		return nil
+	}
+	var out []*target
+	for _, o := range t.reg.all() {
+		if o == t {
+			continue
+		}
+		for _, k := range o.hostKeys() {
+			if slices.Contains(keys, k) {
+				out = append(out, o)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// hostKeys are the host keys of t's live connections, as wire bytes.
+func (t *target) hostKeys() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var keys []string
+	for _, c := range t.conns {
+		if c.alive() && c.client.HostKey != nil {
+			keys = append(keys, string(c.client.HostKey.Marshal()))
+		}
+	}
+	return keys
 }
