@@ -47,6 +47,8 @@ func frontHandover(t wire.Type, p []byte, stdinTTY bool) string {
 		return ""
 	case wire.Prompt:
 		return "prompt"
+	case wire.ProxyCommand:
+		return "proxy command"
 	case wire.Replay, wire.ViaBridge, wire.Fallback:
 		return "fallback"
 	case wire.Handover:

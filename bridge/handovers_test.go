@@ -24,6 +24,7 @@ func TestFrontHandoverFrames(t *testing.T) {
 		{wire.Accept, "raw", false, ""}, // the front makes no terminal raw: none to make
 		{wire.Accept, "raw", true, "terminal"},
 		{wire.Prompt, "Password: ", false, "prompt"},
+		{wire.ProxyCommand, "{}", false, "proxy command"},
 		{wire.Replay, "input", false, "fallback"},
 		{wire.ViaBridge, "", false, "fallback"},
 		{wire.Fallback, "reason", false, "fallback"},

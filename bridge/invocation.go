@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -230,9 +231,80 @@ func (iv *invocation) prompt(ctx context.Context, text string, echo bool) ([]byt
 	}
 }
 
+// StartProxy implements sshclient.ProxyStarter: the shim starts the
+// ProxyCommand as ssh would, as its child (wire.ProxyCommand), and hands
+// over the pipes. The daemon never waits for it: the shim's child, it is
+// reaped by init once the shim is gone, as ssh's proxy is after
+// ControlPersist's fork. Like a prompt it runs before accept.
+func (iv *invocation) StartProxy(ctx context.Context, shell, command string, stderrNull bool) (*os.File, *os.File, func(), error) {
+	uc, ok := iv.conn.(*net.UnixConn)
+	if !ok || iv.stdin != nil {
+		return nil, nil, nil, sshclient.ErrProxyHere
+	}
+	p, _ := json.Marshal(wire.ProxyMsg{Shell: shell, Command: command, StderrNull: stderrNull})
+	if err := iv.send(wire.ProxyCommand, p); err != nil {
+		return nil, nil, nil, err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, nil, err
+		}
+		f, fds, err := wire.ReadFDs(uc)
+		if err != nil {
+			iv.cancel()
+			return nil, nil, nil, fmt.Errorf("read proxy command reply: %w", err)
+		}
+		if f.Type == wire.ProxyStarted {
+			return iv.proxyStarted(f.Payload, fds)
+		}
+		closeFDs(fds)
+		switch f.Type {
+		case wire.Signal:
+			iv.cancel()
+			return nil, nil, nil, fmt.Errorf("interrupted by SIG%s", f.Payload)
+		case wire.WindowSize:
+		default:
+			return nil, nil, nil, fmt.Errorf("unexpected frame %q while starting the proxy command", f.Type)
+		}
+	}
+}
+
+// proxyStarted takes the shim's ProxyStarted: pid, then the read end of
+// the proxy's stdout, the write end of its stdin and maybe its pidfd.
+func (iv *invocation) proxyStarted(payload []byte, fds []int) (*os.File, *os.File, func(), error) {
+	if len(payload) != 4 || len(fds) < 2 || len(fds) > 3 {
+		closeFDs(fds)
+		return nil, nil, nil, fmt.Errorf("malformed proxy command reply (%d bytes, %d descriptors)", len(payload), len(fds))
+	}
+	pid := int(binary.BigEndian.Uint32(payload))
+	for _, fd := range fds[:2] {
+		_ = syscall.SetNonblock(fd, true) // pollable: deadlines work
+	}
+	r, w := os.NewFile(uintptr(fds[0]), "proxy stdout"), os.NewFile(uintptr(fds[1]), "proxy stdin")
+	hangup := func() {}
+	if len(fds) == 3 {
+		// By pidfd, as ssh_kill_proxy_command does by pid: a pid used
+		// again (the proxy gone and reaped) is not signalled.
+		pidfd := fds[2]
+		hangup = func() {
+			_ = unix.PidfdSendSignal(pidfd, syscall.SIGHUP, nil, 0)
+			_ = unix.Close(pidfd)
+		}
+	}
+	iv.log.WithField("pid", pid).Debug("proxy command started by the shim")
+	return r, w, hangup, nil
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		_ = syscall.Close(fd)
+	}
+}
+
 var (
 	_ sshclient.Prompter       = (*invocation)(nil)
 	_ sshclient.SecretPrompter = (*invocation)(nil)
+	_ sshclient.ProxyStarter   = (*invocation)(nil)
 )
 
 // accept tells the shim to start sending stdin and starts the goroutine

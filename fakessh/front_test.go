@@ -1,6 +1,7 @@
 package fakessh_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -395,6 +396,64 @@ func TestFrontHandsOver(t *testing.T) {
 		send(t, c, wire.Exit, wire.ExitPayload(7))
 		if code := exitCode(t, cmd); code != 7 || out.String() != "after\n" {
 			t.Errorf("exit %d, stdout %q", code, out)
+		}
+	})
+
+	t.Run("proxy command", func(t *testing.T) {
+		cmd, out, errb := l.run(t, "ssh", []string{"host", "true"}, nil, strings.NewReader(""))
+		c, _ := l.accept(t)
+		p, _ := json.Marshal(wire.ProxyMsg{Shell: "/bin/sh", Command: `exec sh -c 'echo "$PPID"; echo to-stderr >&2; read line; echo "got $line"; exec sleep 600 2>/dev/null'`})
+		send(t, c, wire.ProxyCommand, p)
+		f, fds, err := wire.ReadFDs(c.(*net.UnixConn))
+		if err != nil || f.Type != wire.ProxyStarted || len(f.Payload) != 4 || len(fds) != 3 {
+			t.Fatalf("reply: %v %q %q %v", err, f.Type, f.Payload, fds)
+		}
+		r, w, pidfd := os.NewFile(uintptr(fds[0]), "r"), os.NewFile(uintptr(fds[1]), "w"), fds[2]
+		defer r.Close()
+		defer w.Close()
+		defer syscall.Close(pidfd)
+		if _, err := w.WriteString("hello\n"); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewReader(r)
+		ppid, _ := lines.ReadString('\n')
+		got, _ := lines.ReadString('\n')
+		// ssh's child: the shim's (the front became the Go shim in place).
+		if want := fmt.Sprintf("%d\n", cmd.Process.Pid); ppid != want || got != "got hello\n" {
+			t.Errorf("proxy said %q %q, want parent %q", ppid, got, want)
+		}
+		send(t, c, wire.Exit, wire.ExitPayload(0))
+		if code := exitCode(t, cmd); code != 0 || out.Len() != 0 || errb.String() != "to-stderr\n" {
+			t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
+		}
+		// It outlives the shim (ControlPersist), until the daemon hangs up.
+		if err := unix.PidfdSendSignal(pidfd, syscall.SIGHUP, nil, 0); err != nil {
+			t.Fatalf("proxy gone with the shim: %v", err)
+		}
+		if n, err := unix.Poll([]unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}, 60_000); n != 1 || err != nil {
+			t.Fatalf("proxy still running after SIGHUP: %d %v", n, err)
+		}
+	})
+
+	t.Run("proxy command exec fails", func(t *testing.T) {
+		cmd, _, errb := l.run(t, "ssh", []string{"host", "true"}, nil, strings.NewReader(""))
+		c, _ := l.accept(t)
+		p, _ := json.Marshal(wire.ProxyMsg{Shell: "/nonexistent/sh", Command: "exec true"})
+		send(t, c, wire.ProxyCommand, p)
+		f, fds, err := wire.ReadFDs(c.(*net.UnixConn))
+		if err != nil || f.Type != wire.ProxyStarted || string(f.Payload) != "\x00\x00\x00\x00" || len(fds) != 2 {
+			t.Fatalf("reply: %v %q %q %v", err, f.Type, f.Payload, fds)
+		}
+		r := os.NewFile(uintptr(fds[0]), "r")
+		defer r.Close()
+		syscall.Close(fds[1])
+		if b, err := io.ReadAll(r); len(b) != 0 || err != nil {
+			t.Errorf("proxy output %q, %v; want EOF", b, err)
+		}
+		send(t, c, wire.Exit, wire.ExitPayload(255))
+		// What ssh's child prints (perror) before it exits 1.
+		if code := exitCode(t, cmd); code != 255 || errb.String() != "/nonexistent/sh: No such file or directory\n" {
+			t.Errorf("exit %d, stderr %q", code, errb)
 		}
 	})
 

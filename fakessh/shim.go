@@ -260,6 +260,10 @@ func converse(conn net.Conn, prog string, payload []byte, stdinTTY bool, from pr
 			signalLine.Store(&f.Payload)
 		case wire.Prompt:
 			answerPrompt(f.Payload, send)
+		case wire.ProxyCommand:
+			if err := startProxy(conn, &wmu, f.Payload); err != nil {
+				return 0, nil, err
+			}
 		case wire.Exit:
 			code, err := wire.ExitCode(f.Payload)
 			return code, nil, err

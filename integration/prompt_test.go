@@ -209,3 +209,51 @@ func ptyRun(t *testing.T, name string, args, env []string) string {
 	_ = cmd.Wait()
 	return string(out)
 }
+
+// TestProxyCommandTerminalLikeOpenSSH: ssh runs a ProxyCommand as its
+// own child, so a bastion reached with "ssh -W" asks its password on the
+// caller's terminal, and the command has the caller's umask. The daemon
+// started it in its own session: no terminal, the bastion's prompt
+// failed ("kex_exchange_identification: Connection closed by remote
+// host"), and the daemon's umask. The shim now starts it.
+func TestProxyCommandTerminalLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	d := newPrivateDaemon(t)
+	for _, persist := range []string{"no", "30s"} {
+		t.Run("ControlPersist "+persist, func(t *testing.T) {
+			var got, seen [2]string
+			for i, ssh := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
+				dir := t.TempDir()
+				record := filepath.Join(dir, "seen")
+				// It records what it has, then is the bastion's "ssh -W",
+				// which wants a password.
+				proxy := `sh -c 'umask >` + record + `; (: </dev/tty) 2>/dev/null && echo terminal >>` + record +
+					`; exec "$0" "$@"' ` + suite.realSSH + ` -F /dev/null -o LogLevel=ERROR -o PubkeyAuthentication=no` +
+					` -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -p ` + suite.lab.Port +
+					` -W %h:%p ` + suite.lab.PWUser + `@localhost`
+				cp := []string{"-F", "/dev/null", "-o", "ControlMaster=auto", "-o", "ControlPath=" + filepath.Join(dir, "cp"),
+					"-o", "ControlPersist=" + persist, "-p", suite.lab.Port}
+				args := append([]string{"-c", `umask 077; exec "$0" "$@"`, ssh}, cp...)
+				args = append(args, "-o", "LogLevel=ERROR", "-i", suite.lab.Key, "-o", "IdentitiesOnly=yes",
+					"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "ProxyCommand="+proxy,
+					suite.lab.User+"@127.0.0.1", "whoami")
+				got[i] = ptySSH(t, "/bin/sh", args, d.env(), false, "Password: ", suite.lab.Password)
+				b, err := os.ReadFile(record)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen[i] = string(b)
+				stop := exec.Command(ssh, append(cp, "-O", "exit", "127.0.0.1")...)
+				stop.Env = append(os.Environ(), d.env()...)
+				_ = stop.Run()
+			}
+			if got[1] != got[0] || seen[1] != seen[0] {
+				t.Errorf("through the shim: %q, the proxy had %q\nwith OpenSSH: %q, the proxy had %q", got[1], seen[1], got[0], seen[0])
+			}
+			if seen[0] != "0077\nterminal\n" || !strings.Contains(got[0], suite.lab.User) {
+				t.Errorf("OpenSSH's run: %q, the proxy had %q: the case tests nothing", got[0], seen[0])
+			}
+		})
+	}
+}

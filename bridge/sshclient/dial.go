@@ -167,7 +167,7 @@ func openTransport(ctx context.Context, s *Settings, p Prompter, rep *reporter, 
 	case s.Jump != nil:
 		return dialJump(ctx, s, p, log)
 	case s.ProxyCommand != "":
-		return startProxyCommand(ctx, s, rep, log)
+		return startProxyCommand(ctx, s, p, rep, log)
 	}
 	return dialTCP(ctx, s)
 }
@@ -371,7 +371,7 @@ func connectErrText(err error) string {
 // proxyConn is a net.Conn over a ProxyCommand's stdin and stdout.
 type proxyConn struct {
 	r, w      *os.File
-	cmd       *exec.Cmd
+	hangup    func() // sends the command SIGHUP
 	closeOnce sync.Once
 }
 
@@ -396,21 +396,39 @@ func (c *proxyConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.w.Close()
 		c.r.Close()
-		if c.cmd.Process != nil {
-			_ = c.cmd.Process.Signal(syscall.SIGHUP)
-		}
+		c.hangup()
 	})
 	return nil
 }
 
-// startProxyCommand runs ProxyCommand as "$SHELL -c 'exec CMD'" in the
-// shim's directory and environment. Its stderr is passed on as ssh's
-// would be: to the Notifier while dialing, to the log afterwards.
-func startProxyCommand(ctx context.Context, s *Settings, rep *reporter, log logrus.FieldLogger) (*transport, error) {
+// startProxyCommand runs ProxyCommand as "$SHELL -c 'exec CMD'": through
+// the shim (p) where there is one, as ssh runs it as its own child, else
+// here, in the shim's directory and environment.
+func startProxyCommand(ctx context.Context, s *Settings, p Prompter, rep *reporter, log logrus.FieldLogger) (*transport, error) {
 	shell, ok := s.Env.lookup("SHELL")
 	if !ok || shell == "" {
 		shell = "/bin/sh"
 	}
+	if ps, ok := p.(ProxyStarter); ok {
+		r, w, hangup, err := ps.StartProxy(ctx, shell, "exec "+s.ProxyCommand, s.proxyStderrNull())
+		if err == nil {
+			return &transport{
+				conn:   &proxyConn{r: r, w: w, hangup: hangup},
+				remote: proxyRemote,
+				hostIP: "<no hostip for proxy command>",
+			}, nil
+		}
+		if !errors.Is(err, ErrProxyHere) {
+			return nil, &ConnError{Err: fmt.Errorf("proxy command: %w", err)}
+		}
+	}
+	return startLocalProxy(s, shell, rep, log)
+}
+
+// startLocalProxy runs the ProxyCommand from the daemon, for a connection
+// no shim asked for. Its stderr is passed on as ssh's would be: to the
+// Notifier while dialing, to the log afterwards.
+func startLocalProxy(s *Settings, shell string, rep *reporter, log logrus.FieldLogger) (*transport, error) {
 	cmd := exec.Command(shell, "-c", "exec "+s.ProxyCommand)
 	cmd.Dir = s.Env.Cwd
 	if s.Env.Environ != nil {
@@ -446,7 +464,9 @@ func startProxyCommand(ctx context.Context, s *Settings, rep *reporter, log logr
 		log.WithError(err).Debug("proxy command exited")
 	}()
 	tr := &transport{
-		conn:   &proxyConn{r: outR, w: inW, cmd: cmd},
+		conn: &proxyConn{r: outR, w: inW, hangup: func() {
+			_ = cmd.Process.Signal(syscall.SIGHUP)
+		}},
 		remote: proxyRemote,
 		hostIP: "<no hostip for proxy command>",
 	}

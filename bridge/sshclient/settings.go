@@ -49,6 +49,21 @@ type SecretPrompter interface {
 	PromptSecret(ctx context.Context, prompt string) ([]byte, error)
 }
 
+// ProxyStarter may be implemented by a Prompter whose invoking process
+// (the shim) can run the ProxyCommand where ssh does: as its own child,
+// with its terminal (a bastion's password prompt), session, umask and
+// limits. StartProxy runs shell with "-c" and command, stderr on
+// /dev/null when stderrNull, and returns the read end of the proxy's
+// stdout, the write end of its stdin, and hangup, which sends it SIGHUP
+// and is called once, when the connection ends. ErrProxyHere: the
+// daemon is to start it itself.
+type ProxyStarter interface {
+	StartProxy(ctx context.Context, shell, command string, stderrNull bool) (r, w *os.File, hangup func(), err error)
+}
+
+// ErrProxyHere is StartProxy's answer when no shim can start the proxy.
+var ErrProxyHere = errors.New("no shim to start the proxy command")
+
 // Notifier may be implemented by a Prompter to receive, as they happen,
 // the messages OpenSSH prints on stderr while it connects but which do not
 // end the connection ("Warning: Permanently added ...", "Permission denied,

@@ -15,7 +15,9 @@
 // flows as Stdin frames ending in StdinEOF; output comes back as Stdout and
 // Stderr frames; Exit ends the conversation. The daemon may ask the shim to
 // prompt on its terminal (Prompt/PromptReply) at any time, e.g. for a
-// password while it logs in.
+// password while it logs in, or to start a ProxyCommand as ssh's child
+// (ProxyCommand/ProxyStarted, the latter carrying the proxy's pipes and
+// pidfd with SCM_RIGHTS).
 //
 // The package is stdlib-only: the shim starts once per Ansible step and must
 // stay small.

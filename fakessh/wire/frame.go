@@ -35,6 +35,15 @@ const (
 	// StopStdin: daemon → shim: stop reading stdin and leave it open, as
 	// ssh does on eow@openssh.com (the remote command closed its stdin).
 	StopStdin Type = 'E'
+	// ProxyCommand: daemon → shim: JSON ProxyMsg; the shim starts the
+	// command as its child, as ssh does (its terminal, session, umask),
+	// and answers ProxyStarted.
+	ProxyCommand Type = 'C'
+	// ProxyStarted: shim → daemon: the proxy's 4-byte pid (0: the exec
+	// failed, the pipes are closed at the far end), sent with
+	// SCM_RIGHTS: the read end of its stdout, the write end of its
+	// stdin and, where the kernel gives one, its pidfd.
+	ProxyStarted Type = 'D'
 )
 
 // MaxPayload bounds one frame's payload.
@@ -94,6 +103,14 @@ type Termios struct {
 type PromptMsg struct {
 	Text string `json:"text"`
 	Echo bool   `json:"echo"`
+}
+
+// ProxyMsg asks the shim to run Shell with "-c" and Command (the whole
+// "exec CMD" string), stderr on /dev/null when StderrNull.
+type ProxyMsg struct {
+	Shell      string `json:"shell"`
+	Command    string `json:"command"`
+	StderrNull bool   `json:"stderr_null"`
 }
 
 // Write writes one frame. It does a single Write call so that frames from

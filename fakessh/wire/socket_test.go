@@ -3,10 +3,12 @@ package wire
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -123,4 +125,59 @@ func TestSideFile(t *testing.T) {
 	if SideFile("/d/a.sock", "daemon.lock") == SideFile("/d/b.sock", "daemon.lock") {
 		t.Error("two sockets share a lock")
 	}
+}
+
+func TestFrameWithFDs(t *testing.T) {
+	a, b := unixPair(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := Write(a, Signal, []byte("INT")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFDs(a, ProxyStarted, []byte{0, 0, 0, 7}, []int{int(w.Fd())}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	f, fds, err := ReadFDs(b)
+	if err != nil || f.Type != Signal || string(f.Payload) != "INT" || len(fds) != 0 {
+		t.Fatalf("first frame: %v %q %q %v", err, f.Type, f.Payload, fds)
+	}
+	f, fds, err = ReadFDs(b)
+	if err != nil || f.Type != ProxyStarted || len(f.Payload) != 4 || len(fds) != 1 {
+		t.Fatalf("second frame: %v %q %q %v", err, f.Type, f.Payload, fds)
+	}
+	got := os.NewFile(uintptr(fds[0]), "passed")
+	if _, err := got.WriteString("through"); err != nil {
+		t.Fatal(err)
+	}
+	got.Close()
+	if b, err := io.ReadAll(r); err != nil || string(b) != "through" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	a.Close()
+	if _, _, err := ReadFDs(b); err != io.EOF {
+		t.Fatalf("at the end: %v, want EOF", err)
+	}
+}
+
+func unixPair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := func(fd int) *net.UnixConn {
+		f := os.NewFile(uintptr(fd), "pair")
+		defer f.Close()
+		c, err := net.FileConn(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c.(*net.UnixConn)
+	}
+	return conn(fds[0]), conn(fds[1])
 }
