@@ -456,7 +456,12 @@ func startLocalProxy(s *Settings, shell string, rep *reporter, log logrus.FieldL
 	closeAll(inR, outW, errW)
 	if err != nil {
 		closeAll(inW, outR, errR)
-		return nil, failure(s.LogLevel, err, fatalLine(fmt.Sprintf("Exec(%s): %s", shell, strerror(err))))
+		// ssh's child prints perror(shell) on its stderr and exits 1:
+		// ssh then reads the end of the stream.
+		if !s.proxyStderrNull() {
+			rep.raw(fmt.Sprintf("%s: %s\n", shell, strerror(err)))
+		}
+		return nil, failure(s.LogLevel, err, kexClosed(proxyRemote)...)
 	}
 	log.WithField("pid", cmd.Process.Pid).Debug("proxy command started")
 	go func() {

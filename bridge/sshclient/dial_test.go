@@ -7,9 +7,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -701,6 +704,86 @@ func TestDialProxyCommand(t *testing.T) {
 				t.Errorf("the proxy's stderr reached the shim: %q", p.notified())
 			}
 		})
+	}
+}
+
+// TestDialProxyCommandExecFails: a $SHELL that cannot be run prints what
+// ssh's child prints (perror), then ssh's lines for a closed stream.
+func TestDialProxyCommandExecFails(t *testing.T) {
+	env := testEnv(t)
+	env.Environ = append(os.Environ(), "SHELL=/nonexistent/sh")
+	s := settingsFor(t, env, 22, "ProxyCommand=true")
+	p := &fakePrompter{}
+	_, err := run(t, s, p)
+	if got, want := connMsg(t, err), "kex_exchange_identification: Connection closed by remote host\r\nConnection closed by UNKNOWN port 65535"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := p.notified(); got != "/nonexistent/sh: No such file or directory\n" {
+		t.Errorf("notifications %q", got)
+	}
+}
+
+// proxyStarter starts the ProxyCommand as the shim would, and records
+// what it was asked.
+type proxyStarter struct {
+	fakePrompter
+	shell, command string
+	stderrNull     bool
+	hangups        atomic.Int32
+}
+
+func (p *proxyStarter) StartProxy(_ context.Context, shell, command string, stderrNull bool) (*os.File, *os.File, func(), error) {
+	p.shell, p.command, p.stderrNull = shell, command, stderrNull
+	cmd := exec.Command(shell, "-c", command)
+	cmd.Env = append(os.Environ(), "SSHCLIENT_TEST_NC=1") // the shim's, in the test
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, nil, err
+	}
+	go func() { _ = cmd.Wait() }()
+	return r.(*os.File), w.(*os.File), func() {
+		p.hangups.Add(1)
+		_ = cmd.Process.Signal(syscall.SIGHUP)
+	}, nil
+}
+
+// TestDialProxyStarter: a Prompter that can start the ProxyCommand (the
+// shim, as ssh runs it as its own child) is given it whole, and its
+// proxy is hung up once when the connection ends.
+func TestDialProxyStarter(t *testing.T) {
+	priv, pub := newEd25519(t)
+	srv := startServer(t, withAuthKey(pub))
+	env := testEnv(t)
+	env.Environ = append(os.Environ(), "SSHCLIENT_TEST_NC=1", "SHELL=/bin/sh")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := writeKey(t, env.Home, "id", priv, "")
+	for _, persist := range []bool{false, true} {
+		opts := []string{"ProxyCommand='" + self + "' %h %p", "StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null", "IdentityFile=" + key}
+		if persist {
+			opts = append(opts, "ControlPath="+filepath.Join(env.Home, "cm-%C"), "ControlPersist=60s")
+		}
+		s := settingsFor(t, env, srv.port(), opts...)
+		p := &proxyStarter{}
+		if out, err := run(t, s, p); err != nil || out != "ran hello\n" {
+			t.Fatalf("out %q, err %v", out, err)
+		}
+		want := fmt.Sprintf("exec '%s' 127.0.0.1 %d", self, srv.port())
+		if p.shell != "/bin/sh" || p.command != want || p.stderrNull != persist {
+			t.Errorf("asked to start %q %q (stderr null %v), want /bin/sh %q (%v)", p.shell, p.command, p.stderrNull, want, persist)
+		}
+		if n := p.hangups.Load(); n != 1 {
+			t.Errorf("proxy hung up %d times, want once", n)
+		}
 	}
 }
 
