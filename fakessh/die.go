@@ -5,11 +5,11 @@ import (
 	"unsafe"
 )
 
-// QuitIgnoredEnv set to 1 tells the Go shim that its caller left SIGQUIT
-// ignored: the C front, which saw it before handing over, sets it. Go's
-// runtime takes SIGQUIT over before main, so the shim cannot see that
-// itself.
-const QuitIgnoredEnv = "ANSIBLE_BRIDGE_QUIT_IGNORED"
+// IgnoredSignalsEnv ("QUIT", "TERM" or both, space-separated) tells the
+// Go shim which of those its caller left ignored: the C front, which saw
+// them before handing over, sets it. Go's runtime takes SIGQUIT and
+// SIGTERM over before main, so the shim cannot see that itself.
+const IgnoredSignalsEnv = "ANSIBLE_BRIDGE_IGNORED_SIGNALS"
 
 // kernelSigaction is struct sigaction as rt_sigaction takes it on Linux
 // (amd64 and arm64 alike).

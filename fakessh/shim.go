@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -37,18 +38,22 @@ const RequireEnv = "ANSIBLE_BRIDGE_REQUIRE"
 func Main(prog string, argv []string) int {
 	// What the caller left ignored stays so for what ssh does before its
 	// session, and for the real binary exec'd. Go keeps an inherited
-	// SIG_IGN for SIGINT and SIGHUP only; SIGQUIT's the C front tells.
+	// SIG_IGN for SIGINT and SIGHUP only; SIGQUIT's and SIGTERM's the C
+	// front tells.
 	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGHUP} {
 		if signal.Ignored(sig) {
 			ignoredAtStart = append(ignoredAtStart, sig)
 		}
 	}
-	if os.Getenv(QuitIgnoredEnv) == "1" {
-		callerIgnoresQuit = true
-		ignoredAtStart = append(ignoredAtStart, syscall.SIGQUIT)
-		signal.Ignore(syscall.SIGQUIT)
+	for _, name := range strings.Fields(os.Getenv(IgnoredSignalsEnv)) {
+		sig := map[string]syscall.Signal{"QUIT": syscall.SIGQUIT, "TERM": syscall.SIGTERM}[name]
+		if sig != 0 {
+			callerIgnoresQuit = callerIgnoresQuit || sig == syscall.SIGQUIT
+			ignoredAtStart = append(ignoredAtStart, sig)
+			signal.Ignore(sig)
+		}
 	}
-	os.Unsetenv(QuitIgnoredEnv)
+	os.Unsetenv(IgnoredSignalsEnv)
 	if spec, ok := os.LookupEnv(ResumeEnv); ok {
 		os.Unsetenv(ResumeEnv)
 		return resume(prog, argv, spec)
@@ -406,7 +411,7 @@ func forwardSignals(prog string, sigs <-chan os.Signal, send func(wire.Type, []b
 	}
 }
 
-// callerIgnoresQuit: the caller left SIGQUIT ignored (QuitIgnoredEnv).
+// callerIgnoresQuit: the caller left SIGQUIT ignored (IgnoredSignalsEnv).
 var callerIgnoresQuit bool
 
 // ignoredAtStart: the signals the caller left ignored.

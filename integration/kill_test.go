@@ -300,3 +300,42 @@ func TestSSHQuitLikeOpenSSH(t *testing.T) {
 		})
 	}
 }
+
+// TestIgnoredTermLikeOpenSSH: an ssh whose caller left SIGTERM ignored
+// keeps it ignored (ssh installs its handler only over a default action),
+// here through the real ssh a fallback runs (no ControlPath): the command
+// ends and its output arrives. The Go shim's runtime took SIGTERM over, so
+// the real ssh it exec'd got it at its default action and quit.
+func TestIgnoredTermLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	d := newPrivateDaemon(t)
+	port, err := strconv.Atoi(suite.lab.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		status syscall.WaitStatus
+		stdout string
+	}
+	var got [2]outcome
+	for j, sd := range []side{stock, bridgeSide()} {
+		arg := fmt.Sprintf("2.3%d%06d", j, os.Getpid())
+		t.Cleanup(func() { killProcs("sleep", arg) })
+		ssh := sshCmd(context.Background(), sd, d, port, []string{"-o", "ControlPath=none"}, "sleep "+arg+"; echo done")
+		cmd := exec.Command("bash", append([]string{"-c", `trap "" TERM; exec "$0" "$@"`, ssh.Path}, ssh.Args[1:]...)...)
+		cmd.Env, cmd.WaitDelay = ssh.Env, ssh.WaitDelay
+		var out strings.Builder
+		cmd.Stdout = &out
+		if _, _, err := killMidCommand(cmd, false, syscall.SIGTERM, arg); err != nil {
+			t.Fatalf("%s: %v", sd, err)
+		}
+		got[j] = outcome{cmd.ProcessState.Sys().(syscall.WaitStatus), out.String()}
+	}
+	if got[1] != got[0] {
+		t.Errorf("through the shim: %+v\nwith OpenSSH: %+v", got[1], got[0])
+	}
+	if got[0].stdout != "done\n" {
+		t.Errorf("OpenSSH: %+v, want the command's output", got[0])
+	}
+}

@@ -60,7 +60,7 @@
 #define SHIM_BINARY "ansible-bridge-shim"
 #define FULL_BINARY "ansible-bridge"
 #define RESUME_ENV "ANSIBLE_BRIDGE_RESUME"
-#define QUIT_ENV "ANSIBLE_BRIDGE_QUIT_IGNORED" /* fakessh.QuitIgnoredEnv */
+#define IGNORED_ENV "ANSIBLE_BRIDGE_IGNORED_SIGNALS" /* fakessh.IgnoredSignalsEnv */
 
 extern char **environ;
 
@@ -97,11 +97,11 @@ static int go_shim(char *out, size_t size)
  * back. */
 static struct sigaction caller_sigpipe;
 
-/* quit_ignored: the caller left SIGQUIT ignored. ssh as a mux client
- * keeps SIGQUIT as it found it (it dies of it, or ignores it); the Go
- * shim, whose runtime takes SIGQUIT over before main, learns it from
- * QUIT_ENV. */
-static int quit_ignored;
+/* quit_ignored, term_ignored: the caller left SIGQUIT, SIGTERM ignored.
+ * ssh keeps them so until its session starts (SIGQUIT for good, as a mux
+ * client); the Go shim, whose runtime takes both over before main,
+ * learns it from IGNORED_ENV. */
+static int quit_ignored, term_ignored;
 
 /* handover execs the Go shim with this process's argv; resume (or NULL)
  * is ANSIBLE_BRIDGE_RESUME's value for it. It does not return. */
@@ -114,8 +114,8 @@ static void handover(const char *resume)
 	}
 	if (resume)
 		setenv(RESUME_ENV, resume, 1);
-	if (quit_ignored)
-		setenv(QUIT_ENV, "1", 1);
+	if (quit_ignored || term_ignored)
+		setenv(IGNORED_ENV, quit_ignored && term_ignored ? "QUIT TERM" : quit_ignored ? "QUIT" : "TERM", 1);
 	sigaction(SIGPIPE, &caller_sigpipe, NULL);
 	execv(shim, g_argv);
 	fprintf(stderr, "ansible-bridge: %s: exec %s: %s\r\n", g_prog, shim, strerror(errno));
@@ -696,7 +696,8 @@ int main(int argc, char **argv)
 	sigaction(SIGPIPE, strcmp(g_prog, "ssh") == 0 ? &ign : NULL, &caller_sigpipe);
 	struct sigaction quit;
 	quit_ignored = sigaction(SIGQUIT, NULL, &quit) == 0 && quit.sa_handler == SIG_IGN;
-	unsetenv(QUIT_ENV);
+	term_ignored = sigaction(SIGTERM, NULL, &quit) == 0 && quit.sa_handler == SIG_IGN;
+	unsetenv(IGNORED_ENV);
 	unsetenv(RESUME_ENV); /* only this program sets it, for the Go shim */
 	if (argc < 1 || !shim_name(g_prog) || getenv("ANSIBLE_BRIDGE_ARGV0") || getenv("ANSIBLE_BRIDGE_DISABLE"))
 		handover(NULL);
