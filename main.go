@@ -122,6 +122,9 @@ environment:
                           the binary's name; set for the daemon a shim starts
   ANSIBLE_BRIDGE_RESUME   set by the shim's C front for the Go shim it hands a
                           conversation to: not for users
+  ANSIBLE_BRIDGE_IGNORED_SIGNALS
+                          set by the shim's C front for the Go shim: the
+                          signals its caller left ignored; not for users
 
 also read: PATH (where the real ssh, scp and sftp are), XDG_RUNTIME_DIR (the
 default socket), XDG_DATA_HOME (env's default DIR), ANSIBLE_CONFIG,
