@@ -410,18 +410,22 @@ func (iv *invocation) watchHangup(ctx context.Context) (context.Context, func())
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
+		// A poll that does not block, on a ticker: a blocked one would
+		// hold an OS thread per login, which Go never gives back.
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
 		for {
 			select {
 			case <-done:
 				return
 			case <-ctx.Done():
 				return
-			default:
+			case <-tick.C:
 			}
 			hup := false
 			_ = raw.Control(func(fd uintptr) {
 				fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
-				if n, _ := unix.Poll(fds, 100); n > 0 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0 {
+				if n, _ := unix.Poll(fds, 0); n > 0 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0 {
 					hup = true
 				}
 			})
