@@ -15,13 +15,10 @@ const maxFDs = 4
 // WriteFDs writes one frame with fds attached (SCM_RIGHTS) to its first
 // byte, so that ReadFDs gets them with the frame's header.
 func WriteFDs(c *net.UnixConn, t Type, payload []byte, fds []int) error {
-	if len(payload) > MaxPayload {
-		return ErrTooLarge
+	buf, err := encode(t, payload)
+	if err != nil {
+		return err
 	}
-	buf := make([]byte, HeaderLen+len(payload))
-	buf[0] = byte(t)
-	binary.BigEndian.PutUint32(buf[1:], uint32(len(payload)))
-	copy(buf[HeaderLen:], payload)
 	n, _, err := c.WriteMsgUnix(buf, syscall.UnixRights(fds...), nil)
 	if err != nil {
 		return err

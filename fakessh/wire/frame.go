@@ -116,15 +116,24 @@ type ProxyMsg struct {
 // Write writes one frame. It does a single Write call so that frames from
 // concurrent writers guarded by a mutex stay whole.
 func Write(w io.Writer, t Type, payload []byte) error {
+	buf, err := encode(t, payload)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(buf)
+	return err
+}
+
+// encode returns one frame's bytes: header and payload.
+func encode(t Type, payload []byte) ([]byte, error) {
 	if len(payload) > MaxPayload {
-		return ErrTooLarge
+		return nil, ErrTooLarge
 	}
 	buf := make([]byte, HeaderLen+len(payload))
 	buf[0] = byte(t)
 	binary.BigEndian.PutUint32(buf[1:], uint32(len(payload)))
 	copy(buf[HeaderLen:], payload)
-	_, err := w.Write(buf)
-	return err
+	return buf, nil
 }
 
 // Read reads one frame. io.EOF is returned only at a frame boundary; a
