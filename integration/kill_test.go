@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestClientKilled: a client killed mid-command leaves on the target what
@@ -260,13 +262,9 @@ func TestSSHQuitLikeOpenSSH(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type outcome struct {
-		status syscall.WaitStatus
-		stdout string
-	}
 	for i, ignored := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ignored=%v", ignored), func(t *testing.T) {
-			var got [2]outcome
+			var got [2]signalOutcome
 			for j, sd := range []side{stock, bridgeSide()} {
 				dir, err := os.MkdirTemp("", "abq-")
 				if err != nil {
@@ -278,18 +276,8 @@ func TestSSHQuitLikeOpenSSH(t *testing.T) {
 				arg := fmt.Sprintf("2.%d%d%06d", i, j, os.Getpid())
 				t.Cleanup(func() { killProcs("sleep", arg) })
 				opts := []string{"-o", "ControlMaster=auto", "-o", "ControlPersist=60s", "-o", "ControlPath=" + dir + "/%C"}
-				ssh := sshCmd(context.Background(), sd, d, port, opts, "sleep "+arg+"; echo finished")
-				cmd := ssh
-				if ignored {
-					cmd = exec.Command("bash", append([]string{"-c", `trap "" QUIT; exec "$0" "$@"`, ssh.Path}, ssh.Args[1:]...)...)
-					cmd.Env, cmd.WaitDelay = ssh.Env, ssh.WaitDelay
-				}
-				var out strings.Builder
-				cmd.Stdout = &out
-				if _, _, err := killMidCommand(cmd, false, syscall.SIGQUIT, arg); err != nil {
-					t.Fatalf("%s: %v", sd, err)
-				}
-				got[j] = outcome{cmd.ProcessState.Sys().(syscall.WaitStatus), out.String()}
+				ssh := sshCmd(context.Background(), sd, d, port, opts, "sleep "+arg+"; echo done")
+				got[j] = signalledSSH(t, ssh, syscall.SIGQUIT, ignored, arg)
 			}
 			if got[1] != got[0] {
 				t.Errorf("through the shim: %+v\nwith OpenSSH: %+v", got[1], got[0])
@@ -314,23 +302,12 @@ func TestIgnoredTermLikeOpenSSH(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type outcome struct {
-		status syscall.WaitStatus
-		stdout string
-	}
-	var got [2]outcome
+	var got [2]signalOutcome
 	for j, sd := range []side{stock, bridgeSide()} {
 		arg := fmt.Sprintf("2.3%d%06d", j, os.Getpid())
 		t.Cleanup(func() { killProcs("sleep", arg) })
 		ssh := sshCmd(context.Background(), sd, d, port, []string{"-o", "ControlPath=none"}, "sleep "+arg+"; echo done")
-		cmd := exec.Command("bash", append([]string{"-c", `trap "" TERM; exec "$0" "$@"`, ssh.Path}, ssh.Args[1:]...)...)
-		cmd.Env, cmd.WaitDelay = ssh.Env, ssh.WaitDelay
-		var out strings.Builder
-		cmd.Stdout = &out
-		if _, _, err := killMidCommand(cmd, false, syscall.SIGTERM, arg); err != nil {
-			t.Fatalf("%s: %v", sd, err)
-		}
-		got[j] = outcome{cmd.ProcessState.Sys().(syscall.WaitStatus), out.String()}
+		got[j] = signalledSSH(t, ssh, syscall.SIGTERM, true, arg)
 	}
 	if got[1] != got[0] {
 		t.Errorf("through the shim: %+v\nwith OpenSSH: %+v", got[1], got[0])
@@ -338,4 +315,29 @@ func TestIgnoredTermLikeOpenSSH(t *testing.T) {
 	if got[0].stdout != "done\n" {
 		t.Errorf("OpenSSH: %+v, want the command's output", got[0])
 	}
+}
+
+// signalOutcome is how an ssh ended that signalledSSH signalled.
+type signalOutcome struct {
+	status syscall.WaitStatus
+	stdout string
+}
+
+// signalledSSH starts ssh (sshCmd's, whose command runs `sleep ARG`),
+// under a caller that ignores sig if ignored, sends it sig once the sleep
+// runs on the target, and returns how it ended.
+func signalledSSH(t *testing.T, ssh *exec.Cmd, sig syscall.Signal, ignored bool, arg string) signalOutcome {
+	t.Helper()
+	cmd := ssh
+	if ignored {
+		trap := `trap "" ` + strings.TrimPrefix(unix.SignalName(sig), "SIG") + `; exec "$0" "$@"`
+		cmd = exec.Command("bash", append([]string{"-c", trap, ssh.Path}, ssh.Args[1:]...)...)
+		cmd.Env, cmd.WaitDelay = ssh.Env, ssh.WaitDelay
+	}
+	var out strings.Builder
+	cmd.Stdout = &out
+	if _, _, err := killMidCommand(cmd, false, sig, arg); err != nil {
+		t.Fatal(err)
+	}
+	return signalOutcome{cmd.ProcessState.Sys().(syscall.WaitStatus), out.String()}
 }
