@@ -557,6 +557,84 @@ func TestStalledNetwork(t *testing.T) {
 	}
 }
 
+// TestTCPKeepAliveLikeOpenSSH: the TCP connection to the target has the
+// keepalive timer ssh gives its own: the kernel's (two hours before the
+// first probe) with TCPKeepAlive yes, none with no. Go's 15-second probes
+// ended a connection whose link went silent for two and a half minutes,
+// which ssh's outlives.
+func TestTCPKeepAliveLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	d := newPrivateDaemon(t)
+	target := net.JoinHostPort("127.0.0.1", suite.lab.Port)
+	// timer is the keepalive timer of the connection to port, as ss shows
+	// it: "keepalive" and its minutes left, or "" for none.
+	timer := func(t *testing.T, sd side, opts []string) string {
+		r, err := relay.Start(context.Background(), "127.0.0.1:0", target, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		mux := append([]string{"-o", "ControlMaster=auto", "-o", "ControlPath=" + filepath.Join(t.TempDir(), "cp")}, opts...)
+		cmd := sshCmd(ctx, sd, d, r.Port(), mux, "echo up; exec cat")
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			stdin.Close()
+			_ = cmd.Wait()
+		}()
+		if l, err := bufio.NewReader(stdout).ReadString('\n'); l != "up\n" {
+			t.Fatalf("%s: first line %q, %v", sd, l, err)
+		}
+		out, err := exec.Command("ss", "-tnoH", "state", "established", "dst", fmt.Sprintf("127.0.0.1:%d", r.Port())).Output()
+		if err != nil {
+			t.Fatalf("ss: %v", err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) != 1 {
+			t.Fatalf("%s: %d connections to the relay: %q", sd, len(lines), out)
+		}
+		m := regexp.MustCompile(`timer:\((keepalive),(\d+)min`).FindStringSubmatch(lines[0])
+		if m == nil {
+			if strings.Contains(lines[0], "keepalive") {
+				return "keepalive under a minute: " + lines[0]
+			}
+			return ""
+		}
+		return m[1] + " " + m[2] + "min"
+	}
+	for _, tc := range []struct {
+		name string
+		opts []string
+		want string // a prefix
+	}{
+		{"default", nil, "keepalive 1"}, // 100 minutes and more
+		{"TCPKeepAlive=no", []string{"-o", "TCPKeepAlive=no"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := map[side]string{}
+			for _, sd := range []side{stock, bridgeSide()} {
+				got[sd] = timer(t, sd, tc.opts)
+				if !strings.HasPrefix(got[sd], tc.want) || (tc.want == "" && got[sd] != "") {
+					t.Errorf("%s: keepalive timer %q, want %q", sd, got[sd], tc.want)
+				}
+			}
+			t.Logf("stock %q, bridge %q", got[stock], got[bridgeSide()])
+		})
+	}
+}
+
 var portNumber = regexp.MustCompile(`port \d+`)
 
 // normalizePort hides the relay's port: each side has a relay of its own.

@@ -316,7 +316,11 @@ func dialTCP(ctx context.Context, s *Settings) (*transport, error) {
 			}
 		}
 		for _, ip := range ips {
-			d := net.Dialer{Timeout: s.ConnectTimeout}
+			// The kernel's keepalive timers, not Go's 15 seconds: ssh
+			// leaves them as they are, and a link silent for minutes
+			// must not end a connection ssh would keep.
+			keep := net.KeepAliveConfig{Enable: s.TCPKeepAlive, Idle: -1, Interval: -1, Count: -1}
+			d := net.Dialer{Timeout: s.ConnectTimeout, KeepAlive: -1, KeepAliveConfig: keep}
 			conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip.String(), port))
 			if err == nil {
 				hostIP := ip.String()

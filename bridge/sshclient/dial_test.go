@@ -946,6 +946,17 @@ func TestKeepAlive(t *testing.T) {
 	if got := s2.TimeoutMessage(); got != "Timeout, server 127.0.0.1 not responding." {
 		t.Errorf("TimeoutMessage %q", got)
 	}
+
+	// With ServerAliveInterval 0 nothing gives up on it, as nothing in
+	// ssh does: one probe, for the round trip, and no verdict.
+	c3, err := Dial(context.Background(), s2, nil, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	ctx3, cancel3 := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel3()
+	KeepAlive(ctx3, c3.Client, 0, 1, func() { t.Error("onDead called with ServerAliveInterval 0") }, nil)
 }
 
 // TestAnsibleInvocation resolves and dials with the exact options

@@ -136,7 +136,8 @@
 // # Keepalive
 //
 // KeepAlive sends keepalive@openssh.com requests like ServerAliveInterval
-// and ServerAliveCountMax. The bridge keeps connections open across many
-// invocations, so it uses DefaultKeepAliveInterval (15s) when
-// ServerAliveInterval is 0, where OpenSSH would send none.
+// and ServerAliveCountMax. With ServerAliveInterval 0 (the default) it
+// sends one, for the round trip status shows, and never gives up on a
+// connection, as ssh does not; the TCP socket has the kernel's keepalive
+// timers where TCPKeepAlive is yes, none where it is no.
 package sshclient

@@ -9,25 +9,19 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// DefaultKeepAliveInterval is what the daemon uses when ServerAliveInterval
-// is 0. OpenSSH then sends no keepalives, but a bridge connection outlives
-// any one ssh invocation, so it probes anyway to notice dead targets.
-const DefaultKeepAliveInterval = 15 * time.Second
-
-// KeepAlive sends "keepalive@openssh.com" global requests every interval
-// (DefaultKeepAliveInterval when interval <= 0) like OpenSSH's
-// ServerAliveInterval: any reply, even a failure, shows the server is
-// alive; when more than countMax intervals pass without one, onDead is
-// called once and KeepAlive returns. It also returns when ctx is done or
-// the connection closes. countMax <= 0 means OpenSSH's default, 3.
+// KeepAlive sends "keepalive@openssh.com" global requests every interval,
+// like OpenSSH's ServerAliveInterval: any reply, even a failure, shows the
+// server is alive; when more than countMax intervals pass without one,
+// onDead is called once and KeepAlive returns. It also returns when ctx is
+// done or the connection closes. countMax <= 0 means OpenSSH's default, 3.
 // onDead should close c: requests still waiting for a reply end then.
-// onRTT, if set, gets each probe's round-trip time; the first probe goes
-// after a second, so that it is known early, yet not measured behind
-// the requests that follow a login.
+// With interval <= 0 (ServerAliveInterval 0, OpenSSH's default) nothing
+// ends the connection, as nothing ends ssh's: a link silent for minutes
+// that comes back keeps it. onRTT, if set, gets each probe's round-trip
+// time; the first probe goes after a second, so that it is known early,
+// yet not measured behind the requests that follow a login, and with
+// interval <= 0 it is the only one.
 func KeepAlive(ctx context.Context, c *ssh.Client, interval time.Duration, countMax int, onDead func(), onRTT func(time.Duration)) {
-	if interval <= 0 {
-		interval = DefaultKeepAliveInterval
-	}
 	if countMax <= 0 {
 		countMax = 3
 	}
@@ -48,15 +42,19 @@ func KeepAlive(ctx context.Context, c *ssh.Client, interval time.Duration, count
 	}
 	first := time.AfterFunc(time.Second, probe)
 	defer first.Stop()
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	var tick <-chan time.Time
+	if interval > 0 {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-closed:
 			return
-		case <-t.C:
+		case <-tick:
 		}
 		if int(missed.Add(1)) > countMax {
 			if onDead != nil {

@@ -25,6 +25,7 @@ func sampleValue(name string, kw sshconf.Keyword) string {
 		"hostkeyalgorithms":            "ssh-ed25519",
 		"sendenv":                      "LANG",
 		"updatehostkeys":               "no",
+		"tcpkeepalive":                 "no",
 		"proxyusefdpass":               "no", // yes: the shim falls back
 	}[name]; ok {
 		return v

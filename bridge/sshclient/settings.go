@@ -135,6 +135,10 @@ type Settings struct {
 	// see KeepAlive.
 	ServerAliveInterval time.Duration
 	ServerAliveCountMax int
+	// TCPKeepAlive sets SO_KEEPALIVE with the kernel's timers, as ssh
+	// does (yes by default): a silent link then ends after hours, not
+	// after Go's 15-second probes.
+	TCPKeepAlive bool
 
 	PasswordAuthentication       bool
 	KbdInteractiveAuthentication bool
@@ -444,6 +448,7 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 		ControlPersist:               controlPersist(v["controlpersist"]),
 		ControlMaster:                controlMaster(v["controlmaster"]),
 		ServerAliveCountMax:          num("serveralivecountmax", 3),
+		TCPKeepAlive:                 flag("tcpkeepalive", true),
 		PasswordAuthentication:       flag("passwordauthentication", true),
 		KbdInteractiveAuthentication: flag("kbdinteractiveauthentication", true),
 		PubkeyAuthentication:         flag("pubkeyauthentication", true),

@@ -249,7 +249,7 @@ Host *
 					StrictHostKeyChecking: "ask",
 					UserKnownHostsFiles:   []string{home + "/.ssh/known_hosts", home + "/.ssh/known_hosts2"},
 					GlobalKnownHostsFiles: []string{"/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"},
-					ConnectionAttempts:    1, AddressFamily: "any", ServerAliveCountMax: 3,
+					ConnectionAttempts:    1, AddressFamily: "any", ServerAliveCountMax: 3, TCPKeepAlive: true,
 					PasswordAuthentication: true, KbdInteractiveAuthentication: true, PubkeyAuthentication: true,
 					PreferredAuthentications: []string{"gssapi-with-mic", "hostbased", "publickey", "keyboard-interactive", "password"},
 					NumberOfPasswordPrompts:  3, LogLevel: "QUIET",

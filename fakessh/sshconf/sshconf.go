@@ -388,6 +388,7 @@ var served = map[string]bool{
 	"serveralivecountmax":   true,
 	"serveraliveinterval":   true,
 	"stricthostkeychecking": true,
+	"tcpkeepalive":          true,
 	"updatehostkeys":        true,
 	// Only as it turns UpdateHostKeys' default off: there is no DNS in
 	// the bridge's host key checks (no SSHFP record is OpenSSH's case too).
@@ -427,7 +428,6 @@ var reasons = map[string]string{
 	"fingerprinthash":                  "messages use SHA256 fingerprints",
 	"checkhostip":                      "yes makes the bridge fall back (it checks host keys by name only, OpenSSH's default)",
 	"compression":                      "x/crypto has no compression: accepted and ignored",
-	"tcpkeepalive":                     "the connection always has TCP keepalives (Go's default); ServerAliveInterval is served",
 	"ipqos":                            "loopback and LAN latency is unaffected",
 	"rekeylimit":                       "x/crypto's rekeying defaults",
 }
