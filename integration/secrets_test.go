@@ -21,7 +21,8 @@ import (
 
 // The no_log markers of corpus/secrets.yml, as the tasks produce them.
 var noLogMarkers = []string{"nolog-marker-S3CRET-B", "nolog-copy-C0PY-marker", "nolog-become-B3C0ME-marker",
-	"nolog-env-EENV-marker", "nolog-raw-RAAW-marker", "nolog-param-PAARAM-marker", "nolog-benv-BEENV-marker"}
+	"nolog-env-EENV-marker", "nolog-raw-RAAW-marker", "nolog-param-PAARAM-marker", "nolog-benv-BEENV-marker",
+	"nolog-async-AASYNC-marker", "nolog-aenv-AAENV-marker"}
 
 // firstEnvMarker is the environment value of a module's first task (not
 // no_log): the zygote that task starts must not keep it.

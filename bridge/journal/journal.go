@@ -471,10 +471,13 @@ func (e *Entry) scrub() {
 	e.touch()
 }
 
-// setModule records a decoded wrapper; e.mu is held.
+// setModule records a decoded wrapper; e.mu is held. async_status is kept
+// as a no_log module's: its result is another task's, whose no_log it does
+// not carry (Ansible polls an async task with it, built with the task's
+// environment but without its no_log, and censors the result itself).
 func (e *Entry) setModule(module string, args json.RawMessage, noLog bool) {
 	e.module, e.args = module, args
-	if noLog {
+	if noLog || ansiballz.IsAsyncStatus(module) {
 		e.markNoLog()
 	}
 }

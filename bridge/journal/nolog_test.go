@@ -122,6 +122,33 @@ func TestNoLog(t *testing.T) {
 	}
 }
 
+// TestAsyncStatusIsNoLog: an async_status poll returns the result of the
+// task it polls, which may be a no_log one, without that task's no_log:
+// its argv (the task's environment: values), args and streams go.
+func TestAsyncStatusIsNoLog(t *testing.T) {
+	src := bytes.ReplaceAll(readTestdata(t, "AnsiballZ_ping.py"), []byte("ansible.modules.ping"), []byte("ansible.modules.async_status"))
+	for _, taken := range []bool{false, true} {
+		j := New(0)
+		e := j.Begin("u@h:22", "module", []string{"ssh", "h", "/bin/sh -c 'API_TOKEN=" + pingSecret + " python3'"})
+		if taken {
+			e.AwaitModule()
+			e.AppendStdin(src)
+			e.SetModule(parse(t, src))
+		} else {
+			e.AppendStdin(src)
+		}
+		e.AppendStdout([]byte(`{"stdout": "` + pingSecret + `"}`))
+		e.Finish(0)
+		v, _ := j.Get(e.Seq())
+		if !v.NoLog || v.ModuleName != "ansible.modules.async_status" {
+			t.Errorf("taken apart %v: no_log %v module %q", taken, v.NoLog, v.ModuleName)
+		}
+		if v.ModuleArgs != nil || v.Stdout.Data != nil || strings.Contains(strings.Join(v.Argv, " "), pingSecret) {
+			t.Errorf("taken apart %v: kept args %q stdout %q argv %q", taken, v.ModuleArgs, v.Stdout.Data, v.Argv)
+		}
+	}
+}
+
 // TestAwaitedUnsaid: a wrapper awaited and never handed over is judged
 // by what was kept of it at Finish: the first CaptureLimit bytes, which
 // do not hold the arguments here, so nothing is shown.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -306,8 +307,13 @@ func (w *Wrapper) Params() ([]byte, error) {
 }
 
 // PlainArgs reports whether the parameters say, readably, that the task
-// is not no_log (Ansible's _ansible_no_log, false).
+// is not no_log (Ansible's _ansible_no_log, false). An async_status step
+// is never plain: Ansible polls an async task with one that carries the
+// task's environment but not its no_log.
 func (w *Wrapper) PlainArgs() bool {
+	if IsAsyncStatus(w.ModuleFQN) {
+		return false
+	}
 	p, err := w.Params()
 	if err != nil {
 		return false
@@ -318,6 +324,12 @@ func (w *Wrapper) PlainArgs() bool {
 		} `json:"ANSIBLE_MODULE_ARGS"`
 	}
 	return json.Unmarshal(p, &top) == nil && top.Args.NoLog == false
+}
+
+// IsAsyncStatus reports whether a module's name is async_status's, whose
+// result is another task's, no_log or not.
+func IsAsyncStatus(fqn string) bool {
+	return fqn == "async_status" || strings.HasSuffix(fqn, ".async_status")
 }
 
 // Forget overwrites the decoded parameters once the task has run: they
