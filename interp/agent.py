@@ -1115,7 +1115,9 @@ def interpreter_snapshot(named):
     repointed, a wrapper or binary replaced, one deleted: stock's next
     step runs the new one, or fails), and the site-packages directories
     that site left off sys.path for not being there (pip install --user
-    makes the user's: stock's next step imports from it)."""
+    makes the user's: stock's next step imports from it), and the
+    directories on sys.path where a startup hook site found none of
+    (sitecustomize, usercustomize) may appear."""
     paths = [sys.executable]
     for w in named:
         if '=' in w.partition('/')[0]:
@@ -1130,6 +1132,15 @@ def interpreter_snapshot(named):
     except Exception:
         dirs = []
     entries.extend([d, None, None] for d in dirs if d not in sys.path and stat_key(d) is None)
+    # The hooks site runs as a python starts, where it found none: a fresh
+    # start runs one that appears in a directory of sys.path (not in the
+    # script's or the working directory, which go on it later).
+    hooks = []
+    if 'site' in sys.modules and not sys.flags.no_site:
+        user = getattr(sys.modules['site'], 'ENABLE_USER_SITE', False)
+        hooks = [h for h, on in (('sitecustomize', True), ('usercustomize', user)) if on and h not in sys.modules]
+    if hooks:
+        entries.extend([d, stat_key(d), hooks] for d in sys.path if d)
     return entries
 
 

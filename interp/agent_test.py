@@ -24,6 +24,7 @@ import os
 import re
 import select
 import shutil
+import site
 import signal
 import socket
 import stat
@@ -892,6 +893,26 @@ class ImportsOfTest(unittest.TestCase):
         with open(os.path.join(early, 'abzzstate.py'), 'w') as f:
             f.write('VALUE = 333\n')
         self.assertEqual(agent.stale(snap), early)
+
+    def test_startup_hook_appears(self):
+        """A usercustomize.py (or sitecustomize.py) that appears on
+        sys.path would run in a fresh python's site: stale() names its
+        directory in the interpreter's snapshot."""
+        if sys.flags.no_site or not getattr(site, 'ENABLE_USER_SITE', False):
+            self.skipTest('no user site here')
+        if 'usercustomize' in sys.modules:
+            self.skipTest('this python has a usercustomize')
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        sys.path.append(d)
+        self.addCleanup(sys.path.remove, d)
+        snap = agent.interpreter_snapshot([])
+        with open(os.path.join(d, 'unrelated.py'), 'w') as f:
+            f.write('\n')
+        self.assertIsNone(agent.stale(snap))
+        with open(os.path.join(d, 'usercustomize.py'), 'w') as f:
+            f.write('import os\n')
+        self.assertEqual(agent.stale(snap), d)
 
     def test_zip_profiles(self):
         """2.19+ zips name the JSON profiles a task imports; older ones
