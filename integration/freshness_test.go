@@ -12,7 +12,8 @@ import (
 // and with pipelining (sftp; the transfer method does not matter here),
 // on 2.14 and the newest ansible-core, and on 2.14 with the csh shell
 // plugin (ansible_shell_type=csh, whose module runs start with env): a
-// library rewritten between tasks is seen by the next task, and the file
+// library rewritten between tasks is seen by the next task, as is a
+// startup hook (usercustomize.py) that appears and goes, and the file
 // module's error paths give stock's results.
 func TestFreshness(t *testing.T) {
 	requireLab(t)
@@ -54,7 +55,8 @@ func setupFreshness(t *testing.T) map[string]map[string]any {
 	}
 	clean := func() {
 		pycs, _ := filepath.Glob(filepath.Join(dir, "__pycache__", "ab_zzstate.*"))
-		for _, p := range append(pycs, filepath.Join(dir, "ab_zzstate.py"), "/tmp/ab-freshness-hard") {
+		hooks, _ := filepath.Glob(filepath.Join(dir, "__pycache__", "usercustomize.*"))
+		for _, p := range append(append(pycs, hooks...), filepath.Join(dir, "ab_zzstate.py"), filepath.Join(dir, "usercustomize.py"), "/tmp/ab-freshness-hard") {
 			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 				t.Errorf("cleanup: %v", err)
 			}
@@ -71,6 +73,11 @@ func checkFreshness(t *testing.T, r *runResult) {
 	for task, want := range map[string]float64{"sees 1": 1, "sees 22": 22, "sees 333": 333} {
 		if v := wantTask(t, r, "t", task, "ok", "")["value"]; v != want {
 			t.Errorf("%s run: %s: value %v, want %v", r.Spec.Side, task, v, want)
+		}
+	}
+	for task, want := range map[string]any{"sees 333": nil, "sees the hook": "ran", "sees no hook": nil} {
+		if v := wantTask(t, r, "t", task, "ok", "")["hook"]; v != want {
+			t.Errorf("%s run: %s: hook %v, want %v", r.Spec.Side, task, v, want)
 		}
 	}
 	// The touch message: 2.14 goes on ": [Errno 2] No such file or
