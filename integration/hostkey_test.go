@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,6 +54,14 @@ var hostKeyCases = []hostKeyCase{
 	{"known and a stale key, UpdateHostKeys=ask", "[127.0.0.1]:PORT KEY\n[127.0.0.1]:PORT WRONG\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "UpdateHostKeys=ask"}},
 	{"known and a stale key on a wildcard line, UpdateHostKeys=yes", "[127.0.0.1]:PORT KEY\n[127.0.0.*]:PORT WRONG\n", []string{"-o", "StrictHostKeyChecking=yes", "-o", "UpdateHostKeys=yes"}},
 	{"unknown, accept-new, UpdateHostKeys=yes", "127.0.0.2 WRONG\n", []string{"-o", "StrictHostKeyChecking=accept-new", "-o", "UpdateHostKeys=yes"}},
+	// Without a user known_hosts file ssh can record no key: it refuses
+	// an unknown host whatever StrictHostKeyChecking says. KNOWN_HOSTS in
+	// an option is the case's file.
+	{"unknown, no files, no", "", []string{"-o", "UserKnownHostsFile=none", "-o", "GlobalKnownHostsFile=none", "-o", "StrictHostKeyChecking=no"}},
+	{"unknown, no files, accept-new", "", []string{"-o", "UserKnownHostsFile=none", "-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=accept-new"}},
+	{"unknown, no files, strict", "", []string{"-o", "UserKnownHostsFile=none", "-o", "GlobalKnownHostsFile=none", "-o", "StrictHostKeyChecking=yes"}},
+	{"known in the global file only", "[127.0.0.1]:PORT KEY\n", []string{"-o", "UserKnownHostsFile=none", "-o", "GlobalKnownHostsFile=KNOWN_HOSTS", "-o", "StrictHostKeyChecking=accept-new"}},
+	{"changed in the global file only, no", "[127.0.0.1]:PORT WRONG\n", []string{"-o", "UserKnownHostsFile=none", "-o", "GlobalKnownHostsFile=KNOWN_HOSTS", "-o", "StrictHostKeyChecking=no"}},
 }
 
 // TestHostKeyLikeOpenSSH runs ssh through the shim and through OpenSSH
@@ -89,7 +98,7 @@ func TestHostKeyLikeOpenSSH(t *testing.T) {
 					for i, side := range sides {
 						kh := filepath.Join(dir, "trusted")
 						writeKnownHosts(t, kh, trusted)
-						opts := append([]string{"-o", "ControlPersist=60s"}, mux(i)...)
+						opts := append([]string{"-o", "ControlPersist=60s"}, withoutKnownHostsFiles(mux(i))...)
 						if r := sshRun(t, side, kh, opts, d.env()); r.rc != 0 {
 							t.Fatalf("%s: warming up with the right key: rc %d\n%s", side, r.rc, r.stderr)
 						}
@@ -120,18 +129,39 @@ func TestHostKeyLikeOpenSSH(t *testing.T) {
 	}
 }
 
+// withoutKnownHostsFiles drops the "-o", "...KnownHostsFile=..." pairs
+// of opts (a warm-up's files are the trusted ones).
+func withoutKnownHostsFiles(opts []string) []string {
+	var out []string
+	for i := 0; i < len(opts); i++ {
+		if opts[i] == "-o" && i+1 < len(opts) && strings.Contains(opts[i+1], "KnownHostsFile=") {
+			i++
+			continue
+		}
+		out = append(out, opts[i])
+	}
+	return out
+}
+
 type hostKeyRun struct {
 	rc                    int
 	stdout, stderr, known string
 }
 
 // sshRun runs `ssh -o UserKnownHostsFile=kh OPTS abtest@127.0.0.1 echo
-// hi` without a terminal (its own session, stdin /dev/null), the file
+// hi` (OPTS' own UserKnownHostsFile instead, if any; KNOWN_HOSTS in OPTS
+// is kh) without a terminal (its own session, stdin /dev/null), the file
 // name in the messages replaced by KNOWN_HOSTS.
 func sshRun(t *testing.T, ssh, kh string, opts, env []string) hostKeyRun {
 	t.Helper()
-	args := []string{"-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-i", suite.lab.Key, "-p", suite.lab.Port}
-	args = append(append(args, opts...), suite.lab.User+"@127.0.0.1", "echo", "hi")
+	args := []string{"-o", "BatchMode=yes", "-i", suite.lab.Key, "-p", suite.lab.Port}
+	if !slices.ContainsFunc(opts, func(o string) bool { return strings.HasPrefix(o, "UserKnownHostsFile=") }) {
+		args = append(args, "-o", "UserKnownHostsFile="+kh)
+	}
+	for _, o := range opts {
+		args = append(args, strings.ReplaceAll(o, "KNOWN_HOSTS", kh))
+	}
+	args = append(args, suite.lab.User+"@127.0.0.1", "echo", "hi")
 	o := runOwnSession(t, exec.Command(ssh, args...), env)
 	return hostKeyRun{rc: o.rc, stdout: o.stdout, stderr: strings.ReplaceAll(o.stderr, kh, "KNOWN_HOSTS")}
 }

@@ -453,6 +453,50 @@ func TestDialKnownHosts(t *testing.T) {
 			opts:      []string{"StrictHostKeyChecking=no"},
 			wantNotes: "Password authentication is disabled to avoid man-in-the-middle attacks.\r\nKeyboard-interactive authentication is disabled to avoid man-in-the-middle attacks.\r\n",
 		},
+		// ssh cannot record a key without a user known_hosts file: it
+		// refuses an unknown host whatever StrictHostKeyChecking says,
+		// without the strict checking line.
+		{
+			name:    "unknown host, no known_hosts files, accept-new",
+			opts:    []string{"UserKnownHostsFile=none", "GlobalKnownHostsFile=none", "StrictHostKeyChecking=accept-new"},
+			wantErr: "Host key verification failed.",
+		},
+		{
+			name:    "unknown host, no known_hosts files, no",
+			opts:    []string{"UserKnownHostsFile=none", "GlobalKnownHostsFile=/dev/null", "StrictHostKeyChecking=no"},
+			wantErr: "Host key verification failed.",
+		},
+		{
+			name:    "unknown host, no known_hosts files, strict",
+			opts:    []string{"UserKnownHostsFile=none", "GlobalKnownHostsFile=none", "StrictHostKeyChecking=yes"},
+			wantErr: "Host key verification failed.",
+		},
+		{
+			name:  "known in the global file only, no user file",
+			known: func(srv *testServer) string { return srv.hostLine(srv.knownName()) },
+			opts:  []string{"UserKnownHostsFile=none", "GlobalKnownHostsFile=FILE", "StrictHostKeyChecking=accept-new"},
+		},
+		{
+			name: "changed in the global file, no user file: ssh names the global file",
+			known: func(srv *testServer) string {
+				return "[127.0.0.1]:PORT " + string(ssh.MarshalAuthorizedKey(stranger.PublicKey()))
+			},
+			opts: []string{"UserKnownHostsFile=none", "GlobalKnownHostsFile=FILE", "StrictHostKeyChecking=yes"},
+			wantErr: "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\r\n" +
+				"@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\r\n" +
+				"@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\r\n" +
+				"IT IS POSSIBLE THAT SOMEONE IS DOING SOMETHING NASTY!\r\n" +
+				"Someone could be eavesdropping on you right now (man-in-the-middle attack)!\r\n" +
+				"It is also possible that a host key has just been changed.\r\n" +
+				"The fingerprint for the ED25519 key sent by the remote host is\nFPR.\r\n" +
+				"Please contact your system administrator.\r\n" +
+				"Add correct host key in FILE to get rid of this message.\r\n" +
+				"Offending ED25519 key in FILE:1\r\n" +
+				"  remove with:\r\n" +
+				"  ssh-keygen -f \"FILE\" -R \"[127.0.0.1]:PORT\"\r\n" +
+				"Host key for [127.0.0.1]:PORT has changed and you have requested strict checking.\r\n" +
+				"Host key verification failed.",
+		},
 		{
 			name: "revoked key",
 			known: func(srv *testServer) string {
@@ -480,7 +524,11 @@ func TestDialKnownHosts(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			opts := append(tc.opts, "UserKnownHostsFile="+kh, "IdentityFile="+writeKey(t, env.Home, "id", priv, ""))
+			var opts []string
+			for _, o := range tc.opts {
+				opts = append(opts, strings.ReplaceAll(o, "FILE", kh))
+			}
+			opts = append(opts, "UserKnownHostsFile="+kh, "IdentityFile="+writeKey(t, env.Home, "id", priv, ""))
 			p := &fakePrompter{answers: tc.answers}
 			_, err := run(t, settingsFor(t, env, srv.port(), opts...), p)
 			sub := strings.NewReplacer("PORT", port, "FILE", kh, "FPR", ssh.FingerprintSHA256(srv.hostKey.PublicKey()))

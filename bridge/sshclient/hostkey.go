@@ -287,7 +287,19 @@ func (c *hostKeyChecker) check(key ssh.PublicKey) error {
 	if c.knownWithoutPort(key) {
 		return nil
 	}
+	if c.readonly() {
+		// ssh cannot record the key, so it refuses it without asking
+		// and whatever StrictHostKeyChecking says.
+		return fmt.Errorf("%w: unknown host %s, no known_hosts file to record it in", ErrHostKey, name)
+	}
 	return c.unknown(key, name)
+}
+
+// readonly is when check_host_key may not write a user known_hosts file:
+// there is none (UserKnownHostsFile none), or the host name holds a
+// character a known_hosts name must not.
+func (c *hostKeyChecker) readonly() bool {
+	return len(c.s.UserKnownHostsFiles) == 0 || strings.ContainsAny(c.s.HostName, "@?*#[]|'\"\\")
 }
 
 // knownWithoutPort is OpenSSH's fallback for a host on another port than
@@ -481,14 +493,14 @@ func (c *hostKeyChecker) changed(key ssh.PublicKey, name string, off *khEntry) e
 	for _, l := range changedBanner {
 		lines = append(lines, errorLine(l))
 	}
-	addTo := "(none)"
-	if len(c.s.UserKnownHostsFiles) > 0 {
-		addTo = c.s.UserKnownHostsFiles[0]
-	}
 	lines = append(lines,
 		errorLine(fmt.Sprintf("The fingerprint for the %s key sent by the remote host is\n%s.", keyTypeName(key), ssh.FingerprintSHA256(key))),
-		errorLine("Please contact your system administrator."),
-		errorLine(fmt.Sprintf("Add correct host key in %.100s to get rid of this message.", addTo)),
+		errorLine("Please contact your system administrator."))
+	// The first user file, else the first global one, else nothing.
+	if files := append(slices.Clone(c.s.UserKnownHostsFiles), c.s.GlobalKnownHostsFiles...); len(files) > 0 {
+		lines = append(lines, errorLine(fmt.Sprintf("Add correct host key in %.100s to get rid of this message.", files[0])))
+	}
+	lines = append(lines,
 		errorLine(fmt.Sprintf("Offending %s key in %s:%d", keyTypeName(off.key), off.path, off.line)),
 		errorLine("  remove with:"),
 		errorLine(fmt.Sprintf("  ssh-keygen -f \"%s\" -R \"%s\"", off.path, name)),
