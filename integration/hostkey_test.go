@@ -1,12 +1,16 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -154,7 +158,13 @@ type hostKeyRun struct {
 // name in the messages replaced by KNOWN_HOSTS.
 func sshRun(t *testing.T, ssh, kh string, opts, env []string) hostKeyRun {
 	t.Helper()
-	args := []string{"-o", "BatchMode=yes", "-i", suite.lab.Key, "-p", suite.lab.Port}
+	return sshRunPort(t, ssh, kh, suite.lab.Port, opts, env)
+}
+
+// sshRunPort is sshRun to the sshd on 127.0.0.1:port.
+func sshRunPort(t *testing.T, ssh, kh, port string, opts, env []string) hostKeyRun {
+	t.Helper()
+	args := []string{"-o", "BatchMode=yes", "-i", suite.lab.Key, "-p", port}
 	if !slices.ContainsFunc(opts, func(o string) bool { return strings.HasPrefix(o, "UserKnownHostsFile=") }) {
 		args = append(args, "-o", "UserKnownHostsFile="+kh)
 	}
@@ -223,4 +233,122 @@ func knownHostsShape(t *testing.T, path string) string {
 		}
 	}
 	return strings.Join(lines, "")
+}
+
+// hostCertCases are known_hosts contents for a server whose host key is
+// certified by CA for the principal 127.0.0.1, on a port other than 22.
+var hostCertCases = []hostKeyCase{
+	{"CA for any host", "@cert-authority * CA\n", nil},
+	// @revoked covers a certificate's CA and its key.
+	{"revoked CA", "@cert-authority * CA\n@revoked * CA\n", nil},
+	{"revoked host key", "@cert-authority * CA\n@revoked * KEY\n", nil},
+	{"revoked CA, plain key known", "@revoked * CA\n[127.0.0.1]:PORT KEY\n", nil},
+	{"revoked CA, no", "@cert-authority * CA\n@revoked * CA\n", []string{"-o", "StrictHostKeyChecking=no"}},
+	// Refused certificates: "Certificate invalid: ...", then the plain key.
+	{"HostKeyAlias not a principal", "@cert-authority * CA\n", []string{"-o", "HostKeyAlias=notaprincipal"}},
+	{"HostKeyAlias not a principal, plain key known", "@cert-authority * CA\nnotaprincipal KEY\n", []string{"-o", "HostKeyAlias=notaprincipal"}},
+	// No CA for [127.0.0.1]:PORT: ssh looks again for 127.0.0.1.
+	{"CA for a pattern without the port", "@cert-authority 127.0.0.* CA\n", nil},
+	{"CA for the bare address", "@cert-authority 127.0.0.1 CA\n", nil},
+	{"CA for all but [host]:port", "@cert-authority *,![127.0.0.1]:PORT CA\n", nil},
+	{"CA for the bare address, accept-new", "@cert-authority 127.0.0.1 CA\n", []string{"-o", "StrictHostKeyChecking=accept-new"}},
+	{"CA for the bare address, revoked there", "@cert-authority 127.0.0.1 CA\n@revoked 127.0.0.1 CA\n", nil},
+	{"key revoked for the bare address", "@revoked 127.0.0.1 KEY\n", nil},
+	{"no CA, accept-new", "@cert-authority elsewhere CA\n", []string{"-o", "StrictHostKeyChecking=accept-new"}},
+	{"CA in the global file only", "@cert-authority * CA\n", []string{"-o", "UserKnownHostsFile=none", "-o", "GlobalKnownHostsFile=KNOWN_HOSTS"}},
+}
+
+// TestHostCertificateLikeOpenSSH runs ssh through the shim and through
+// OpenSSH against an sshd of the test's own with a HostCertificate, with
+// the same known_hosts content and options (StrictHostKeyChecking yes
+// unless the case says otherwise), and wants the same exit status,
+// output, messages and known_hosts file afterwards.
+func TestHostCertificateLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	if os.Getuid() != 0 {
+		t.Skip("needs root: starts an sshd that logs the lab's user in")
+	}
+	dir := t.TempDir()
+	keygen := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ssh-keygen", append([]string{"-q"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen %v: %v\n%s", args, err, out)
+		}
+	}
+	ca, hostKey := filepath.Join(dir, "ca"), filepath.Join(dir, "hostkey")
+	keygen("-t", "ed25519", "-N", "", "-f", ca)
+	keygen("-t", "ed25519", "-N", "", "-f", hostKey)
+	keygen("-s", ca, "-I", "h", "-h", "-n", "127.0.0.1", "-V", "-1d:+1d", hostKey+".pub")
+	port := startCertSSHD(t, dir, hostKey)
+	caKey, key := hostPublicKey(t, ca+".pub"), hostPublicKey(t, hostKey+".pub")
+	sides := []string{suite.realSSH, filepath.Join(suite.shims, "ssh")}
+	for n, tc := range hostCertCases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newPrivateDaemon(t)
+			content := strings.NewReplacer("PORT", port, "CA", caKey, "KEY", key).Replace(tc.known)
+			var runs [2]hostKeyRun
+			for i, side := range sides {
+				kh := filepath.Join(dir, []string{"real", "shim"}[i])
+				writeKnownHosts(t, kh, content)
+				cp := filepath.Join(dir, fmt.Sprintf("%s-%d", []string{"real", "shim"}[i], n))
+				opts := append([]string{"-o", "ControlMaster=auto", "-o", "ControlPath=" + cp, "-o", "GlobalKnownHostsFile=/dev/null",
+					"-o", "HashKnownHosts=no", "-o", "UpdateHostKeys=no"}, tc.opts...)
+				opts = append(opts, "-o", "StrictHostKeyChecking=yes")
+				runs[i] = sshRunPort(t, side, kh, port, opts, d.env())
+				runs[i].known = knownHostsShape(t, kh)
+				sshRunPort(t, side, kh, port, []string{"-O", "exit", "-o", "ControlPath=" + cp}, d.env())
+			}
+			want, got := runs[0], runs[1]
+			if got.rc != want.rc || got.stdout != want.stdout || got.stderr != want.stderr {
+				t.Errorf("through the shim: rc %d, stdout %q, stderr:\n%s\nwith OpenSSH: rc %d, stdout %q, stderr:\n%s",
+					got.rc, got.stdout, got.stderr, want.rc, want.stdout, want.stderr)
+			}
+			if got.known != want.known {
+				t.Errorf("known_hosts afterwards through the shim:\n%s\nwith OpenSSH:\n%s", got.known, want.known)
+			}
+		})
+	}
+}
+
+// startCertSSHD starts an sshd on a free port of 127.0.0.1 with hostKey
+// and its certificate (hostKey-cert.pub), letting only the lab's user in
+// by key, until t ends; it returns once sshd says it listens.
+func startCertSSHD(t *testing.T, dir, hostKey string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	cfg := filepath.Join(dir, "sshd_config")
+	conf := fmt.Sprintf("Port %s\nListenAddress 127.0.0.1\nHostKey %s\nHostCertificate %s-cert.pub\nPidFile %s/sshd.pid\n"+
+		"AllowUsers %s\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\n",
+		port, hostKey, hostKey, dir, suite.lab.User)
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", cfg)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "Server listening on 127.0.0.1 port "+port) {
+			go func() { _, _ = io.Copy(io.Discard, stderr) }()
+			return port
+		}
+		t.Logf("sshd: %s", sc.Text())
+	}
+	t.Fatalf("sshd on port %s ended before listening", port)
+	return ""
 }

@@ -87,9 +87,20 @@
 // authentication disabled (and, with the default known_hosts files,
 // OpenSSH's "UpdateHostkeys is disabled" notice). At a re-key only the
 // key accepted first is accepted again. For a port other than 22, a key
-// that known_hosts holds for the bare host name, with no "[host]:port"
-// entry at all, is accepted, as OpenSSH's "checking without port
-// identifier" does.
+// (or certificate CA) that known_hosts holds for the bare host name, with
+// no "[host]:port" entry at all, is accepted, as OpenSSH's "checking
+// without port identifier" does. Without a user known_hosts file
+// (UserKnownHostsFile none) nothing can be recorded, so an unknown host
+// fails with only "Host key verification failed." whatever
+// StrictHostKeyChecking says, as in OpenSSH.
+//
+// The check follows sshconnect.c's check_host_key step by step: a host
+// certificate is looked up by its CA among @cert-authority lines and
+// checked as sshkey_cert_check_host does (a failure prints its
+// "Certificate invalid: ..." line); one no CA vouches for, or that fails
+// a check, is checked again as its plain key; @revoked lines cover a key,
+// a certificate's key and a certificate's CA, and a revoked certificate
+// is not checked again as its plain key.
 //
 // UpdateHostKeys (on with the default known_hosts, VerifyHostKeyDNS off):
 // for a key trusted from a user known_hosts file, the server's

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -161,8 +162,9 @@ var opensshHostKeyAlgos = []string{
 }
 
 // hostKeyAlgorithms orders the host key algorithms like OpenSSH's
-// order_hostkeyalgs: those of key types already known for the host (and
-// certificates when a CA is known) first, the rest after, each part in the
+// order_hostkeyalgs: as they are when a key of the first one's type is
+// known for the host, else those of key types already known for the host
+// (and certificates when a CA is known) first, the rest after, each part in the
 // default order (or base's, the configured HostKeyAlgorithms, which
 // Settings has already cut to what x/crypto implements). From the
 // default, algorithms x/crypto does not implement are dropped.
@@ -185,20 +187,31 @@ func hostKeyAlgorithms(entries []khEntry, name string, base []string) []string {
 			ca = true
 		}
 	}
+	// A known key of the best algorithm's type: the list as it is
+	// (certificates first, so that a known plain key does not bypass a
+	// CA's checks and revocation).
+	if len(base) > 0 && knownType[plainKeyType(base[0])] {
+		return base
+	}
 	var first, rest []string
 	for _, a := range base {
-		plain := strings.TrimSuffix(a, "-cert-v01@openssh.com")
-		isCert := plain != a
-		if strings.HasPrefix(plain, "rsa-sha2-") {
-			plain = ssh.KeyAlgoRSA
-		}
-		if (isCert && ca) || (!isCert && knownType[plain]) {
+		isCert := strings.HasSuffix(a, "-cert-v01@openssh.com")
+		if (isCert && ca) || (!isCert && knownType[plainKeyType(a)]) {
 			first = append(first, a)
 		} else {
 			rest = append(rest, a)
 		}
 	}
 	return append(first, rest...)
+}
+
+// plainKeyType is the key type of algorithm a's plain keys.
+func plainKeyType(a string) string {
+	a = strings.TrimSuffix(a, "-cert-v01@openssh.com")
+	if strings.HasPrefix(a, "rsa-sha2-") {
+		return ssh.KeyAlgoRSA
+	}
+	return a
 }
 
 // hostKeyChecker verifies the server's host key like OpenSSH's
@@ -216,6 +229,7 @@ type hostKeyChecker struct {
 	userFiles    map[string]bool
 	noMITMMethod bool // password/kbd-interactive disabled (changed key, StrictHostKeyChecking=no)
 	accepted     ssh.PublicKey
+	msgs         []msgLine // the check's messages so far (say)
 }
 
 func newHostKeyChecker(ctx context.Context, s *Settings, p Prompter, rep *reporter) *hostKeyChecker {
@@ -244,114 +258,230 @@ func (c *hostKeyChecker) callback(_ string, _ net.Addr, key ssh.PublicKey) error
 		return fmt.Errorf("%w: server host key changed during re-key", ErrHostKey)
 	}
 	err := c.check(key)
-	if err == nil {
-		c.accepted = key
+	if err != nil {
+		if c.fail == nil {
+			c.fail = failure(c.s.LogLevel, err, append(c.msgs, fatalLine("Host key verification failed."))...)
+		}
+		c.msgs = nil
+		return err
 	}
-	if err != nil && c.fail == nil {
-		c.fail = failure(c.s.LogLevel, err, fatalLine("Host key verification failed."))
+	c.flush()
+	c.accepted = key
+	return nil
+}
+
+// say queues a message of the check: on success the messages are
+// reported, on failure they lead the ConnError, in ssh's order.
+func (c *hostKeyChecker) say(l msgLine) { c.msgs = append(c.msgs, l) }
+
+// flush reports the queued messages (before a prompt, and at the end).
+func (c *hostKeyChecker) flush() {
+	for _, l := range c.msgs {
+		c.rep.line(l.lvl, l.text)
+	}
+	c.msgs = nil
+}
+
+// check_host_key's readonly argument.
+const (
+	rdrw    = iota
+	rdonly  // the key may not be recorded
+	roquiet // and a changed key fails without a word (the check without the port)
+)
+
+// errRevoked marks a revoked key's failure: unlike the others, it does
+// not send a certificate on to the check of its plain key.
+var errRevoked = errors.New("revoked host key")
+
+// check is OpenSSH's check_host_key for the first key the server shows.
+func (c *hostKeyChecker) check(key ssh.PublicKey) error {
+	mode := rdrw
+	// A name known_hosts must not hold is never written.
+	if strings.ContainsAny(c.s.HostName, "@?*#[]|'\"\\") {
+		mode = rdonly
+	}
+	if cert, ok := key.(*ssh.Certificate); ok {
+		// ssh refuses a badly signed certificate as it parses it,
+		// before any check; x/crypto leaves the signature to us.
+		if err := cert.SignatureKey.Verify(certSignedBytes(cert), cert.Signature); err != nil {
+			return fmt.Errorf("%w: host certificate: %w", ErrHostKey, err)
+		}
+	}
+	return c.checkHostKey(key, c.s.Port, mode)
+}
+
+// checkHostKey is check_host_key for the known_hosts name with port (0
+// for the check without it): a certificate no CA vouches for (or that
+// fails its checks) is checked again as its plain key, unless revoked.
+func (c *hostKeyChecker) checkHostKey(key ssh.PublicKey, port, mode int) error {
+	// With no user file, ssh cannot record the key.
+	if mode == rdrw && len(c.s.UserKnownHostsFiles) == 0 {
+		mode = rdonly
+	}
+	err := c.checkKey(key, port, mode)
+	if cert, ok := key.(*ssh.Certificate); ok && err != nil && !errors.Is(err, errRevoked) {
+		return c.checkKey(cert.Key, port, mode)
 	}
 	return err
 }
 
-func (c *hostKeyChecker) check(key ssh.PublicKey) error {
-	name := lookupName(c.s)
-	if cert, ok := key.(*ssh.Certificate); ok {
-		if c.certOK(cert, name) {
-			return nil
-		}
-		// No trusted CA: OpenSSH retries with the plain key.
-		key = cert.Key
+// hostStatus is hostfile.h's HostStatus.
+type hostStatus int
+
+const (
+	hostOK hostStatus = iota
+	hostNew
+	hostChanged
+	hostRevoked
+)
+
+// lookup is hostfile.c's check_key_in_hostkeys over the entries for
+// name: a certificate is looked up by its CA among @cert-authority lines,
+// a plain key among plain lines (another key there: changed); either is
+// revoked when an @revoked line holds it, its plain key or its CA.
+func (c *hostKeyChecker) lookup(key ssh.PublicKey, name string) (hostStatus, *khEntry) {
+	cert, wantCert := key.(*ssh.Certificate)
+	want := ""
+	if wantCert {
+		want = "cert-authority"
 	}
+	status, found := hostNew, (*khEntry)(nil)
 	for i := range c.entries {
 		e := &c.entries[i]
-		if e.marker == "revoked" && keysEqual(e.key, key) && e.matches(name) {
-			return c.revoked(key, name)
-		}
-	}
-	var offending *khEntry
-	for i := range c.entries {
-		e := &c.entries[i]
-		if e.marker != "" || !e.matches(name) {
+		if e.marker != want || !e.matches(name) {
 			continue
 		}
-		if keysEqual(e.key, key) {
-			// sshconnect.c turns UpdateHostKeys off for a global file's key.
-			c.trusted = c.userFiles[e.path]
+		if wantCert {
+			if equalPublic(cert.SignatureKey, e.key) {
+				status, found = hostOK, e
+				break
+			}
+			continue
+		}
+		if keysEqual(key, e.key) {
+			status, found = hostOK, e
+			break
+		}
+		status, found = hostChanged, e
+	}
+	for i := range c.entries {
+		e := &c.entries[i]
+		if e.marker == "revoked" && e.matches(name) &&
+			(equalPublic(key, e.key) || wantCert && equalPublic(cert.SignatureKey, e.key)) {
+			return hostRevoked, nil
+		}
+	}
+	return status, found
+}
+
+// equalPublic is sshkey_equal_public: the same key, certificate or not.
+func equalPublic(a, b ssh.PublicKey) bool {
+	if c, ok := a.(*ssh.Certificate); ok {
+		a = c.Key
+	}
+	if c, ok := b.(*ssh.Certificate); ok {
+		b = c.Key
+	}
+	return keysEqual(a, b)
+}
+
+// hostfileName is get_hostfile_hostname_ipaddr's name: HostKeyAlias, or
+// the host name, as "[host]:port" for a port other than 0 and 22.
+func (c *hostKeyChecker) hostfileName(port int) string {
+	if c.s.HostKeyAlias != "" {
+		return c.s.HostKeyAlias
+	}
+	if port == 0 || port == 22 {
+		return c.s.HostName
+	}
+	return "[" + c.s.HostName + "]:" + strconv.Itoa(port)
+}
+
+// checkKey is one pass of check_host_key (from its retry label) for key.
+func (c *hostKeyChecker) checkKey(key ssh.PublicKey, port, mode int) error {
+	name := c.hostfileName(port)
+	cert, wantCert := key.(*ssh.Certificate)
+	status, found := c.lookup(key, name)
+	switch status {
+	case hostOK:
+		if wantCert {
+			principal := c.s.HostKeyAlias
+			if principal == "" {
+				principal = c.s.HostName
+			}
+			if reason := certInvalid(cert, principal, time.Now()); reason != "" {
+				c.say(errorLine(reason))
+				return fmt.Errorf("%w: %s", ErrHostKey, reason)
+			}
+			// ssh does not update the host keys of a certified host.
 			return nil
 		}
-		offending = e
-	}
-	if offending != nil {
-		return c.changed(key, name, offending)
-	}
-	if c.knownWithoutPort(key) {
+		// sshconnect.c turns UpdateHostKeys off for a global file's key.
+		c.trusted = c.userFiles[found.path]
 		return nil
-	}
-	if c.readonly() {
-		// ssh cannot record the key, so it refuses it without asking
-		// and whatever StrictHostKeyChecking says.
-		return fmt.Errorf("%w: unknown host %s, no known_hosts file to record it in", ErrHostKey, name)
-	}
-	return c.unknown(key, name)
-}
-
-// readonly is when check_host_key may not write a user known_hosts file:
-// there is none (UserKnownHostsFile none), or the host name holds a
-// character a known_hosts name must not.
-func (c *hostKeyChecker) readonly() bool {
-	return len(c.s.UserKnownHostsFiles) == 0 || strings.ContainsAny(c.s.HostName, "@?*#[]|'\"\\")
-}
-
-// knownWithoutPort is OpenSSH's fallback for a host on another port than
-// 22 that known_hosts does not name as "[host]:port" at all: the key is
-// accepted when an entry for the bare host name holds it ("found matching
-// key w/out port"). HostKeyAlias turns the fallback off.
-func (c *hostKeyChecker) knownWithoutPort(key ssh.PublicKey) bool {
-	if c.s.HostKeyAlias != "" || c.s.Port == 22 || c.s.Port == 0 {
-		return false
-	}
-	bare := knownhosts.Normalize(net.JoinHostPort(c.s.HostName, "22"))
-	for i := range c.entries {
-		e := &c.entries[i]
-		if e.marker == "" && keysEqual(e.key, key) && e.matches(bare) {
-			return true
+	case hostNew:
+		if c.s.HostKeyAlias == "" && port != 0 && port != 22 {
+			// "checking without port identifier"
+			if c.checkHostKey(key, 0, roquiet) == nil {
+				// "found matching key w/out port": not trusted for
+				// UpdateHostKeys, which is the outer check's to grant.
+				c.trusted = false
+				return nil
+			}
 		}
+		if mode != rdrw || wantCert {
+			return fmt.Errorf("%w: no known key for %s", ErrHostKey, name)
+		}
+		return c.unknown(key, name)
+	case hostRevoked:
+		return c.revoked(key, name)
+	default:
+		if mode == roquiet {
+			return fmt.Errorf("%w: another key is known for %s", ErrHostKey, name)
+		}
+		return c.changed(key, name, found)
 	}
-	return false
 }
 
-func (c *hostKeyChecker) certOK(cert *ssh.Certificate, name string) bool {
-	var cas []ssh.PublicKey
-	for i := range c.entries {
-		e := &c.entries[i]
-		if e.marker == "cert-authority" && e.matches(name) {
-			cas = append(cas, e.key)
-		}
+// certInvalid is sshkey_cert_check_host's reason for refusing a host
+// certificate signed by a trusted CA, "" if it is valid for principal.
+func certInvalid(cert *ssh.Certificate, principal string, now time.Time) string {
+	t := uint64(now.Unix())
+	switch {
+	case cert.CertType != ssh.HostCert:
+		return "Certificate invalid: not a host certificate"
+	case t < cert.ValidAfter:
+		return "Certificate invalid: not yet valid"
+	case t >= cert.ValidBefore:
+		return "Certificate invalid: expired"
+	case len(cert.ValidPrincipals) > 0 && !slices.Contains(cert.ValidPrincipals, principal):
+		return "Certificate invalid: name is not a listed principal"
+	case len(cert.CriticalOptions) > 0:
+		return "Certificate contains unsupported critical options"
+	case !slices.Contains(algoCASig.defaults, cert.Signature.Format):
+		return "Certificate signed with disallowed algorithm"
 	}
-	if len(cas) == 0 {
-		return false
-	}
-	checker := &ssh.CertChecker{IsHostAuthority: func(auth ssh.PublicKey, _ string) bool {
-		return slices.ContainsFunc(cas, func(k ssh.PublicKey) bool { return keysEqual(k, auth) })
-	}}
-	principal := c.s.HostKeyAlias
-	if principal == "" {
-		principal = c.s.HostName
-	}
-	return checker.CheckHostKey(net.JoinHostPort(principal, "22"), &net.TCPAddr{}, cert) == nil
+	return ""
+}
+
+// certSignedBytes is what the CA signed: the certificate without its
+// signature (x/crypto's bytesForSigning).
+func certSignedBytes(cert *ssh.Certificate) []byte {
+	c2 := *cert
+	c2.Signature = nil
+	out := c2.Marshal()
+	// Drop the trailing length-prefixed empty signature.
+	return out[:len(out)-4]
 }
 
 func (c *hostKeyChecker) unknown(key ssh.PublicKey, name string) error {
 	typ := keyTypeName(key)
 	switch c.s.StrictHostKeyChecking {
 	case "yes":
-		c.fail = failure(c.s.LogLevel, ErrHostKey,
-			errorLine(fmt.Sprintf("No %s host key is known for %.200s and you have requested strict checking.", typ, name)),
-			fatalLine("Host key verification failed."))
+		c.say(errorLine(fmt.Sprintf("No %s host key is known for %.200s and you have requested strict checking.", typ, name)))
 		return fmt.Errorf("%w: unknown host %s", ErrHostKey, name)
 	case "ask":
 		if c.s.BatchMode || c.p == nil || !c.confirm(key, name) {
-			c.fail = failure(c.s.LogLevel, ErrHostKey, fatalLine("Host key verification failed."))
 			return fmt.Errorf("%w: unknown host %s not confirmed", ErrHostKey, name)
 		}
 		c.trusted = true // explicitly confirmed
@@ -394,6 +524,7 @@ func (c *hostKeyChecker) confirm(key ssh.PublicKey, name string) bool {
 	}
 	b.WriteString("Are you sure you want to continue connecting (yes/no/[fingerprint])? ")
 	prompt := b.String()
+	c.flush() // what ssh printed before it asks
 	for {
 		ans, err := c.p.Prompt(c.ctx, prompt, true)
 		if err != nil {
@@ -424,10 +555,10 @@ func (c *hostKeyChecker) add(key ssh.PublicKey, name string) {
 	line := host + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))) + "\n"
 	c.createUserSSHDir(file)
 	if err := appendKnownHost(file, line, os.FileMode(0o666&^(c.s.Env.Umask|0o022))); err != nil {
-		c.rep.line(lvlInfo, fmt.Sprintf("Failed to add the host to the list of known hosts (%.500s).", c.s.UserKnownHostsFiles[0]))
+		c.say(msgLine{lvlInfo, fmt.Sprintf("Failed to add the host to the list of known hosts (%.500s).", c.s.UserKnownHostsFiles[0])})
 		return
 	}
-	c.rep.line(lvlInfo, fmt.Sprintf("Warning: Permanently added '%.200s' (%s) to the list of known hosts.", name, keyTypeName(key)))
+	c.say(msgLine{lvlInfo, fmt.Sprintf("Warning: Permanently added '%.200s' (%s) to the list of known hosts.", name, keyTypeName(key))})
 }
 
 // createUserSSHDir makes ~/.ssh (0700) when file lives there and it is
@@ -447,10 +578,10 @@ func (c *hostKeyChecker) createUserSSHDir(file string) {
 	switch {
 	case err == nil:
 	case !errors.Is(err, fs.ErrNotExist):
-		c.rep.line(lvlError, fmt.Sprintf("Could not stat %s: %s", dot, strerror(err)))
+		c.say(errorLine(fmt.Sprintf("Could not stat %s: %s", dot, strerror(err))))
 	default:
 		if err := os.Mkdir(dot, 0o700); err != nil {
-			c.rep.line(lvlError, fmt.Sprintf("Could not create directory '%.200s' (%s).", dot, strerror(err)))
+			c.say(errorLine(fmt.Sprintf("Could not create directory '%.200s' (%s).", dot, strerror(err))))
 		}
 	}
 }
@@ -489,31 +620,21 @@ var changedBanner = []string{
 }
 
 func (c *hostKeyChecker) changed(key ssh.PublicKey, name string, off *khEntry) error {
-	var lines []msgLine
 	for _, l := range changedBanner {
-		lines = append(lines, errorLine(l))
+		c.say(errorLine(l))
 	}
-	lines = append(lines,
-		errorLine(fmt.Sprintf("The fingerprint for the %s key sent by the remote host is\n%s.", keyTypeName(key), ssh.FingerprintSHA256(key))),
-		errorLine("Please contact your system administrator."))
+	c.say(errorLine(fmt.Sprintf("The fingerprint for the %s key sent by the remote host is\n%s.", keyTypeName(key), ssh.FingerprintSHA256(key))))
+	c.say(errorLine("Please contact your system administrator."))
 	// The first user file, else the first global one, else nothing.
 	if files := append(slices.Clone(c.s.UserKnownHostsFiles), c.s.GlobalKnownHostsFiles...); len(files) > 0 {
-		lines = append(lines, errorLine(fmt.Sprintf("Add correct host key in %.100s to get rid of this message.", files[0])))
+		c.say(errorLine(fmt.Sprintf("Add correct host key in %.100s to get rid of this message.", files[0])))
 	}
-	lines = append(lines,
-		errorLine(fmt.Sprintf("Offending %s key in %s:%d", keyTypeName(off.key), off.path, off.line)),
-		errorLine("  remove with:"),
-		errorLine(fmt.Sprintf("  ssh-keygen -f \"%s\" -R \"%s\"", off.path, name)),
-	)
+	c.say(errorLine(fmt.Sprintf("Offending %s key in %s:%d", keyTypeName(off.key), off.path, off.line)))
+	c.say(errorLine("  remove with:"))
+	c.say(errorLine(fmt.Sprintf("  ssh-keygen -f \"%s\" -R \"%s\"", off.path, name)))
 	if c.s.StrictHostKeyChecking != "no" {
-		lines = append(lines,
-			errorLine(fmt.Sprintf("Host key for %.200s has changed and you have requested strict checking.", name)),
-			fatalLine("Host key verification failed."))
-		c.fail = failure(c.s.LogLevel, ErrHostKey, lines...)
+		c.say(errorLine(fmt.Sprintf("Host key for %.200s has changed and you have requested strict checking.", name)))
 		return fmt.Errorf("%w: host key for %s has changed", ErrHostKey, name)
-	}
-	for _, l := range lines {
-		c.rep.line(l.lvl, l.text)
 	}
 	c.continueUnsafe()
 	return nil
@@ -521,23 +642,19 @@ func (c *hostKeyChecker) changed(key ssh.PublicKey, name string, off *khEntry) e
 
 func (c *hostKeyChecker) revoked(key ssh.PublicKey, name string) error {
 	typ := keyTypeName(key)
-	lines := []msgLine{
-		errorLine("@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@"),
-		errorLine("@       WARNING: REVOKED HOST KEY DETECTED!               @"),
-		errorLine("@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@"),
-		errorLine(fmt.Sprintf("The %s host key for %s is marked as revoked.", typ, name)),
-		errorLine("This could mean that a stolen key is being used to"),
-		errorLine("impersonate this host."),
+	for _, l := range []string{
+		"@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@",
+		"@       WARNING: REVOKED HOST KEY DETECTED!               @",
+		"@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@",
+		fmt.Sprintf("The %s host key for %s is marked as revoked.", typ, name),
+		"This could mean that a stolen key is being used to",
+		"impersonate this host.",
+	} {
+		c.say(errorLine(l))
 	}
 	if c.s.StrictHostKeyChecking != "no" {
-		lines = append(lines,
-			errorLine(fmt.Sprintf("%s host key for %.200s was revoked and you have requested strict checking.", typ, name)),
-			fatalLine("Host key verification failed."))
-		c.fail = failure(c.s.LogLevel, ErrHostKey, lines...)
-		return fmt.Errorf("%w: host key for %s is revoked", ErrHostKey, name)
-	}
-	for _, l := range lines {
-		c.rep.line(l.lvl, l.text)
+		c.say(errorLine(fmt.Sprintf("%s host key for %.200s was revoked and you have requested strict checking.", typ, name)))
+		return fmt.Errorf("%w: %w: host key for %s", ErrHostKey, errRevoked, name)
 	}
 	c.continueUnsafe()
 	return nil
@@ -546,16 +663,16 @@ func (c *hostKeyChecker) revoked(key ssh.PublicKey, name string) error {
 // continueUnsafe is OpenSSH's continue_unsafe: the connection goes on
 // without the authentication methods a man in the middle could harvest.
 func (c *hostKeyChecker) continueUnsafe() {
+	if c.s.PasswordAuthentication && !c.noMITMMethod {
+		c.say(errorLine("Password authentication is disabled to avoid man-in-the-middle attacks."))
+	}
+	if c.s.KbdInteractiveAuthentication && !c.noMITMMethod {
+		c.say(errorLine("Keyboard-interactive authentication is disabled to avoid man-in-the-middle attacks."))
+	}
+	if c.s.updateHostKeys && !c.noMITMMethod {
+		c.say(errorLine("UpdateHostkeys is disabled because the host key is not trusted."))
+	}
 	c.noMITMMethod = true
-	if c.s.PasswordAuthentication {
-		c.rep.line(lvlError, "Password authentication is disabled to avoid man-in-the-middle attacks.")
-	}
-	if c.s.KbdInteractiveAuthentication {
-		c.rep.line(lvlError, "Keyboard-interactive authentication is disabled to avoid man-in-the-middle attacks.")
-	}
-	if c.s.updateHostKeys {
-		c.rep.line(lvlError, "UpdateHostkeys is disabled because the host key is not trusted.")
-	}
 }
 
 // keyAlgoDSA names ssh-dss keys, which the bridge never offers or
