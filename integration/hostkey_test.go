@@ -258,6 +258,14 @@ var hostCertCases = []hostKeyCase{
 	{"CA in the global file only", "@cert-authority * CA\n", []string{"-o", "UserKnownHostsFile=none", "-o", "GlobalKnownHostsFile=KNOWN_HOSTS"}},
 }
 
+// expiredCertCases are for a server whose certificate has expired.
+var expiredCertCases = []hostKeyCase{
+	{"expired", "@cert-authority * CA\n", nil},
+	{"expired, plain key known", "@cert-authority * CA\n[127.0.0.1]:PORT KEY\n", nil},
+	{"expired, accept-new", "@cert-authority * CA\n", []string{"-o", "StrictHostKeyChecking=accept-new"}},
+	{"expired, CA for the bare address, accept-new", "@cert-authority 127.0.0.1 CA\n", []string{"-o", "StrictHostKeyChecking=accept-new"}},
+}
+
 // TestHostCertificateLikeOpenSSH runs ssh through the shim and through
 // OpenSSH against an sshd of the test's own with a HostCertificate, with
 // the same known_hosts content and options (StrictHostKeyChecking yes
@@ -276,45 +284,60 @@ func TestHostCertificateLikeOpenSSH(t *testing.T) {
 			t.Fatalf("ssh-keygen %v: %v\n%s", args, err, out)
 		}
 	}
-	ca, hostKey := filepath.Join(dir, "ca"), filepath.Join(dir, "hostkey")
+	ca := filepath.Join(dir, "ca")
 	keygen("-t", "ed25519", "-N", "", "-f", ca)
-	keygen("-t", "ed25519", "-N", "", "-f", hostKey)
-	keygen("-s", ca, "-I", "h", "-h", "-n", "127.0.0.1", "-V", "-1d:+1d", hostKey+".pub")
-	port := startCertSSHD(t, dir, hostKey)
-	caKey, key := hostPublicKey(t, ca+".pub"), hostPublicKey(t, hostKey+".pub")
+	caKey := hostPublicKey(t, ca+".pub")
 	sides := []string{suite.realSSH, filepath.Join(suite.shims, "ssh")}
-	for n, tc := range hostCertCases {
-		t.Run(tc.name, func(t *testing.T) {
-			d := newPrivateDaemon(t)
-			content := strings.NewReplacer("PORT", port, "CA", caKey, "KEY", key).Replace(tc.known)
-			var runs [2]hostKeyRun
-			for i, side := range sides {
-				kh := filepath.Join(dir, []string{"real", "shim"}[i])
-				writeKnownHosts(t, kh, content)
-				cp := filepath.Join(dir, fmt.Sprintf("%s-%d", []string{"real", "shim"}[i], n))
-				opts := append([]string{"-o", "ControlMaster=auto", "-o", "ControlPath=" + cp, "-o", "GlobalKnownHostsFile=/dev/null",
-					"-o", "HashKnownHosts=no", "-o", "UpdateHostKeys=no"}, tc.opts...)
-				opts = append(opts, "-o", "StrictHostKeyChecking=yes")
-				runs[i] = sshRunPort(t, side, kh, port, opts, d.env())
-				runs[i].known = knownHostsShape(t, kh)
-				sshRunPort(t, side, kh, port, []string{"-O", "exit", "-o", "ControlPath=" + cp}, d.env())
-			}
-			want, got := runs[0], runs[1]
-			if got.rc != want.rc || got.stdout != want.stdout || got.stderr != want.stderr {
-				t.Errorf("through the shim: rc %d, stdout %q, stderr:\n%s\nwith OpenSSH: rc %d, stdout %q, stderr:\n%s",
-					got.rc, got.stdout, got.stderr, want.rc, want.stdout, want.stderr)
-			}
-			if got.known != want.known {
-				t.Errorf("known_hosts afterwards through the shim:\n%s\nwith OpenSSH:\n%s", got.known, want.known)
-			}
-		})
+	n := 0
+	for _, set := range []struct {
+		name     string
+		validity string
+		cases    []hostKeyCase
+	}{{"valid", "-1d:+1d", hostCertCases}, {"expired", "-2d:-1d", expiredCertCases}} {
+		hostKey := filepath.Join(dir, set.name)
+		keygen("-t", "ed25519", "-N", "", "-f", hostKey)
+		keygen("-s", ca, "-I", "h", "-h", "-n", "127.0.0.1", "-V", set.validity, hostKey+".pub")
+		port := startCertSSHD(t, hostKey)
+		key := hostPublicKey(t, hostKey+".pub")
+		for _, tc := range set.cases {
+			n++
+			checkHostCert(t, tc, n, dir, port, caKey, key, sides)
+		}
 	}
+}
+
+// checkHostCert runs one case of TestHostCertificateLikeOpenSSH.
+func checkHostCert(t *testing.T, tc hostKeyCase, n int, dir, port, caKey, key string, sides []string) {
+	t.Run(tc.name, func(t *testing.T) {
+		d := newPrivateDaemon(t)
+		content := strings.NewReplacer("PORT", port, "CA", caKey, "KEY", key).Replace(tc.known)
+		var runs [2]hostKeyRun
+		for i, side := range sides {
+			kh := filepath.Join(dir, []string{"real", "shim"}[i])
+			writeKnownHosts(t, kh, content)
+			cp := filepath.Join(dir, fmt.Sprintf("%s-%d", []string{"real", "shim"}[i], n))
+			opts := append([]string{"-o", "ControlMaster=auto", "-o", "ControlPath=" + cp, "-o", "GlobalKnownHostsFile=/dev/null",
+				"-o", "HashKnownHosts=no", "-o", "UpdateHostKeys=no"}, tc.opts...)
+			opts = append(opts, "-o", "StrictHostKeyChecking=yes")
+			runs[i] = sshRunPort(t, side, kh, port, opts, d.env())
+			runs[i].known = knownHostsShape(t, kh)
+			sshRunPort(t, side, kh, port, []string{"-O", "exit", "-o", "ControlPath=" + cp}, d.env())
+		}
+		want, got := runs[0], runs[1]
+		if got.rc != want.rc || got.stdout != want.stdout || got.stderr != want.stderr {
+			t.Errorf("through the shim: rc %d, stdout %q, stderr:\n%s\nwith OpenSSH: rc %d, stdout %q, stderr:\n%s",
+				got.rc, got.stdout, got.stderr, want.rc, want.stdout, want.stderr)
+		}
+		if got.known != want.known {
+			t.Errorf("known_hosts afterwards through the shim:\n%s\nwith OpenSSH:\n%s", got.known, want.known)
+		}
+	})
 }
 
 // startCertSSHD starts an sshd on a free port of 127.0.0.1 with hostKey
 // and its certificate (hostKey-cert.pub), letting only the lab's user in
 // by key, until t ends; it returns once sshd says it listens.
-func startCertSSHD(t *testing.T, dir, hostKey string) string {
+func startCertSSHD(t *testing.T, hostKey string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -322,10 +345,10 @@ func startCertSSHD(t *testing.T, dir, hostKey string) string {
 	}
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	ln.Close()
-	cfg := filepath.Join(dir, "sshd_config")
-	conf := fmt.Sprintf("Port %s\nListenAddress 127.0.0.1\nHostKey %s\nHostCertificate %s-cert.pub\nPidFile %s/sshd.pid\n"+
+	cfg := hostKey + ".sshd_config"
+	conf := fmt.Sprintf("Port %s\nListenAddress 127.0.0.1\nHostKey %s\nHostCertificate %s-cert.pub\nPidFile %s.pid\n"+
 		"AllowUsers %s\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\n",
-		port, hostKey, hostKey, dir, suite.lab.User)
+		port, hostKey, hostKey, hostKey, suite.lab.User)
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
