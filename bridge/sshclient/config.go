@@ -27,10 +27,11 @@ type source struct {
 
 // block is one Host or Match line of a config file.
 type block struct {
-	match bool
-	args  string   // Match criteria, verbatim
-	pats  []string // Host patterns
-	line  int
+	match     bool
+	args      string   // Match criteria, verbatim
+	pats      []string // Host patterns
+	badQuotes bool     // a Host line argv_split refuses
+	line      int
 }
 
 // parsedFile is a config file split into its blocks: the implicit one
@@ -102,10 +103,7 @@ func preprocess(data []byte) (*parsedFile, error) {
 		switch lkw := strings.ToLower(kw); lkw {
 		case "host":
 			args, ok := sshconf.Split(rest)
-			if !ok {
-				return nil, fmt.Errorf("line %d: invalid quotes", no)
-			}
-			pf.sections = append(pf.sections, section{blk: &block{pats: args, line: no}})
+			pf.sections = append(pf.sections, section{blk: &block{pats: args, badQuotes: !ok, line: no}})
 		case "match":
 			pf.sections = append(pf.sections, section{blk: &block{match: true, args: rest, line: no}})
 		default:
@@ -138,13 +136,13 @@ func splitKeyword(ln string) (kw, rest string) {
 // userConf selects how relative Include paths resolve (~/.ssh vs /etc/ssh).
 func (r *resolver) readConfigFile(path string, userConf, checkPerm, mustExist bool, depth int) error {
 	if depth > maxIncludeDepth {
-		return &ConnError{Msg: "Too many recursive configuration includes", Err: errors.New("include depth")}
+		return failure(r.cmdLevel, errors.New("include depth"), fatalLine("Too many recursive configuration includes"))
 	}
 	abs := r.env.abs(path)
 	data, err := os.ReadFile(abs)
 	if err != nil {
 		if mustExist {
-			return &ConnError{Msg: fmt.Sprintf("Can't open user config file %.100s: %.100s", path, strerror(err)), Err: err}
+			return failure(r.cmdLevel, err, fatalLine(fmt.Sprintf("Can't open user config file %.100s: %.100s", path, strerror(err))))
 		}
 		return nil
 	}
@@ -152,7 +150,7 @@ func (r *resolver) readConfigFile(path string, userConf, checkPerm, mustExist bo
 		if st, err := os.Stat(abs); err == nil {
 			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 				if !securePermissions(sys, os.Getuid()) {
-					return &ConnError{Msg: fmt.Sprintf("Bad owner or permissions on %s", path), Err: errors.New("bad config permissions")}
+					return failure(r.cmdLevel, errors.New("bad config permissions"), fatalLine(fmt.Sprintf("Bad owner or permissions on %s", path)))
 				}
 			}
 		}
@@ -165,14 +163,26 @@ func (r *resolver) readConfigFile(path string, userConf, checkPerm, mustExist bo
 	for _, sec := range pf.sections {
 		active := true // the implicit block at the top of every file
 		if b := sec.blk; b != nil {
+			kw := "host"
 			if b.match {
+				kw = "match"
+			}
+			switch {
+			case b.match && strings.TrimSpace(b.args) == "" || !b.match && len(b.pats) == 0 && !b.badQuotes:
+				// readconf.c's check of every line, before the keyword's.
+				bad = append(bad, fmt.Sprintf("%s line %d: no argument after keyword \"%s\"", path, b.line, kw))
+				active = false
+			case b.badQuotes:
+				bad = append(bad, fmt.Sprintf("%s line %d: invalid quotes", path, b.line))
+				active = false
+			case b.match:
 				m, err := r.evalMatch(b.args, source{path, b.line})
 				if err != nil {
 					bad = append(bad, err.Error())
 				}
 				active = m
-			} else {
-				active = len(b.pats) > 0 && hostLineMatches(r.hostArg, b.pats)
+			default:
+				active = hostLineMatches(r.hostArg, b.pats)
 			}
 		}
 		for _, l := range sec.lines {
@@ -192,8 +202,16 @@ func (r *resolver) readConfigFile(path string, userConf, checkPerm, mustExist bo
 		}
 	}
 	if len(bad) > 0 {
-		bad = append(bad, fmt.Sprintf("%s: terminating, %d bad configuration options", path, len(bad)))
-		return &ConnError{Msg: strings.Join(bad, "\r\n"), Err: errors.New("bad configuration options")}
+		// error() for each line, fatal() to end, at the command line's
+		// LogLevel: ssh has not read the file's yet.
+		var lines []msgLine
+		for _, b := range bad {
+			for _, l := range strings.Split(b, "\r\n") {
+				lines = append(lines, errorLine(l))
+			}
+		}
+		lines = append(lines, fatalLine(fmt.Sprintf("%s: terminating, %d bad configuration options", path, len(bad))))
+		return failure(r.cmdLevel, errors.New("bad configuration options"), lines...)
 	}
 	return nil
 }
@@ -209,7 +227,7 @@ func (r *resolver) include(val string, userConf bool, depth int, src source) err
 	for _, a := range args {
 		p, err := expandTilde(a, r.env.Home)
 		if err != nil {
-			return &ConnError{Msg: err.Error(), Err: err}
+			return expandFailure(r.cmdLevel, err)
 		}
 		if !filepath.IsAbs(p) {
 			if userConf {
@@ -238,18 +256,22 @@ func (r *resolver) include(val string, userConf bool, depth int, src source) err
 }
 
 // evalMatch evaluates a Match line like OpenSSH 9.2's match_cfg_line.
-// exec is not run: the block is skipped and recorded as unsupported.
+// exec is not run: the block is skipped and recorded as unsupported. An
+// error is the lines ssh prints for a bad line.
 func (r *resolver) evalMatch(args string, src source) (bool, error) {
 	words, ok := sshconf.Split(args)
 	if !ok {
 		return false, fmt.Errorf("%s line %d: invalid quotes", src.file, src.line)
 	}
-	if len(words) == 0 {
-		return false, fmt.Errorf("%s line %d: missing Match criteria", src.file, src.line)
+	bad := func(msg string) error {
+		return fmt.Errorf("%s\r\n%.200s line %d: Bad Match condition", msg, src.file, src.line)
 	}
-	result := true
+	result, attributes := true, 0
 	for i := 0; i < len(words); i++ {
 		attr := words[i]
+		if strings.HasPrefix(attr, "#") {
+			break
+		}
 		neg := strings.HasPrefix(attr, "!")
 		if neg {
 			attr = attr[1:]
@@ -257,11 +279,14 @@ func (r *resolver) evalMatch(args string, src source) (bool, error) {
 		la := strings.ToLower(attr)
 		switch la {
 		case "all":
-			if neg {
-				result = false
+			// It must come alone (match_cfg_line's check lets one
+			// criterion before it pass) and ends the line.
+			if attributes > 1 || i+1 < len(words) && !strings.HasPrefix(words[i+1], "#") {
+				return false, bad(fmt.Sprintf("%.200s line %d: '%s' cannot be combined with other Match attributes", src.file, src.line, words[i]))
 			}
-			continue
+			return result && !neg, nil
 		case "canonical", "final":
+			attributes++
 			if la == "final" {
 				r.wantFinal = true
 			}
@@ -271,8 +296,9 @@ func (r *resolver) evalMatch(args string, src source) (bool, error) {
 			}
 			continue
 		}
+		attributes++
 		if i+1 >= len(words) || strings.HasPrefix(words[i+1], "#") {
-			return false, fmt.Errorf("Missing Match criteria for %s", attr) //lint:ignore ST1005 OpenSSH's words
+			return false, bad("Missing Match criteria for " + attr)
 		}
 		i++
 		arg := words[i]
@@ -290,11 +316,14 @@ func (r *resolver) evalMatch(args string, src source) (bool, error) {
 			r.note(fmt.Sprintf("%s line %d: Match exec is not supported; block skipped", src.file, src.line))
 			m = neg // never matches, whatever the negation
 		default:
-			return false, fmt.Errorf("%.200s line %d: Unsupported Match attribute %s", src.file, src.line, attr)
+			return false, bad("Unsupported Match attribute " + attr)
 		}
 		if m == neg {
 			result = false
 		}
+	}
+	if attributes == 0 {
+		return false, bad("One or more attributes required for Match")
 	}
 	return result, nil
 }
@@ -367,6 +396,45 @@ var flagKeys = map[string]bool{
 	"clearallforwardings": true, "gatewayports": true, "streamlocalbindunlink": true,
 }
 
+// opensshKeywords are the keywords OpenSSH 9.2's readconf.c knows
+// (Debian's build, with GSSAPI and PKCS#11), Host, Match and Include
+// aside: any other is a "Bad configuration option".
+var opensshKeywords = map[string]bool{
+	"addkeystoagent": true, "addressfamily": true, "afstokenpassing": true, "batchmode": true, "bindaddress": true, "bindinterface": true,
+	"canonicaldomains": true, "canonicalizefallbacklocal": true, "canonicalizehostname": true, "canonicalizemaxdots": true,
+	"canonicalizepermittedcnames": true, "casignaturealgorithms": true, "certificatefile": true,
+	"challengeresponseauthentication": true, "checkhostip": true, "cipher": true, "ciphers": true, "clearallforwardings": true,
+	"compression": true, "compressionlevel": true, "connectionattempts": true, "connecttimeout": true, "controlmaster": true,
+	"controlpath": true, "controlpersist": true, "dsaauthentication": true, "dynamicforward": true, "enableescapecommandline": true,
+	"enablesshkeysign": true, "escapechar": true, "exitonforwardfailure": true, "fallbacktorsh": true, "fingerprinthash": true,
+	"forkafterauthentication": true, "forwardagent": true, "forwardx11": true, "forwardx11timeout": true, "forwardx11trusted": true,
+	"gatewayports": true, "globalknownhostsfile": true, "globalknownhostsfile2": true, "gssapiauthentication": true,
+	"gssapidelegatecredentials": true, "hashknownhosts": true, "hostbasedacceptedalgorithms": true,
+	"hostbasedauthentication": true, "hostbasedkeytypes": true, "hostkeyalgorithms": true, "hostkeyalias": true, "hostname": true,
+	"identitiesonly": true, "identityagent": true, "identityfile": true, "identityfile2": true, "ignoreunknown": true, "ipqos": true,
+	"kbdinteractiveauthentication": true, "kbdinteractivedevices": true, "keepalive": true, "kerberosauthentication": true,
+	"kerberostgtpassing": true, "kexalgorithms": true, "knownhostscommand": true, "localcommand": true, "localforward": true,
+	"loglevel": true, "logverbose": true, "macs": true, "nohostauthenticationforlocalhost": true, "numberofpasswordprompts": true,
+	"passwordauthentication": true, "permitlocalcommand": true, "permitremoteopen": true, "pkcs11provider": true, "port": true,
+	"preferredauthentications": true, "protocol": true, "proxycommand": true, "proxyjump": true, "proxyusefdpass": true,
+	"pubkeyacceptedalgorithms": true, "pubkeyacceptedkeytypes": true, "pubkeyauthentication": true, "rekeylimit": true,
+	"remotecommand": true, "remoteforward": true, "requesttty": true, "requiredrsasize": true, "revokedhostkeys": true,
+	"rhostsauthentication": true, "rhostsrsaauthentication": true, "rsaauthentication": true, "securitykeyprovider": true,
+	"sendenv": true, "serveralivecountmax": true, "serveraliveinterval": true, "sessiontype": true, "setenv": true,
+	"skeyauthentication": true, "smartcarddevice": true, "stdinnull": true, "streamlocalbindmask": true,
+	"streamlocalbindunlink": true, "stricthostkeychecking": true, "syslogfacility": true, "tcpkeepalive": true,
+	"tisauthentication": true, "tunnel": true, "tunneldevice": true, "updatehostkeys": true, "useprivilegedport": true, "user": true,
+	"userknownhostsfile": true, "userknownhostsfile2": true, "useroaming": true, "usersh": true, "verifyhostkeydns": true,
+	"visualhostkey": true, "xauthlocation": true,
+}
+
+// unsupportedKeywords are those Debian's ssh 9.2 knows but does not
+// implement: it says "Unsupported option" (at ERROR) and goes on.
+var unsupportedKeywords = map[string]bool{
+	"afstokenpassing": true, "kerberosauthentication": true, "kerberostgtpassing": true,
+	"rsaauthentication": true, "rhostsrsaauthentication": true, "compressionlevel": true,
+}
+
 // apply processes one keyword/value, first value wins (identity and
 // certificate files accumulate). It returns an OpenSSH-style message for
 // an invalid value, or "".
@@ -381,8 +449,24 @@ func (r *resolver) apply(kw, raw string, src source, active bool) string {
 		return fmt.Sprintf("%s line %d: no argument after keyword \"%s\"", src.file, src.line, kw)
 	}
 	args, ok := sshconf.Split(raw)
+	if src.file != "command-line" && !opensshKeywords[kw] {
+		// readconf.c's parse_token; the shim's parser has refused the
+		// command line's unknown keywords.
+		if ign, set := r.vals["ignoreunknown"]; set && matchPatternList(kw, ign, true) == 1 {
+			return ""
+		}
+		msg := fmt.Sprintf("%s: line %d: Bad configuration option: %s", src.file, src.line, kw)
+		if !ok {
+			msg += "\r\n" + bad("invalid quotes")
+		}
+		return msg
+	}
 	if !ok {
 		return bad("invalid quotes")
+	}
+	if unsupportedKeywords[kw] {
+		r.note(fmt.Sprintf("%s (from %s line %d) is not supported", kw, src.file, src.line))
+		return ""
 	}
 	return r.applyArgs(kw, raw, args, src, active)
 }
@@ -474,7 +558,7 @@ func (r *resolver) applyArgs(kw, raw string, args []string, src source, active b
 	case "controlpersist":
 		// yes, no or a time (the shim has checked the value).
 		set(strings.ToLower(arg))
-	case "controlpath":
+	case "controlpath", "ignoreunknown":
 		set(arg)
 	case "controlmaster":
 		// The shim has checked the value; true and false are aliases.

@@ -31,9 +31,18 @@
 // insensitively. Match all, canonical, final (with OpenSSH's second pass),
 // host, originalhost, user and localuser are supported; Match exec is not
 // run: its block is skipped and recorded in Settings.Unsupported, where
-// the caller can log it or choose the real ssh. Invalid values give
-// OpenSSH's messages ("Bad port 'x'.", "terminating, N bad configuration
-// options"); unknown keywords are ignored rather than refused.
+// the caller can log it or choose the real ssh. Invalid values and
+// keywords OpenSSH 9.2 does not know (less IgnoreUnknown's) give
+// OpenSSH's messages ("Bad port 'x'.", "Bad configuration option: x",
+// "terminating, N bad configuration options"), at the command line's
+// LogLevel, as ssh prints them before it has read its files; keywords it
+// knows and the bridge does not apply are ignored, or noted in
+// Unsupported where they would change what ssh says or does.
+//
+// Errors come in ssh.c's order: the configuration, a ProxyJump loop,
+// then the expansion of ControlPath, IdentityAgent and
+// UserKnownHostsFile, the ProxyCommand, IdentityFile and CertificateFile
+// (vdollar_percent_expand's messages, under the configured LogLevel).
 //
 // HostName expands %h and is lower-cased; IdentityFile, CertificateFile,
 // IdentityAgent and UserKnownHostsFile expand ~, the %C %d %h %i %k %L %l

@@ -22,7 +22,8 @@ func expandTilde(p, home string) (string, error) {
 	if name != "" {
 		u, err := user.Lookup(name)
 		if err != nil {
-			return "", fmt.Errorf("tilde_expand: No such user %s", name)
+			// error_f, then cleanup_exit(255): no fatal line.
+			return "", &expandError{[]msgLine{errorLine("tilde_expand: No such user " + name)}}
 		}
 		dir = u.HomeDir
 	}
@@ -35,24 +36,53 @@ func expandTilde(p, home string) (string, error) {
 // tokens holds the values of OpenSSH's percent tokens for one connection.
 type tokens map[byte]string
 
+// expandError is a failed expansion: the lines ssh prints for it, each
+// at its level (vdollar_percent_expand's error()s, then its caller's
+// fatal()).
+type expandError struct{ lines []msgLine }
+
+func (e *expandError) Error() string {
+	texts := make([]string, len(e.lines))
+	for i, l := range e.lines {
+		texts[i] = l.text
+	}
+	return strings.Join(texts, "\r\n")
+}
+
 // percentExpand expands %x tokens (only those in allowed) and, when
-// dollar is set, ${VAR} references using env. Error texts follow
-// OpenSSH's vdollar_percent_expand.
+// dollar is set, ${VAR} references using env, as OpenSSH's
+// vdollar_percent_expand: an unset variable is reported and expansion
+// goes on (ssh.c's default_client_percent_dollar_expand then fails with
+// "invalid environment variable expansion"); any other error ends it,
+// and percent_expand or percent_dollar_expand fails. The error is an
+// *expandError.
 func percentExpand(s string, t tokens, allowed string, dollar bool, env func(string) (string, bool)) (string, error) {
 	var b strings.Builder
+	var lines []msgLine
+	fail := func(msg string) error {
+		caller := "percent_expand"
+		if dollar {
+			caller = "percent_dollar_expand"
+		}
+		return &expandError{append(lines, errorLine("vdollar_percent_expand: "+msg), fatalLine(caller+": failed"))}
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if dollar && c == '$' && i+1 < len(s) && s[i+1] == '{' {
-			end := strings.IndexByte(s[i+2:], '}')
-			if end < 0 {
-				return "", fmt.Errorf("vdollar_percent_expand: unterminated ${\r\ninvalid environment variable expansion")
+			rest := s[i+2:]
+			end := strings.IndexByte(rest, '}')
+			switch {
+			case end < 0:
+				return "", fail("environment variable '" + rest + "' missing closing '}'")
+			case end == 0:
+				return "", fail("zero-length environment variable")
 			}
-			name := s[i+2 : i+2+end]
-			v, ok := env(name)
-			if !ok {
-				return "", fmt.Errorf("vdollar_percent_expand: env var ${%s} has no value\r\ninvalid environment variable expansion", name)
+			name := rest[:end]
+			if v, ok := env(name); ok {
+				b.WriteString(v)
+			} else {
+				lines = append(lines, errorLine("vdollar_percent_expand: env var ${"+name+"} has no value"))
 			}
-			b.WriteString(v)
 			i += 2 + end
 			continue
 		}
@@ -61,7 +91,7 @@ func percentExpand(s string, t tokens, allowed string, dollar bool, env func(str
 			continue
 		}
 		if i+1 >= len(s) {
-			return "", fmt.Errorf("vdollar_percent_expand: invalid format\r\npercent_dollar_expand: failed")
+			return "", fail("invalid format")
 		}
 		i++
 		k := s[i]
@@ -71,9 +101,12 @@ func percentExpand(s string, t tokens, allowed string, dollar bool, env func(str
 		}
 		v, ok := t[k]
 		if !ok || !strings.ContainsRune(allowed, rune(k)) {
-			return "", fmt.Errorf("vdollar_percent_expand: unknown key %%%c\r\npercent_dollar_expand: failed", k)
+			return "", fail(fmt.Sprintf("unknown key %%%c", k))
 		}
 		b.WriteString(v)
+	}
+	if lines != nil {
+		return "", &expandError{append(lines, fatalLine("invalid environment variable expansion"))}
 	}
 	return b.String(), nil
 }

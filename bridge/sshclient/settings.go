@@ -202,6 +202,7 @@ type resolver struct {
 	jump          string
 	unsupported   []string
 	forwarding    string // a forwarding from a file, noted unless cleared
+	cmdLevel      string // the command line's LogLevel, what ssh logs at as it reads files
 }
 
 // maxJumpDepth bounds ProxyJump chains (including loops through
@@ -231,6 +232,12 @@ func resolve(inv *fakessh.SSHInvocation, env Env, depth int) (*Settings, error) 
 	if err := r.commandLine(inv); err != nil {
 		return nil, err
 	}
+	// ssh logs at the command line's LogLevel (-q, -o LogLevel) until it
+	// has read its configuration.
+	r.cmdLevel = "INFO"
+	if l, ok := r.vals["loglevel"]; ok {
+		r.cmdLevel = l
+	}
 	if err := r.readConfigs(inv.ConfigFile); err != nil {
 		return nil, err
 	}
@@ -240,7 +247,7 @@ func resolve(inv *fakessh.SSHInvocation, env Env, depth int) (*Settings, error) 
 		// sees it, and no HostName line applies.
 		hn, _, err := r.hostName()
 		if err != nil {
-			return nil, &ConnError{Msg: err.Error(), Err: err}
+			return nil, expandFailure(r.cmdLevel, err)
 		}
 		r.vals["hostname"] = strings.ReplaceAll(hn, "%", "%%")
 		r.final = true
@@ -313,7 +320,7 @@ func (r *resolver) readConfigs(configFile string) error {
 	case configFile != "":
 		p, err := expandTilde(configFile, r.env.Home)
 		if err != nil {
-			return &ConnError{Msg: err.Error(), Err: err}
+			return expandFailure(r.cmdLevel, err)
 		}
 		return r.readConfigFile(p, true, false, true, 0)
 	}
@@ -499,7 +506,7 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 	// canonical.
 	hn, scoped, err := r.hostName()
 	if err != nil {
-		return nil, &ConnError{Msg: err.Error(), Err: err}
+		return nil, expandFailure(r.cmdLevel, err)
 	}
 	if scoped {
 		r.note("HostName " + hn + " (a scoped address) is not served")
@@ -509,6 +516,23 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 	if s.HostName == "" {
 		return nil, &ConnError{Msg: "ssh: no destination host", Err: errors.New("no destination host")}
 	}
+	// ssh.c checks for a ProxyJump loop before it expands any path.
+	// A failure after configuration the bridge does not serve is the
+	// real ssh's to report: it may say more first ("Unsupported option",
+	// what a Match exec prints).
+	unserved := func() bool {
+		s.Unsupported = r.unsupported
+		return len(s.Unsupported) > 0
+	}
+	jump := r.jump != "" && !strings.EqualFold(r.jump, "none") && !(r.proxySet && !strings.EqualFold(r.proxyCommand, "none"))
+	if jump {
+		if err := r.jumpLoop(s); err != nil {
+			if unserved() {
+				return s, nil
+			}
+			return nil, err
+		}
+	}
 	t := connTokens(s)
 	expandPath := func(p string) (string, error) {
 		p, err := expandTilde(p, r.env.Home)
@@ -517,40 +541,18 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 		}
 		return percentExpand(p, t, allTokens, true, r.env.lookup)
 	}
+	// The paths' errors are fatal() and error() lines after ssh has set
+	// its log level from the configuration.
 	fail := func(err error) (*Settings, error) {
-		return nil, &ConnError{Msg: err.Error(), Err: err}
+		if unserved() {
+			return s, nil
+		}
+		return nil, expandFailure(s.LogLevel, err)
 	}
 
-	// Identities: defaults only when none is configured, and only those
-	// that exist (OpenSSH skips missing defaults silently).
-	if len(r.identityFiles) == 0 {
-		for _, d := range defaultIdentities {
-			p, _ := expandTilde(d, r.env.Home)
-			if _, err := os.Stat(p); err == nil {
-				s.IdentityFiles = append(s.IdentityFiles, p)
-			}
-		}
-	}
-	for _, f := range r.identityFiles {
-		if strings.EqualFold(f, "none") {
-			// Skipped by load_public_identity_files, but it counts as
-			// configured: no default identities either.
-			continue
-		}
-		p, err := expandPath(f)
-		if err != nil {
-			return fail(err)
-		}
-		s.IdentityFiles = append(s.IdentityFiles, p)
-	}
-	for _, f := range r.certFiles {
-		p, err := expandPath(f)
-		if err != nil {
-			return fail(err)
-		}
-		s.CertificateFiles = append(s.CertificateFiles, p)
-	}
-
+	// In ssh.c's order: ControlPath, IdentityAgent and UserKnownHostsFile
+	// before ssh looks for a master; ProxyCommand as it connects, then
+	// IdentityFile and CertificateFile.
 	if cp, ok := v["controlpath"]; ok && !strings.EqualFold(cp, "none") {
 		// As ssh.c: tilde, then the percent tokens and ${VAR}.
 		p, err := expandPath(cp)
@@ -560,17 +562,24 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 		s.ControlPath = p
 	}
 
-	s.SendEnv = r.lists["sendenv"]
-	s.EscapeChar = '~'
-	if e, ok := v["escapechar"]; ok {
-		s.EscapeChar = escapeChar(e)
-	}
-	s.GatewayPorts = v["gatewayports"] == "yes"
-	s.StreamLocalBindUnlink = v["streamlocalbindunlink"] == "yes"
-	s.StreamLocalBindMask = 0o177
-	if m, ok := v["streamlocalbindmask"]; ok {
-		mask, _ := strconv.ParseUint(m, 8, 32) // checked as read
-		s.StreamLocalBindMask = os.FileMode(mask)
+	// Agent.
+	s.AgentSock = r.env.AuthSock
+	if a, ok := v["identityagent"]; ok {
+		switch {
+		case strings.EqualFold(a, "none"):
+			s.AgentSock = ""
+		case a == "SSH_AUTH_SOCK":
+			s.AgentSock = r.env.AuthSock
+		default:
+			var p string
+			var err error
+			if strings.HasPrefix(a, "$") && !strings.HasPrefix(a, "${") {
+				p, _ = r.env.lookup(a[1:])
+			} else if p, err = expandPath(a); err != nil {
+				return fail(err)
+			}
+			s.AgentSock = p
+		}
 	}
 
 	// Known hosts files.
@@ -611,24 +620,17 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 		s.updateHostKeys = x != "no"
 	}
 
-	// Agent.
-	s.AgentSock = r.env.AuthSock
-	if a, ok := v["identityagent"]; ok {
-		switch {
-		case strings.EqualFold(a, "none"):
-			s.AgentSock = ""
-		case a == "SSH_AUTH_SOCK":
-			s.AgentSock = r.env.AuthSock
-		default:
-			var p string
-			var err error
-			if strings.HasPrefix(a, "$") && !strings.HasPrefix(a, "${") {
-				p, _ = r.env.lookup(a[1:])
-			} else if p, err = expandPath(a); err != nil {
-				return fail(err)
-			}
-			s.AgentSock = p
-		}
+	s.SendEnv = r.lists["sendenv"]
+	s.EscapeChar = '~'
+	if e, ok := v["escapechar"]; ok {
+		s.EscapeChar = escapeChar(e)
+	}
+	s.GatewayPorts = v["gatewayports"] == "yes"
+	s.StreamLocalBindUnlink = v["streamlocalbindunlink"] == "yes"
+	s.StreamLocalBindMask = 0o177
+	if m, ok := v["streamlocalbindmask"]; ok {
+		mask, _ := strconv.ParseUint(m, 8, 32) // checked as read
+		s.StreamLocalBindMask = os.FileMode(mask)
 	}
 
 	// Proxies.
@@ -639,7 +641,7 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 		}
 		s.ProxyCommand = pc
 	}
-	if r.jump != "" && !strings.EqualFold(r.jump, "none") && s.ProxyCommand == "" {
+	if jump {
 		s.ProxyJump = r.jump
 		jump, err := r.resolveJump(inv, s, depth)
 		if err != nil {
@@ -647,7 +649,47 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 		}
 		s.Jump = jump
 	}
+
+	// Identities: defaults only when none is configured, and only those
+	// that exist (OpenSSH skips missing defaults silently).
+	if len(r.identityFiles) == 0 {
+		for _, d := range defaultIdentities {
+			p, _ := expandTilde(d, r.env.Home)
+			if _, err := os.Stat(p); err == nil {
+				s.IdentityFiles = append(s.IdentityFiles, p)
+			}
+		}
+	}
+	for _, f := range r.identityFiles {
+		if strings.EqualFold(f, "none") {
+			// Skipped by load_public_identity_files, but it counts as
+			// configured: no default identities either.
+			continue
+		}
+		p, err := expandPath(f)
+		if err != nil {
+			return fail(err)
+		}
+		s.IdentityFiles = append(s.IdentityFiles, p)
+	}
+	for _, f := range r.certFiles {
+		p, err := expandPath(f)
+		if err != nil {
+			return fail(err)
+		}
+		s.CertificateFiles = append(s.CertificateFiles, p)
+	}
 	return s, nil
+}
+
+// expandFailure is the ConnError of a failed expansion: an
+// *expandError's lines as logLevel shows them.
+func expandFailure(logLevel string, err error) error {
+	var ee *expandError
+	if errors.As(err, &ee) {
+		return failure(logLevel, err, ee.lines...)
+	}
+	return &ConnError{Msg: err.Error(), Err: err}
 }
 
 // jumpHop is one [user@]host[:port] of a ProxyJump list.
@@ -713,18 +755,27 @@ func parseJumpHop(s string) (jumpHop, bool) {
 	return h, host != ""
 }
 
-// resolveJump resolves the last hop of s.ProxyJump the way OpenSSH builds
-// its "ssh -l user -p port -J rest -F config host -W" proxy command: only
-// -l, -p, -J and -F carry over; everything else comes from ssh_config.
-func (r *resolver) resolveJump(inv *fakessh.SSHInvocation, s *Settings, depth int) (*Settings, error) {
-	spec := s.ProxyJump
-	rest, last := "", spec
+// lastHop splits a ProxyJump value into the hops before the last and
+// the last one, which ssh connects through.
+func (r *resolver) lastHop(spec string) (rest string, hop jumpHop, err error) {
+	last := spec
 	if i := strings.LastIndexByte(spec, ','); i >= 0 {
 		rest, last = spec[:i], spec[i+1:]
 	}
 	hop, ok := parseJumpHop(last)
 	if !ok {
-		return nil, &ConnError{Msg: "Invalid -J argument", Err: errors.New("bad ProxyJump")}
+		return "", hop, failure(r.cmdLevel, errors.New("bad ProxyJump"), fatalLine("Invalid -J argument"))
+	}
+	return rest, hop, nil
+}
+
+// jumpLoop is ssh.c's check that the last ProxyJump hop is not the
+// destination itself: fatal before ssh has read its LogLevel from the
+// configuration, so only the command line's applies.
+func (r *resolver) jumpLoop(s *Settings) error {
+	_, hop, err := r.lastHop(r.jump)
+	if err != nil {
+		return err
 	}
 	ju, jp := hop.user, hop.port
 	if ju == "" {
@@ -734,7 +785,18 @@ func (r *resolver) resolveJump(inv *fakessh.SSHInvocation, s *Settings, depth in
 		jp = 22
 	}
 	if hop.host == s.HostName && jp == s.Port && ju == s.User {
-		return nil, &ConnError{Msg: "jumphost loop via " + hop.host, Err: errors.New("jumphost loop")}
+		return failure(r.cmdLevel, errors.New("jumphost loop"), fatalLine("jumphost loop via "+hop.host))
+	}
+	return nil
+}
+
+// resolveJump resolves the last hop of s.ProxyJump the way OpenSSH builds
+// its "ssh -l user -p port -J rest -F config host -W" proxy command: only
+// -l, -p, -J and -F carry over; everything else comes from ssh_config.
+func (r *resolver) resolveJump(inv *fakessh.SSHInvocation, s *Settings, depth int) (*Settings, error) {
+	rest, hop, err := r.lastHop(r.jump)
+	if err != nil {
+		return nil, err
 	}
 	hinv := &fakessh.SSHInvocation{Host: hop.host, ConfigFile: inv.ConfigFile}
 	if hop.user != "" {

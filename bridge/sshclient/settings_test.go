@@ -463,14 +463,67 @@ func TestResolveErrors(t *testing.T) {
 			want: "vdollar_percent_expand: unknown key %x\r\npercent_dollar_expand: failed"},
 		{name: "unset variable", inv: fakessh.SSHInvocation{Host: "h", ConfigFile: "none", Options: opts("identityfile=${NOPE_UNSET_VAR}/x")},
 			want: "vdollar_percent_expand: env var ${NOPE_UNSET_VAR} has no value\r\ninvalid environment variable expansion"},
+		// ssh reads the whole file before it expands a path.
+		{name: "bad option after ControlPath", config: "ControlPath /cp-${NOPE_UNSET_VAR}\nBogusoption yes\nHost x\n  Other no\n",
+			want: "FILE: line 2: Bad configuration option: bogusoption\r\nFILE: line 4: Bad configuration option: other\r\n" +
+				"FILE: terminating, 2 bad configuration options"},
+		{name: "bad option, bad quotes", config: "Bogusoption \"yes\n",
+			want: "FILE: line 1: Bad configuration option: bogusoption\r\nFILE line 1: invalid quotes\r\nFILE: terminating, 1 bad configuration options"},
+		{name: "bad option -q", config: "ControlPath /cp-%Z\nBogusoption yes\n", inv: fakessh.SSHInvocation{Options: opts("loglevel=QUIET")}},
+		{name: "bad option, LogLevel FATAL", config: "Bogusoption yes\n", inv: fakessh.SSHInvocation{Options: opts("loglevel=FATAL")},
+			want: "FILE: terminating, 1 bad configuration options"},
+		// The file's LogLevel applies only once it is read.
+		{name: "bad option, file's LogLevel", config: "LogLevel QUIET\nBogusoption yes\n",
+			want: "FILE: line 2: Bad configuration option: bogusoption\r\nFILE: terminating, 1 bad configuration options"},
+		{name: "IgnoreUnknown", config: "IgnoreUnknown other,bogus*\nBogusoption yes\nControlPath /cp-%Z\n",
+			want: "vdollar_percent_expand: unknown key %Z\r\npercent_dollar_expand: failed"},
+		{name: "IgnoreUnknown after", config: "Bogusoption yes\nIgnoreUnknown bogus*\n",
+			want: "FILE: line 1: Bad configuration option: bogusoption\r\nFILE: terminating, 1 bad configuration options"},
+		{name: "bad Match attribute", config: "Match bogus x\n",
+			want: "Unsupported Match attribute bogus\r\nFILE line 1: Bad Match condition\r\nFILE: terminating, 1 bad configuration options"},
+		{name: "Match all combined", config: "Match all host x\n",
+			want: "FILE line 1: 'all' cannot be combined with other Match attributes\r\nFILE line 1: Bad Match condition\r\n" +
+				"FILE: terminating, 1 bad configuration options"},
+		{name: "Match without criteria", config: "Match #x\nMatch host\nMatch\nHost\nHost \"x\n",
+			want: "One or more attributes required for Match\r\nFILE line 1: Bad Match condition\r\n" +
+				"Missing Match criteria for host\r\nFILE line 2: Bad Match condition\r\n" +
+				"FILE line 3: no argument after keyword \"match\"\r\nFILE line 4: no argument after keyword \"host\"\r\n" +
+				"FILE line 5: invalid quotes\r\nFILE: terminating, 5 bad configuration options"},
+		// An unset variable is reported and expansion goes on; any other
+		// error ends it.
+		{name: "unset variables", config: "ControlPath /${NOPE_UNSET_VAR}/${NOPE_ALSO}\n",
+			want: "vdollar_percent_expand: env var ${NOPE_UNSET_VAR} has no value\r\n" +
+				"vdollar_percent_expand: env var ${NOPE_ALSO} has no value\r\ninvalid environment variable expansion"},
+		{name: "unset variable, unknown key", config: "ControlPath /${NOPE_UNSET_VAR}/%Z/${NOPE_ALSO}\n",
+			want: "vdollar_percent_expand: env var ${NOPE_UNSET_VAR} has no value\r\n" +
+				"vdollar_percent_expand: unknown key %Z\r\npercent_dollar_expand: failed"},
+		{name: "unterminated variable", config: "ControlPath /cp-${NOPE\n",
+			want: "vdollar_percent_expand: environment variable 'NOPE' missing closing '}'\r\npercent_dollar_expand: failed"},
+		{name: "empty variable", config: "ControlPath /cp-${}\n",
+			want: "vdollar_percent_expand: zero-length environment variable\r\npercent_dollar_expand: failed"},
+		{name: "HostName token", config: "HostName %Z\n", want: "vdollar_percent_expand: unknown key %Z\r\npercent_expand: failed"},
+		// ssh logs these after it has read LogLevel from its files.
+		{name: "ControlPath, file's LogLevel QUIET", config: "LogLevel QUIET\nControlPath /cp-%Z\n"},
+		{name: "ControlPath, LogLevel FATAL", config: "LogLevel FATAL\nControlPath /cp-${NOPE}\n", want: "invalid environment variable expansion"},
+		{name: "ControlPath -q", config: "ControlPath /cp-%Z\n", inv: fakessh.SSHInvocation{Options: opts("loglevel=QUIET")}},
+		// ssh checks for a ProxyJump loop before it expands a path, at
+		// the command line's LogLevel.
+		{name: "jumphost loop before ControlPath", config: "LogLevel QUIET\n",
+			inv:  fakessh.SSHInvocation{Host: "127.0.0.1", Options: opts("port=2222", "proxyjump=u@127.0.0.1:2222", "user=u", "controlpath=/x-%j")},
+			want: "jumphost loop via 127.0.0.1"},
+		{name: "jumphost loop -q",
+			inv: fakessh.SSHInvocation{Host: "127.0.0.1", Options: opts("loglevel=QUIET", "proxyjump=127.0.0.1", "controlpath=/x-%j")}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			env := testEnv(t)
 			env.Environ = []string{}
 			inv := tc.inv
+			if inv.Host == "" {
+				inv.Host = "h"
+			}
 			if tc.config != "" {
-				inv = fakessh.SSHInvocation{Host: "h", ConfigFile: writeFile(t, env.Home, "cfg", tc.config, 0o600)}
+				inv.ConfigFile = writeFile(t, env.Home, "cfg", tc.config, 0o600)
 			}
 			_, err := Resolve(&inv, env)
 			var ce *ConnError
@@ -482,6 +535,18 @@ func TestResolveErrors(t *testing.T) {
 			}
 		})
 	}
+	t.Run("not served", func(t *testing.T) {
+		// ssh says "Unsupported option" first: the real one runs.
+		env := testEnv(t)
+		inv := fakessh.SSHInvocation{Host: "h", ConfigFile: writeFile(t, env.Home, "cfg", "KerberosAuthentication yes\nControlPath /cp-%Z\n", 0o600)}
+		s, err := Resolve(&inv, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.Unsupported) == 0 {
+			t.Error("served")
+		}
+	})
 	t.Run("writable user config", func(t *testing.T) {
 		noSystemConfig(t)
 		env := testEnv(t)
