@@ -32,7 +32,15 @@ func (c *sshConn) listenMux(master *invocation, s *sshclient.Settings) error {
 		}
 		return nil
 	case errors.As(err, &fatal):
-		return &sshclient.ConnError{Msg: fatal.Msg, Err: fatal}
+		level := "FATAL"
+		if fatal.Logged {
+			level = "ERROR"
+		}
+		msg := fatal.Msg
+		if !s.Says(level) {
+			msg = ""
+		}
+		return &sshclient.ConnError{Msg: msg, Err: fatal}
 	case err != nil:
 		return err
 	}

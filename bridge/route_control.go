@@ -24,8 +24,12 @@ var controlRoute = route{
 func (r *request) serveControl() int {
 	iv, inv := r.iv, r.inv
 	path := r.settings.ControlPath
+	// ssh's fatal()s here say nothing under LogLevel QUIET (-q).
+	said := r.settings.Says("FATAL")
 	if path == "" {
-		iv.errorf("No ControlPath specified for \"-O\" command")
+		if said {
+			iv.errorf("No ControlPath specified for \"-O\" command")
+		}
 		return fakessh.ExitSSHError
 	}
 	switch r.settings.ControlMaster {
@@ -56,7 +60,9 @@ func (r *request) serveControl() int {
 		if dialErr == nil { // the socket went with its master meanwhile
 			dialErr = syscall.ENOENT
 		}
-		iv.errorf("%s", sshclient.ControlConnectError(path, dialErr))
+		if said {
+			iv.errorf("%s", sshclient.ControlConnectError(path, dialErr))
+		}
 		return fakessh.ExitSSHError
 	}
 	return r.answerControl(t)

@@ -66,7 +66,7 @@ func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target,
 	case settings.ControlMaster == "auto" || settings.ControlMaster == "no":
 		// What ssh does with the socket first, as a mux client.
 		var found sshclient.ControlSocket
-		found, note, err = sshclient.ProbeControlPath(settings.ControlPath, settings.ControlMaster)
+		found, note, err = sshclient.ProbeControlPath(settings)
 		switch {
 		case err != nil:
 			return nil, "", err

@@ -258,3 +258,42 @@ func TestControlPathAsSSH(t *testing.T) {
 		}
 	}
 }
+
+// TestControlPathLogLevel: ssh's ControlPath messages are fatal() or
+// error() lines, which LogLevel hides as it hides ssh's: -q (QUIET)
+// shows none, FATAL only the fatal ones.
+func TestControlPathLogLevel(t *testing.T) {
+	h := newHarness(t, 0)
+	dir := t.TempDir()
+	long := filepath.Join(dir, strings.Repeat("l", 108))
+	missing := filepath.Join(dir, "no", "such", "cp")
+	tooLong := "ControlPath too long ('" + long + "' >= 108 bytes)\r\n"
+	noSocket := "Control socket connect(" + missing + "): No such file or directory\r\n"
+	bind := regexp.MustCompile(`^unix_listener: cannot bind to path ` + regexp.QuoteMeta(missing) + `\.[A-Za-z0-9]{16}: No such file or directory\r\n$`)
+	for _, tc := range []struct {
+		level string // -q, or LogLevel's value
+		args  []string
+		want  string // "bind": the bind error
+	}{
+		{"-q", h.sshArgsAt(long, "-q", "127.0.0.1", "true"), ""},
+		{"FATAL", h.sshArgsAt(long, "-o", "LogLevel=FATAL", "127.0.0.1", "true"), tooLong},
+		{"-q", h.sshArgsAt(missing, "-q", "-O", "check", "127.0.0.1"), ""},
+		{"QUIET", h.sshArgsAt(missing, "-o", "LogLevel=QUIET", "-O", "check", "127.0.0.1"), ""},
+		{"FATAL", h.sshArgsAt(missing, "-o", "LogLevel=FATAL", "-O", "check", "127.0.0.1"), noSocket},
+		{"-q", h.sshArgsAt(missing, "-q", "127.0.0.1", "true"), ""},
+		{"FATAL", h.sshArgsAt(missing, "-o", "LogLevel=FATAL", "127.0.0.1", "true"), ""},
+		{"ERROR", h.sshArgsAt(missing, "-o", "LogLevel=ERROR", "127.0.0.1", "true"), "bind"},
+		{"-q", h.sshArgsAt(dir+"/cp-%Z", "-q", "127.0.0.1", "true"), ""},
+		{"FATAL", h.sshArgsAt(dir+"/cp-%Z", "-o", "LogLevel=FATAL", "127.0.0.1", "true"), "percent_dollar_expand: failed\r\n"},
+		{"-q", withOption(h.sshArgs("-q", "-O", "check", "127.0.0.1"), "ControlPath", "none"), ""},
+	} {
+		r := h.run("ssh", tc.args, "")
+		ok := r.stderr == tc.want
+		if tc.want == "bind" {
+			ok = bind.MatchString(r.stderr)
+		}
+		if r.code != 255 || r.stdout != "" || !ok || r.fallback != "" {
+			t.Errorf("%s %v: %+v, want %q", tc.level, tc.args[len(tc.args)-4:], r, tc.want)
+		}
+	}
+}

@@ -21,10 +21,13 @@ func (e *ExistsError) Error() string {
 	return fmt.Sprintf("ControlSocket %s already exists, disabling multiplexing", e.Path)
 }
 
-// FatalError is a failure ssh exits on (255) after saying Msg.
+// FatalError is a failure ssh exits on (255) after saying Msg, with
+// fatal(), or with error() when Logged (unix_listener logs its own
+// failure, and ssh exits without a word more).
 type FatalError struct {
-	Msg string
-	Err error
+	Msg    string
+	Err    error
+	Logged bool
 }
 
 func (e *FatalError) Error() string { return e.Msg }
@@ -53,7 +56,7 @@ func Listen(path string) (*Listener, error) {
 		return nil, err
 	}
 	if len(tmp) >= sshclient.SunPathMax {
-		return nil, &FatalError{Msg: fmt.Sprintf("unix_listener: path \"%s\" too long for Unix domain socket", tmp), Err: syscall.ENAMETOOLONG}
+		return nil, &FatalError{Msg: fmt.Sprintf("unix_listener: path \"%s\" too long for Unix domain socket", tmp), Err: syscall.ENAMETOOLONG, Logged: true}
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
@@ -61,7 +64,7 @@ func Listen(path string) (*Listener, error) {
 		if errors.As(err, &errno) && (errno == syscall.EINVAL || errno == syscall.EADDRINUSE) {
 			return nil, &ExistsError{Path: tmp}
 		}
-		return nil, &FatalError{Msg: fmt.Sprintf("unix_listener: cannot bind to path %s: %s", tmp, sshclient.Strerror(err)), Err: err}
+		return nil, &FatalError{Msg: fmt.Sprintf("unix_listener: cannot bind to path %s: %s", tmp, sshclient.Strerror(err)), Err: err, Logged: true}
 	}
 	// The name is about to go: closing must not unlink what may by then
 	// be someone else's.
@@ -70,7 +73,7 @@ func Listen(path string) (*Listener, error) {
 	if err := os.Chmod(tmp, 0o600); err != nil {
 		ln.Close()
 		_ = os.Remove(tmp)
-		return nil, &FatalError{Msg: fmt.Sprintf("unix_listener: cannot bind to path %s: %s", tmp, sshclient.Strerror(err)), Err: err}
+		return nil, &FatalError{Msg: fmt.Sprintf("unix_listener: cannot bind to path %s: %s", tmp, sshclient.Strerror(err)), Err: err, Logged: true}
 	}
 	if err := os.Link(tmp, path); err != nil {
 		_ = os.Remove(tmp)

@@ -21,14 +21,16 @@ const (
 	UnusableSocket                       // connect failed otherwise: ssh says so and goes on
 )
 
-// ProbeControlPath does what ssh does with path before it multiplexes:
-// a path too long for a socket is fatal; a socket (or file) that refuses
-// connections is stale and removed where ssh may become master
-// (ControlMaster other than no); any other failure is reported (note)
-// and ssh goes on without a master.
-func ProbeControlPath(path, controlMaster string) (ControlSocket, string, error) {
+// ProbeControlPath does what ssh does with s's ControlPath before it
+// multiplexes: a path too long for a socket is fatal; a socket (or file)
+// that refuses connections is stale and removed where ssh may become
+// master (ControlMaster other than no); any other failure is reported
+// (note, an error() line the caller shows if s.Says("ERROR")) and ssh
+// goes on without a master.
+func ProbeControlPath(s *Settings) (ControlSocket, string, error) {
+	path, controlMaster := s.ControlPath, s.ControlMaster
 	if len(path) >= SunPathMax {
-		return 0, "", &ConnError{Msg: fmt.Sprintf("ControlPath too long ('%s' >= %d bytes)", path, SunPathMax), Err: errors.New("ControlPath too long")}
+		return 0, "", failure(s.LogLevel, errors.New("ControlPath too long"), fatalLine(fmt.Sprintf("ControlPath too long ('%s' >= %d bytes)", path, SunPathMax)))
 	}
 	err := DialControl(path)
 	switch {
@@ -55,9 +57,9 @@ func DialControl(path string) error {
 	return err
 }
 
-// ControlConnectError is what `ssh -O` says, exit 255, when no master
-// answered at path (DialControl's err): the path too long for a socket,
-// or connect's error.
+// ControlConnectError is what `ssh -O` says with fatal(), exit 255, when
+// no master answered at path (DialControl's err): the path too long for
+// a socket, or connect's error.
 func ControlConnectError(path string, err error) string {
 	if len(path) >= SunPathMax {
 		return fmt.Sprintf("ControlPath too long ('%s' >= %d bytes)", path, SunPathMax)
