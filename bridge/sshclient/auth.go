@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/big"
 	"net"
 	"os"
@@ -306,23 +307,23 @@ func (a *authState) prepare() {
 		}
 		id := &identity{name: f, path: path, pub: loadPublic(path)}
 		files = append(files, id)
-		if cert := loadCert(path + "-cert.pub"); cert != nil {
-			files = append(files, &identity{name: f, path: path, pub: cert})
-		}
-	}
-	for _, cf := range a.s.CertificateFiles {
-		cert := loadCert(a.s.Env.abs(cf))
-		if cert == nil {
-			continue
-		}
-		for _, id := range files {
-			if keysEqual(id.pub, cert.Key) {
-				files = append(files, &identity{name: id.name, path: id.path, pub: cert})
-				break
+		// FILE-cert.pub only where no CertificateFile is given
+		// (load_public_identity_files); it signs with FILE.
+		if len(a.s.CertificateFiles) == 0 {
+			if cert := loadCert(path + "-cert.pub"); cert != nil {
+				files = append(files, &identity{name: f, path: path, pub: cert})
 			}
 		}
 	}
+	// CertificateFile's user certificates come first, whoever holds
+	// their key (see certKey); their own file is their path.
 	var preferred []*identity
+	for _, cf := range a.s.CertificateFiles {
+		path := a.s.Env.abs(cf)
+		if cert := loadCert(path); cert != nil && cert.CertType == ssh.UserCert {
+			preferred = append(preferred, &identity{name: cf, path: path, pub: cert})
+		}
+	}
 	for _, as := range a.agentSigners() {
 		pub := as.PublicKey()
 		found := false
@@ -432,6 +433,15 @@ func (a *authState) signerFor(id *identity) (ssh.Signer, error) {
 	if id.signer != nil {
 		return id.signer, nil
 	}
+	if cert, ok := id.pub.(*ssh.Certificate); ok {
+		if k := a.certKey(id, cert); k != nil {
+			return a.signerFor(k)
+		}
+	}
+	if id.missing != nil {
+		a.rep.line(lvlInfo, fmt.Sprintf("no such identity: %s: %s", id.name, strerror(id.missing)))
+		return nil, errKeyUnusable
+	}
 	if id.tried || id.path == "" {
 		return nil, errKeyUnusable
 	}
@@ -440,9 +450,19 @@ func (a *authState) signerFor(id *identity) (ssh.Signer, error) {
 		// Authenticator-hosted keys need a SecurityKeyProvider.
 		return nil, errKeyUnusable
 	}
-	st, err := os.Stat(id.path)
-	if err != nil {
+	if _, err := os.Stat(id.path); err != nil {
 		return nil, errKeyUnusable
+	}
+	// sshkey_load_private_type: open, then the permission check on the
+	// open file, then read; a failure other than ENOENT is said.
+	f, err := os.Open(id.path)
+	if err != nil {
+		return nil, a.loadFailed(id, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, a.loadFailed(id, err)
 	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) == os.Getuid() && st.Mode().Perm()&0o077 != 0 {
 		for _, l := range []string{
@@ -458,9 +478,9 @@ func (a *authState) signerFor(id *identity) (ssh.Signer, error) {
 		}
 		return nil, errKeyUnusable
 	}
-	data, err := os.ReadFile(id.path)
+	data, err := io.ReadAll(f)
 	if err != nil {
-		return nil, errKeyUnusable
+		return nil, a.loadFailed(id, err)
 	}
 	defer clear(data) // an unencrypted key's private part
 	var raw any
@@ -509,6 +529,48 @@ func (a *authState) signerFor(id *identity) (ssh.Signer, error) {
 		id.pub = signer.PublicKey()
 	}
 	return signer, nil
+}
+
+// loadFailed says, as load_identity_file does, why id's file could not
+// be read ("Is a directory", "Permission denied"), unless it is gone.
+func (a *authState) loadFailed(id *identity, err error) error {
+	if !errors.Is(err, fs.ErrNotExist) {
+		a.rep.line(lvlError, fmt.Sprintf("Load key \"%s\": %s", id.name, strerror(err)))
+	}
+	return errKeyUnusable
+}
+
+// certKey is the identity whose private key signs for certificate id, as
+// sign_and_send_pubkey picks it: one holding the certified key (a file
+// or the agent), else a file whose public key could not be read and
+// whose name is the certificate's less ".pub" or "-cert.pub"; nil when
+// the certificate's own path is to be loaded.
+func (a *authState) certKey(id *identity, cert *ssh.Certificate) *identity {
+	for _, k := range a.ids {
+		if k != id && keysEqual(k.pub, cert.Key) {
+			return k
+		}
+	}
+	for _, k := range a.ids {
+		if k != id && k.pub == nil && idFilenameMatches(id.name, k.name) {
+			return k
+		}
+	}
+	return nil
+}
+
+// idFilenameMatches is sshconnect2.c's id_filename_matches: key is cert,
+// or cert less ".pub" or "-cert.pub".
+func idFilenameMatches(cert, key string) bool {
+	if cert == key {
+		return true
+	}
+	for _, suffix := range []string{".pub", "-cert.pub"} {
+		if len(cert) > len(suffix) && strings.TrimSuffix(cert, suffix) == key && strings.HasSuffix(cert, suffix) {
+			return true
+		}
+	}
+	return false
 }
 
 // keyLoaded lets tests see the private keys loaded.

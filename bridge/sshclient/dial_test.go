@@ -2,6 +2,7 @@ package sshclient
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -104,6 +105,7 @@ func TestDialAuth(t *testing.T) {
 	priv, pub := newEd25519(t)
 	encPriv, encPub := newEd25519(t)
 	otherPriv, _ := newEd25519(t)
+	cert := userCert(t, pub)
 	noHK := []string{"StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null"}
 	tests := []struct {
 		name        string
@@ -217,6 +219,49 @@ func TestDialAuth(t *testing.T) {
 			},
 			wantErr:   "tester@127.0.0.1: Permission denied (publickey).",
 			wantNotes: "@         WARNING: UNPROTECTED PRIVATE KEY FILE!          @\r\n@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\r\nPermissions 0644 for 'DIR/open' are too open.\r\nIt is required that your private key files are NOT accessible by others.\r\nThis private key will be ignored.\r\nLoad key \"DIR/open\": bad permissions\r\n",
+		},
+		{
+			// load_identity_file says why it cannot read the file.
+			name:   "identity file is a directory",
+			server: []serverOpt{withAuthKey(pub)},
+			opts: func(dir string) []string {
+				if err := os.Mkdir(filepath.Join(dir, "keydir"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				return []string{"IdentityFile=" + filepath.Join(dir, "keydir"), "IdentityFile=" + writeKey(t, dir, "id", priv, "")}
+			},
+			wantNotes: "Load key \"DIR/keydir\": Is a directory\r\n",
+		},
+		{
+			// Nothing holds the certified key: ssh loads a private key
+			// from the certificate's own file.
+			name:   "certificate without its private key",
+			server: []serverOpt{withAuthKey(cert)},
+			opts: func(dir string) []string {
+				p := filepath.Join(dir, "k-cert.pub")
+				if err := os.WriteFile(p, ssh.MarshalAuthorizedKey(cert), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return []string{"IdentitiesOnly=yes", "IdentityFile=" + writeKey(t, dir, "other", otherPriv, ""), "CertificateFile=" + p}
+			},
+			wantErr:   "tester@127.0.0.1: Permission denied (publickey).",
+			wantNotes: "@         WARNING: UNPROTECTED PRIVATE KEY FILE!          @\r\n@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\r\nPermissions 0644 for 'DIR/k-cert.pub' are too open.\r\nIt is required that your private key files are NOT accessible by others.\r\nThis private key will be ignored.\r\nLoad key \"DIR/k-cert.pub\": bad permissions\r\n",
+		},
+		{
+			// A CertificateFile is offered first and signed by the file
+			// that holds its key, wherever it is.
+			name:   "certificate signed by an identity file",
+			server: []serverOpt{withAuthKey(cert)},
+			opts: func(dir string) []string {
+				p := filepath.Join(dir, "certs", "c.pub")
+				if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, ssh.MarshalAuthorizedKey(cert), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return []string{"IdentitiesOnly=yes", "IdentityFile=" + writeKey(t, dir, "id", priv, ""), "CertificateFile=" + p}
+			},
 		},
 		{
 			name:   "banner",
@@ -1137,4 +1182,20 @@ func TestDialKnownHostsMode(t *testing.T) {
 			t.Errorf("umask %03o: known_hosts %v, want %v", umask, st.Mode().Perm(), want)
 		}
 	}
+}
+
+// userCert is a user certificate for pub from a CA of its own (the test
+// server accepts it as a key, by its bytes).
+func userCert(t *testing.T, pub ssh.PublicKey) *ssh.Certificate {
+	t.Helper()
+	caPriv, _ := newEd25519(t)
+	ca, err := ssh.NewSignerFromKey(caPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &ssh.Certificate{Key: pub, CertType: ssh.UserCert, KeyId: "u", ValidPrincipals: []string{"tester"}, ValidBefore: ssh.CertTimeInfinity}
+	if err := c.SignCert(rand.Reader, ca); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
