@@ -105,6 +105,11 @@ func (r *request) serveModule() (int, bool) {
 		t.retireBecomeAgents()
 		if ag, err = t.agent(ctx, iv, python, r.sendEnv()); err != nil {
 			// Its python is gone: the step runs as sent, to fail as stock's.
+			// No agent writes the held dirs it took: the passthrough
+			// does, and rm must not wait for them.
+			if req.Written != nil {
+				req.Written()
+			}
 			if c.script != "" {
 				return 0, false
 			}
