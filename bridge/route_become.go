@@ -34,6 +34,10 @@ func (r *request) serveBecome() (code int, served bool) {
 	ctx, iv, t := r.ctx, r.iv, r.t
 	w, err := become.Parse(r.command)
 	if err != nil {
+		if errors.Is(err, become.ErrUnsupported) {
+			// The tool itself decides what such a command line does.
+			t.countSlow(iv, "become command line the bridge does not model ("+err.Error()+"): the tool runs, as with stock")
+		}
 		return 0, false
 	}
 	c := classifyInner(w.Inner)

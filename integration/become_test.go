@@ -311,3 +311,52 @@ func TestBecomePolicyChange(t *testing.T) {
 		})
 	}
 }
+
+// becomeFlagsCase gives sudo become_flags it refuses after a plain
+// become step.
+var becomeFlagsCase = corpusCase{name: "become-flags", check: checkBecomeFlags}
+
+func checkBecomeFlags(t *testing.T, r *runResult) {
+	wantExit(t, r, 0)
+	wantTask(t, r, "t", "a plain become step first", "ok", "root")
+	for _, task := range []string{"a second -u", "-i with -E"} {
+		res := wantTask(t, r, "t", task, "failed", "")
+		if msg, _ := res["msg"].(string); !strings.HasPrefix(msg, "MODULE FAILURE") || !strings.Contains(fmt.Sprint(res["module_stderr"], res["module_stdout"]), "usage: sudo") {
+			t.Errorf("%s run: task %q: %s, want sudo's usage", r.Spec.Side, task, short(res))
+		}
+	}
+	wantTask(t, r, "t", "a group", "ok", "abpw")
+	wantTask(t, r, "t", "plain become again", "ok", "root")
+}
+
+// TestBecomeFlags: a become step whose become_flags sudo refuses (a
+// second -u, -i with -E) fails as stock's, after a plain become step
+// whose root interpreter is running, and is counted as a slow path.
+func TestBecomeFlags(t *testing.T) {
+	requireLab(t)
+	for _, m := range matrixModes {
+		t.Run(m.String(), func(t *testing.T) {
+			var slowBefore, slowAfter map[string]int
+			got, _ := runCompared(t, becomeFlagsCase, runSpec{Playbook: "become-flags.yml", Mode: m}, func(run func() *runResult) *runResult {
+				_, slowBefore = routesNow(t)
+				defer func() { _, slowAfter = routesNow(t) }()
+				return run()
+			})
+			if got.Spec.Side != bridge {
+				return
+			}
+			d := routeDelta(slowBefore, slowAfter)
+			for _, reason := range []string{"sudo: option -u given twice", "sudo: -i and -E together"} {
+				n := 0
+				for k, v := range d {
+					if strings.Contains(k, reason) {
+						n += v
+					}
+				}
+				if n == 0 {
+					t.Errorf("no slow path counted for %q: %v", reason, d)
+				}
+			}
+		})
+	}
+}

@@ -150,6 +150,10 @@
 //     in place in /etc/sudoers.d (which only root can read); the step
 //     after a rule that asks for a password fails with "Missing sudo
 //     password" in both runs. Its user abpolicy is the test's own.
+//   - become-flags.yml (TestBecomeFlags): after a plain become step,
+//     become_flags sudo refuses with its usage (a second -u, -i with -E)
+//     fail in both runs, and -g runs with the group; the bridge passes
+//     the refused ones through and counts them in status.
 //   - shellrc.yml (TestShellRCChange): the zoo's bash and tcsh users'
 //     ~/.bashrc and ~/.tcshrc gain an export and a umask mid-play; the
 //     next steps see both, as stock's next commands do.

@@ -111,9 +111,14 @@
 //     wrapper script: its behaviour is unknown.
 //   - Any other option of the three tools, abbreviated long options, "--",
 //     operands before SHELL (sudo's NAME=value), a sudo prompt with %
-//     escapes, sudo -i with -s, doas -s (a usage error with a command), su
+//     escapes, doas -s (a usage error with a command), su
 //     options that pass through to the shell (-f) or change the terminal
 //     (--pty).
+//   - What sudo refuses with its usage (parse_args): a second -u, -g or
+//     -p (a -p in become_flags beside the one Ansible adds with a
+//     password), -i with -s, -i with -E or a bare --preserve-env. Read
+//     with the last value winning, such a command would name an agent
+//     sudo never starts.
 //   - Shells other than sh, bash, dash, ksh and zsh (the sh shell plugin's
 //     COMPATIBLE_SHELLS) given by absolute path, and the powershell and cmd
 //     shell plugins.

@@ -78,7 +78,17 @@ var (
 )
 
 func sudoOptions(w *Wrapper, args []string) error {
+	given := map[byte]bool{}
 	err := getopt("sudo", args, sudoShort, sudoLong, func(o option, val string, hasVal bool) error {
+		switch o.short {
+		case 'u', 'g', 'p':
+			// sudo's parse_args prints its usage for a second -u, -g or
+			// -p, where the last one would win here.
+			if given[o.short] {
+				return unsupported("sudo: option -%c given twice", o.short)
+			}
+			given[o.short] = true
+		}
 		switch o.short {
 		case 'u':
 			if val == "" {
@@ -134,8 +144,12 @@ func sudoOptions(w *Wrapper, args []string) error {
 	if err != nil {
 		return err
 	}
+	// sudo's usage errors (parse_args): the tool says so, as with stock.
 	if w.Login && w.RunShell {
 		return unsupported("sudo: -i and -s together")
+	}
+	if w.Login && w.PreserveEnv {
+		return unsupported("sudo: -i and -E together")
 	}
 	return nil
 }

@@ -1190,7 +1190,8 @@ enum password { PW_UNKNOWN, PW_NEVER, PW_ANSWERED };
 
 typedef struct {
 	enum method method;
-	bool non_interactive, login, run_shell;
+	bool non_interactive, login, run_shell, preserve_env;
+	bool given_u, given_g, given_p; /* sudo refuses each a second time */
 	str prompt, id, success, inner;
 	enum password password;
 } wrapper;
@@ -1497,6 +1498,13 @@ static bool no_operand(void *ctx, str a, buf *e)
 static bool sudo_opt(void *ctx, const optdef *o, str val, bool has_val, buf *e)
 {
 	wrapper *w = ctx;
+	bool *given = o->opt == 'u' ? &w->given_u : o->opt == 'g' ? &w->given_g : o->opt == 'p' ? &w->given_p : NULL;
+	if (given) {
+		/* sudo's parse_args prints its usage for a second -u, -g or -p */
+		if (*given)
+			return unsupported(e, "sudo: option -%c given twice", o->opt);
+		*given = true;
+	}
 	switch (o->opt) {
 	case 'u':
 		if (val.n == 0)
@@ -1515,6 +1523,8 @@ static bool sudo_opt(void *ctx, const optdef *o, str val, bool has_val, buf *e)
 	case 'E':
 		if (has_val && val.n == 0)
 			return unsupported(e, "sudo: empty --preserve-env list");
+		if (!has_val)
+			w->preserve_env = true;
 		break;
 	case 'i': w->login = true; break;
 	case 'n': w->non_interactive = true; break;
@@ -1637,6 +1647,8 @@ static bool parse_tool_shell(wrapper *w, str x, words ws, const tool *t, buf *e)
 		return false;
 	if (w->method == SUDO && w->login && w->run_shell)
 		return unsupported(e, "sudo: -i and -s together");
+	if (w->method == SUDO && w->login && w->preserve_env)
+		return unsupported(e, "sudo: -i and -E together");
 	return set_payload(w, payload.val, e);
 }
 
