@@ -288,3 +288,54 @@ func TestProxyLikeOpenSSH(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentFullOfKeysLikeOpenSSH: with an ssh-agent holding seven other
+// keys before the -i key's, ssh offers the -i key first ("explicit
+// agent") and logs in before sshd's MaxAuthTries (6) ends it; so must
+// the shim.
+func TestAgentFullOfKeysLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	agentCmd := exec.Command("ssh-agent", "-D", "-a", sock)
+	if err := agentCmd.Start(); err != nil {
+		t.Fatalf("ssh-agent: %v", err)
+	}
+	t.Cleanup(func() { _ = agentCmd.Process.Kill(); _ = agentCmd.Wait() })
+	waitFor(t, 10*time.Second, "ssh-agent's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	var keys []string
+	for i := range 7 {
+		k := filepath.Join(dir, "k"+strconv.Itoa(i))
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", k).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v\n%s", err, out)
+		}
+		keys = append(keys, k)
+	}
+	add := exec.Command("ssh-add", append(keys, suite.lab.Key)...)
+	add.Env = append(cleanEnv(os.Environ()), "SSH_AUTH_SOCK="+sock)
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("ssh-add: %v\n%s", err, out)
+	}
+	key := hostPublicKey(t, filepath.Join(suite.lab.Dir, "ssh_host_ed25519_key.pub"))
+	kh := filepath.Join(dir, "known_hosts")
+	writeKnownHosts(t, kh, "[127.0.0.1]:"+suite.lab.Port+" "+key+"\n")
+	d := newPrivateDaemon(t)
+	env := append(d.env(), "SSH_AUTH_SOCK="+sock)
+	var runs [2]hostKeyRun
+	for i, side := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
+		cp := filepath.Join(dir, []string{"real", "shim"}[i])
+		runs[i] = sshRun(t, side, kh, []string{"-o", "ControlMaster=auto", "-o", "ControlPath=" + cp}, env)
+	}
+	want, got := runs[0], runs[1]
+	if got != want {
+		t.Errorf("through the shim: rc %d, stdout %q, stderr:\n%s\nwith OpenSSH: rc %d, stdout %q, stderr:\n%s",
+			got.rc, got.stdout, got.stderr, want.rc, want.stdout, want.stderr)
+	}
+	if want.rc != 0 {
+		t.Errorf("OpenSSH did not log in: rc %d\n%s", want.rc, want.stderr)
+	}
+	if st := d.mustStatus(t); len(st.Targets) != 1 || st.Targets[0].Dials != 1 {
+		t.Errorf("not served by the daemon (a fallback?): targets %+v", st.Targets)
+	}
+}

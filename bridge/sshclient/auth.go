@@ -292,10 +292,12 @@ func (a *authState) challenge(name, instruction string, questions []string, echo
 	return answers, nil
 }
 
-// prepare lists the identities in OpenSSH's pubkey_prepare order: agent
-// keys (those matching a configured file first take that file's place in
-// agent order; others only without IdentitiesOnly), then the remaining
-// files in configuration order.
+// prepare lists the identities in OpenSSH's pubkey_prepare order: the
+// agent's copies of configured files (in agent order), then the agent's
+// other keys (not with IdentitiesOnly), then the files the agent does not
+// hold in configuration order. A key named with -i comes before the
+// agent's others, so a full agent does not use up the server's
+// MaxAuthTries before it.
 func (a *authState) prepare() {
 	a.prepared = true
 	var files []*identity
@@ -317,7 +319,7 @@ func (a *authState) prepare() {
 	}
 	// CertificateFile's user certificates come first, whoever holds
 	// their key (see certKey); their own file is their path.
-	var preferred []*identity
+	var preferred, agentOnly []*identity
 	for _, cf := range a.s.CertificateFiles {
 		path := a.s.Env.abs(cf)
 		if cert := loadCert(path); cert != nil && cert.CertType == ssh.UserCert {
@@ -337,9 +339,10 @@ func (a *authState) prepare() {
 			}
 		}
 		if !found && !a.s.IdentitiesOnly {
-			preferred = append(preferred, &identity{name: agentComment(as), pub: pub, agent: as})
+			agentOnly = append(agentOnly, &identity{name: agentComment(as), pub: pub, agent: as})
 		}
 	}
+	preferred = append(preferred, agentOnly...)
 	for _, id := range append(preferred, files...) {
 		// ssh-dss is not in OpenSSH 9.2's default PubkeyAcceptedAlgorithms.
 		if id.pub != nil && id.pub.Type() == keyAlgoDSA {

@@ -7,10 +7,14 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 	"weak"
+
+	"golang.org/x/crypto/ssh/agent"
 )
 
 // secretPrompter answers passphrase prompts with bytes it keeps, to see
@@ -113,5 +117,75 @@ func TestWipeKey(t *testing.T) {
 		if w != 0 {
 			t.Fatal("ecdsa: the secret's words are not overwritten")
 		}
+	}
+}
+
+// TestPrepareOrder: pubkey_prepare's order, the agent's copies of the
+// configured files first (in agent order), then the agent's other keys,
+// then the files the agent does not hold.
+func TestPrepareOrder(t *testing.T) {
+	env := testEnv(t)
+	keyring := agent.NewKeyring()
+	keys := map[string]ed25519.PrivateKey{}
+	for _, n := range []string{"a1", "f2", "a2", "f1", "f3"} {
+		keys[n], _ = newEd25519(t)
+		if n != "f3" {
+			if err := keyring.Add(agent.AddedKey{PrivateKey: keys[n], Comment: "agent-" + n}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	env.AuthSock = serveAgent(t, keyring)
+	var opts []string
+	for _, n := range []string{"f1", "f2", "f3"} {
+		opts = append(opts, "IdentityFile="+writeKey(t, env.Home, n, keys[n], ""))
+	}
+	for _, tc := range []struct {
+		only string
+		want string
+	}{
+		{"no", "DIR/f2 agent, DIR/f1 agent, agent-a1 agent, agent-a2 agent, DIR/f3"},
+		{"yes", "DIR/f2 agent, DIR/f1 agent, DIR/f3"},
+	} {
+		a := newAuthState(context.Background(), settingsFor(t, env, 22, append(opts, "IdentitiesOnly="+tc.only)...),
+			nil, nil, testLogger(t), nil)
+		a.prepare()
+		var got []string
+		for _, id := range a.ids {
+			g := strings.ReplaceAll(id.name, env.Home, "DIR")
+			if id.agent != nil {
+				g += " agent"
+			}
+			got = append(got, g)
+		}
+		a.close()
+		if g := strings.Join(got, ", "); g != tc.want {
+			t.Errorf("IdentitiesOnly %s:\n got %s\nwant %s", tc.only, g, tc.want)
+		}
+	}
+}
+
+// TestDialAgentFullOfKeys: an IdentityFile's key that the agent holds
+// after more keys than the server's MaxAuthTries is offered first, as
+// ssh does ("explicit agent"), and logs in.
+func TestDialAgentFullOfKeys(t *testing.T) {
+	priv, pub := newEd25519(t)
+	keyring := agent.NewKeyring()
+	for i := range 7 {
+		other, _ := newEd25519(t)
+		if err := keyring.Add(agent.AddedKey{PrivateKey: other, Comment: fmt.Sprintf("other%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := keyring.Add(agent.AddedKey{PrivateKey: priv, Comment: "mine"}); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, withAuthKey(pub))
+	env := testEnv(t)
+	env.AuthSock = serveAgent(t, keyring)
+	s := settingsFor(t, env, srv.port(), "StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null", "BatchMode=yes",
+		"IdentityFile="+writeKey(t, env.Home, "mine", priv, "secret"))
+	if _, err := run(t, s, nil); err != nil {
+		t.Fatalf("Dial: %v", err)
 	}
 }

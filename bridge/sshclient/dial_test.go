@@ -313,12 +313,10 @@ func TestDialAuth(t *testing.T) {
 	}
 }
 
-func TestDialAgent(t *testing.T) {
-	priv, pub := newEd25519(t)
-	keyring := agent.NewKeyring()
-	if err := keyring.Add(agent.AddedKey{PrivateKey: priv, Comment: "agentkey"}); err != nil {
-		t.Fatal(err)
-	}
+// serveAgent serves keyring as an ssh-agent until the test ends,
+// returning its socket.
+func serveAgent(t *testing.T, keyring agent.Agent) string {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -334,6 +332,16 @@ func TestDialAgent(t *testing.T) {
 			go func() { _ = agent.ServeAgent(keyring, c); c.Close() }()
 		}
 	}()
+	return sock
+}
+
+func TestDialAgent(t *testing.T) {
+	priv, pub := newEd25519(t)
+	keyring := agent.NewKeyring()
+	if err := keyring.Add(agent.AddedKey{PrivateKey: priv, Comment: "agentkey"}); err != nil {
+		t.Fatal(err)
+	}
+	sock := serveAgent(t, keyring)
 	otherPriv, _ := newEd25519(t)
 	tests := []struct {
 		name    string

@@ -128,14 +128,14 @@
 // has something left, starting over when the server's list changes, as in
 // sshconnect2.c; this is driven through x/crypto's AuthCallback. Public
 // keys are offered in pubkey_prepare order: CertificateFile certificates
-// first, then agent keys (file keys the agent holds take the agent's
-// position; other agent keys are dropped by IdentitiesOnly), then the
-// remaining files (each with FILE-cert.pub when no CertificateFile is
-// set). A certificate is signed by the identity holding its key, else by
-// a file named like it, else by a private key loaded from the
-// certificate's own file, as sign_and_send_pubkey does (with its "Load
-// key" lines: bad permissions, "Is a directory", "Permission denied",
-// ...). A key's public half comes from
+// first, then the agent's copies of the configured files (in agent
+// order), then the agent's other keys (dropped by IdentitiesOnly), then
+// the files the agent does not hold (each with FILE-cert.pub when no
+// CertificateFile is set). A certificate is signed by the identity
+// holding its key, else by a file named like it, else by a private key
+// loaded from the certificate's own file, as sign_and_send_pubkey does
+// (with its "Load key" lines: bad permissions, "Is a directory",
+// "Permission denied", ...). A key's public half comes from
 // the file, the public part of an OpenSSH-format key, or file.pub, so a
 // passphrase is asked ("Enter passphrase for key '...': ") only once the
 // server accepts the key; unprotected key files get OpenSSH's "UNPROTECTED
