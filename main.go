@@ -125,6 +125,9 @@ environment:
   ANSIBLE_BRIDGE_IGNORED_SIGNALS
                           set by the shim's C front for the Go shim: the
                           signals its caller left ignored; not for users
+  ANSIBLE_BRIDGE_MASTER_STUB
+                          set by the daemon for the C front it starts as a
+                          ControlPersist master's process: not for users
 
 also read: PATH (where the real ssh, scp and sftp are), XDG_RUNTIME_DIR (the
 default socket), XDG_DATA_HOME (env's default DIR), ANSIBLE_CONFIG,
@@ -292,12 +295,30 @@ func cmdDaemon(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	srv := bridge.New(bridge.Config{Idle: *idle, MaxInterpreters: *maxInterp, Mount: *mount, JournalOff: journalOff, JournalKeep: journalKeep}, log.WithField("pid", os.Getpid()))
+	srv := bridge.New(bridge.Config{Idle: *idle, MaxInterpreters: *maxInterp, Mount: *mount, JournalOff: journalOff, JournalKeep: journalKeep,
+		MasterStub: masterStub()}, log.WithField("pid", os.Getpid()))
 	if err := srv.Run(ctx, ln); err != nil {
 		log.WithError(err).Error("daemon failed")
 		return 1
 	}
 	return 0
+}
+
+// masterStub is the C front beside this binary, which the daemon runs as
+// each ControlPersist master's process; "" without one (a plain go
+// build): `ssh -O check` then names the daemon's pid for every master.
+func masterStub() string {
+	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
+	if err != nil {
+		return ""
+	}
+	if front := filepath.Join(filepath.Dir(self), fakessh.FrontBinary); isExecutable(front) {
+		return front
+	}
+	return ""
 }
 
 // parseJournal reads ANSIBLE_BRIDGE_JOURNAL: "" or "1" for the default,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"syscall"
 	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/mux"
@@ -45,9 +47,55 @@ func (c *sshConn) listenMux(master *invocation, s *sshclient.Settings) error {
 		return err
 	}
 	c.mux = l
+	c.startMaster(master, s)
 	c.t.control.Store(l)
 	go l.Serve(context.Background(), muxMaster{c}, c.t.log.WithField("mux", s.ControlPath))
 	return nil
+}
+
+// startMaster gives c's control socket its master's pid, as ssh's
+// clients see it: without ControlPersist the ssh that logged in (it is
+// the master, running its own session), with it a process of the
+// master's own (masterStub); the daemon's when there is neither.
+func (c *sshConn) startMaster(master *invocation, s *sshclient.Settings) {
+	if s.ControlPersist == sshclient.PersistNo {
+		if master != nil && master.pid > 0 {
+			c.mux.SetPID(master.pid)
+		}
+		return
+	}
+	prog := c.t.reg.masterStub
+	if prog == "" {
+		return
+	}
+	l := c.mux
+	stub, err := startMasterStub(prog, s.ControlPath, l.WindowChanged, c.masterKilled)
+	if err != nil {
+		c.t.log.WithError(err).Warn("no process of its own for the master: -O check names the daemon's")
+		return
+	}
+	c.stub = stub
+	l.SetPID(stub.pid)
+}
+
+// masterKilled ends c as ssh's master ends when killed by sig: its
+// sessions end and, for a signal ssh catches, its socket goes; for one
+// it does not (SIGKILL), the socket stays, refusing.
+func (c *sshConn) masterKilled(sig syscall.Signal) {
+	c.t.log.WithField("signal", sig).Info("the master's process was killed: its connection closes")
+	if sig != 0 && !caughtBySSH(sig) {
+		c.mux.Abandon()
+	}
+	t := c.t
+	t.mu.Lock()
+	current := slices.Contains(t.conns, c)
+	t.mu.Unlock()
+	if current {
+		// The target's connections are this master's.
+		t.stop(true)
+		return
+	}
+	c.kill() // a master stopped (-O stop) whose sessions ran on
 }
 
 // ownsControlPath reports whether the socket at path is the control

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"os"
 	"syscall"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
@@ -75,7 +74,7 @@ func (r *request) answerControl(t *target) int {
 	said := !r.inv.Quiet && r.settings.Says("FATAL")
 	switch cmd {
 	case "check":
-		iv.errorf("Master running (pid=%d)", os.Getpid())
+		iv.errorf("Master running (pid=%d)", t.control.Load().PID())
 	case "stop":
 		t.stop(false)
 		if said {

@@ -46,6 +46,10 @@ type Config struct {
 	// recently used idle one is retired to make room. 0 means
 	// DefaultMaxInterpreters.
 	MaxInterpreters int
+	// MasterStub is the C front (fakessh.FrontBinary), run in its stub
+	// mode as the process of each ControlPersist master, whose pid
+	// `ssh -O check` names; "" names the daemon's for every master.
+	MasterStub string
 }
 
 // Server is the bridge daemon: it serves shim invocations arriving on a
@@ -86,10 +90,12 @@ func New(cfg Config, log logrus.FieldLogger) *Server {
 	if dial == nil {
 		dial = sshclient.Dial
 	}
+	targets := newRegistry(log, dial, cfg.MaxInterpreters)
+	targets.masterStub = cfg.MasterStub
 	return &Server{
 		cfg:        cfg,
 		log:        log,
-		targets:    newRegistry(log, dial, cfg.MaxInterpreters),
+		targets:    targets,
 		started:    time.Now(),
 		journal:    journal.NewWith(journal.Config{Size: cfg.JournalSize, Keep: cfg.JournalKeep, Off: cfg.JournalOff}),
 		activity:   make(chan struct{}, 1),

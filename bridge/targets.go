@@ -34,6 +34,9 @@ type registry struct {
 	log       logrus.FieldLogger
 	dial      DialFunc
 	maxAgents int
+	// masterStub is the program run as each ControlPersist master's
+	// process (Config.MasterStub); "" leaves the daemon's pid for all.
+	masterStub string
 
 	mu      sync.Mutex
 	targets map[string]*target
@@ -238,6 +241,8 @@ type sshConn struct {
 	// mux is the control socket real ssh clients share c through (nil
 	// for a connection that is no master's).
 	mux *mux.Listener
+	// stub is the process standing for c's master, with ControlPersist.
+	stub *masterStub
 	// forwards are those mux clients asked c's master for.
 	forwards forwardSet
 }
@@ -664,6 +669,7 @@ func (c *sshConn) markDead() {
 		return
 	}
 	c.mux.Close()
+	c.stub.end()
 	c.forwards.close()
 	if p, ok := c.t.ownSessions.LoadAndDelete(c); ok {
 		_ = p.(*os.Process).Release()

@@ -61,6 +61,11 @@ const ShimBinary = "ansible-bridge-shim"
 // serves the daemon's plain invocations and execs ShimBinary for the rest.
 const FrontBinary = "ansible-bridge-front"
 
+// MasterStubEnv, set, makes FrontBinary the process standing for one
+// ControlPersist master of the daemon's (bridge/masterstub.go), waiting
+// on its socket to the daemon on fd 3.
+const MasterStubEnv = "ANSIBLE_BRIDGE_MASTER_STUB"
+
 // DaemonBinary returns the binary that runs the daemon: this one, or for
 // the shim-only binary, ansible-bridge in its directory.
 func DaemonBinary() (string, error) {

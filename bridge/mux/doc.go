@@ -8,15 +8,17 @@
 // name beside the path, 0600, hard-linked into place so that a racing
 // master finds EEXIST); Listener.Serve answers each client:
 //
-//   - hello, alive check (the daemon's pid), terminate and stop listening
-//     (`ssh -O check|exit|stop`);
+//   - hello, alive check (the master's pid: Listener.SetPID's, a process
+//     standing for that one master, or the daemon's), terminate and stop
+//     listening (`ssh -O check|exit|stop`);
 //   - passenger sessions: the client passes its stdin, stdout and stderr,
 //     and the server runs the session channel on them itself, with the
 //     client's terminal modes and window size read from the passed
 //     descriptor, the escape character filtered as the master filters a
 //     mux client's (~. ~B ~? ~#, and "not available" for the rest), window
 //     changes on SIGWINCH (the client relays its SIGWINCH to the master's
-//     pid), and the exit status sent back; a client that goes away closes
+//     pid, whose owner calls Listener.WindowChanged; the daemon's own
+//     SIGWINCH reaches every session), and the exit status sent back; a client that goes away closes
 //     its channel, as the master's cleanup does;
 //   - stdio forwarding (`ssh -W`) on the passed descriptors;
 //   - port forwarding requests (-L, -R, -D, `-O forward|cancel`), handed to

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
@@ -40,10 +41,28 @@ type Listener struct {
 	dev  uint64
 	ino  uint64
 
+	// pid is the master's process, which `ssh -O check` names and a
+	// client sends SIGWINCH to; 0 for the daemon's own.
+	pid atomic.Int32
+
 	mu       sync.Mutex
 	closed   bool
 	ids      uint32
 	sessions map[*session]bool
+}
+
+// SetPID makes pid the master's process that clients are told of.
+func (l *Listener) SetPID(pid int) { l.pid.Store(int32(pid)) }
+
+// PID is the master's process: the one SetPID gave, or the daemon's.
+func (l *Listener) PID() int {
+	if l == nil {
+		return os.Getpid()
+	}
+	if pid := l.pid.Load(); pid > 0 {
+		return int(pid)
+	}
+	return os.Getpid()
 }
 
 // Listen puts a control socket at path as ssh's new master does: bound
@@ -127,7 +146,14 @@ func (l *Listener) inPlace() bool {
 // Close stops listening and removes the socket, if it is still this
 // listener's, as a master does on `-O stop` and on exit. Sessions already
 // open go on.
-func (l *Listener) Close() {
+func (l *Listener) Close() { l.close(true) }
+
+// Abandon stops listening and leaves the socket file where it is, as a
+// master killed by a signal it does not catch (SIGKILL) leaves it: a
+// client then finds it refusing.
+func (l *Listener) Abandon() { l.close(false) }
+
+func (l *Listener) close(unlink bool) {
 	if l == nil {
 		return
 	}
@@ -138,7 +164,7 @@ func (l *Listener) Close() {
 	}
 	l.closed = true
 	l.mu.Unlock()
-	if l.inPlace() {
+	if unlink && l.inPlace() {
 		_ = os.Remove(l.path)
 	}
 	_ = l.ln.Close()

@@ -152,7 +152,7 @@ func (cl *client) fail(rid uint32, reason string) error {
 func (cl *client) handle(ctx context.Context, typ, rid uint32, p *packet) error {
 	switch typ {
 	case msgAliveCheck:
-		return cl.reply(builder(nil).u32(msgAlive).u32(rid).u32(uint32(os.Getpid())))
+		return cl.reply(builder(nil).u32(msgAlive).u32(rid).u32(uint32(cl.l.PID())))
 	case msgTerminate:
 		err := cl.reply(builder(nil).u32(msgOK).u32(rid))
 		cl.m.Terminate()

@@ -33,6 +33,22 @@ func (l *Listener) track(s *session, open bool) {
 	}
 }
 
+// WindowChanged is SIGWINCH to this listener's master's own process:
+// each of its sessions with a terminal sends the terminal's size again.
+func (l *Listener) WindowChanged() {
+	l.mu.Lock()
+	var all []*session
+	for s := range l.sessions {
+		if s.tty {
+			all = append(all, s)
+		}
+	}
+	l.mu.Unlock()
+	for _, s := range all {
+		s.windowChanged()
+	}
+}
+
 // openMessage is the ~# listing: the listener's open sessions
 // (channel_open_message lists the master's open channels).
 func (l *Listener) openMessage() string {

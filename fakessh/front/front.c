@@ -43,6 +43,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -61,6 +63,8 @@
 #define FULL_BINARY "ansible-bridge"
 #define RESUME_ENV "ANSIBLE_BRIDGE_RESUME"
 #define IGNORED_ENV "ANSIBLE_BRIDGE_IGNORED_SIGNALS" /* fakessh.IgnoredSignalsEnv */
+#define STUB_ENV "ANSIBLE_BRIDGE_MASTER_STUB"         /* fakessh.MasterStubEnv */
+#define STUB_FD 3
 
 extern char **environ;
 
@@ -645,6 +649,50 @@ static void signalled(int sig)
 		stop_deadline = now_ms() + STOP_WAIT_MS;
 }
 
+/* ---------------------------------------------------------------- master stub */
+
+/* The daemon starts this program as the process of each ControlPersist
+ * master it holds (bridge/masterstub.go), with STUB_ENV set, argv[0]
+ * ssh's process title ("ssh: PATH [mux]") and its socket to the daemon
+ * on STUB_FD: its pid is the one `ssh -O check` names. It waits on the
+ * socket and exits when the daemon closes it; killed, it dies of the
+ * signal, and the daemon ends the master as ssh's would on that signal.
+ * SIGWINCH, which a mux client relays to its master, goes to the daemon
+ * as a byte. */
+static void stub_winch(int sig)
+{
+	(void)sig;
+	int e = errno;
+	if (write(STUB_FD, "W", 1) < 0) {
+		/* the daemon is gone: the read below ends this */
+	}
+	errno = e;
+}
+
+static int master_stub(void)
+{
+	(void)prctl(PR_SET_NAME, "ssh", 0, 0, 0); /* ssh's comm */
+	struct rlimit none = {0, 0};
+	(void)setrlimit(RLIMIT_CORE, &none); /* ssh catches SIGQUIT: no core */
+	sigset_t empty;
+	sigemptyset(&empty);
+	sigprocmask(SIG_SETMASK, &empty, NULL);
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	const int fatal[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM};
+	for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+		sigaction(fatal[i], &dfl, NULL);
+	struct sigaction ign = {.sa_handler = SIG_IGN};
+	sigaction(SIGPIPE, &ign, NULL);
+	struct sigaction winch = {.sa_handler = stub_winch, .sa_flags = SA_RESTART};
+	sigaction(SIGWINCH, &winch, NULL);
+	char b[64];
+	for (;;) {
+		ssize_t n = read(STUB_FD, b, sizeof b);
+		if (n == 0 || (n < 0 && errno != EINTR))
+			_exit(0);
+	}
+}
+
 /* ---------------------------------------------------------------- main */
 
 static int shim_name(const char *p)
@@ -687,6 +735,8 @@ static int in_background(void)
 
 int main(int argc, char **argv)
 {
+	if (getenv(STUB_ENV))
+		return master_stub();
 	sanitise_stdfd();
 	g_argv = argv;
 	const char *base = argc > 0 ? strrchr(argv[0], '/') : NULL;
