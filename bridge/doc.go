@@ -45,7 +45,10 @@
 //     invocations in flight at the stop have finished) so the next step
 //     logs in afresh, as `meta: reset_connection` expects, while another
 //     run's step in flight completes. Held temp dirs stay: to Ansible
-//     they are on the target.
+//     they are on the target. check names the master's pid: with
+//     ControlPersist a process of the master's own (masterstub.go, the C
+//     front's stub mode), whose death by a signal ends that master as
+//     ssh's would end; without, the ssh that logged in.
 //   - dd (route_dd.go): Ansible's piped transfer (`dd of=PATH bs=65536`)
 //     is written through SFTP atomically instead of by dd.
 //   - cached (route_cached.go): Ansible's temp-dir housekeeping (echo ~,

@@ -6,7 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -125,5 +127,77 @@ func TestControlMasterYesControl(t *testing.T) {
 	r = h.run("ssh", withOption(yes("-O", "check", "127.0.0.1"), "ControlPersist", "no"), "")
 	if r.fallback == "" {
 		t.Errorf("-M -O check without ControlPersist: %+v, want the real ssh's (it runs a login shell)", r)
+	}
+}
+
+// TestMasterProcess: with ControlPersist each master has a process of its
+// own, a child of the daemon's titled as ssh's, whose pid `-O check`
+// names; killed with a signal ssh catches it ends its master only and
+// the socket goes, with one it does not (SIGKILL) the socket stays,
+// refusing; after `-O exit` it is gone.
+func TestMasterProcess(t *testing.T) {
+	h := newHarnessConfig(t, 0, Config{MasterStub: buildFront(t)})
+	other := filepath.Join(filepath.Dir(h.cp), "other")
+	check := func(cp string) (int, result) {
+		r := h.run("ssh", h.sshArgsAt(cp, "-O", "check", "127.0.0.1"), "")
+		var pid int
+		if _, err := fmt.Sscanf(r.stderr, "Master running (pid=%d)", &pid); err != nil {
+			return 0, r
+		}
+		return pid, r
+	}
+	up := func(cp string) int {
+		t.Helper()
+		if r := h.run("ssh", h.sshArgsAt(cp, "127.0.0.1", "true"), ""); r.code != 0 {
+			t.Fatalf("master at %s: %+v", cp, r)
+		}
+		pid, r := check(cp)
+		if pid == 0 {
+			t.Fatalf("-O check at %s: %+v", cp, r)
+		}
+		return pid
+	}
+	pid, otherPID := up(h.cp), up(other)
+	if pid == os.Getpid() || otherPID == os.Getpid() || pid == otherPID {
+		t.Fatalf("masters' pids %d and %d, the daemon's %d: want one each, not the daemon's", pid, otherPID, os.Getpid())
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if !strings.Contains(string(status), fmt.Sprintf("\nPPid:\t%d\n", os.Getpid())) {
+		t.Errorf("the master's process is not the daemon's child:\n%s", status)
+	}
+	if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); string(cmdline) != "ssh: "+h.cp+" [mux]\x00" {
+		t.Errorf("cmdline %q", cmdline)
+	}
+
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	waitFor(t, "the killed master's socket to go", func() bool { _, err := os.Lstat(h.cp); return err != nil })
+	if _, r := check(h.cp); r.code != 255 || r.stderr != "Control socket connect("+h.cp+"): No such file or directory\r\n" {
+		t.Errorf("-O check after kill -TERM: %+v", r)
+	}
+	if p, r := check(other); p != otherPID {
+		t.Errorf("the other master after killing one: %+v", r)
+	}
+
+	pid = up(h.cp)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, "the killed master's connection to close", func() bool {
+		t := h.srv.targets.lookup(h.cp)
+		return t == nil || !t.hasLive()
+	})
+	if _, r := check(h.cp); r.code != 255 || r.stderr != "Control socket connect("+h.cp+"): Connection refused\r\n" {
+		t.Errorf("-O check after kill -KILL: %+v", r)
+	}
+	_ = os.Remove(h.cp)
+
+	pid = up(h.cp)
+	if r := h.run("ssh", h.sshArgs("-O", "exit", "127.0.0.1"), ""); r.code != 0 {
+		t.Fatalf("-O exit: %+v", r)
+	}
+	waitFor(t, "the master's process to go after -O exit", func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		return err != nil
+	})
+	if p, r := check(other); p != otherPID {
+		t.Errorf("the other master after -O exit of one: %+v", r)
 	}
 }

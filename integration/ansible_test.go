@@ -255,8 +255,9 @@ func stopMasters(t *testing.T, cp string) int {
 var masterPID = regexp.MustCompile(`Master running \(pid=(\d+)\)`)
 
 // daemonsMaster reports whether the master answering on the control
-// socket at path is an ansible-bridge daemon (`ssh -O check` names its
-// pid).
+// socket at path is an ansible-bridge daemon's: `ssh -O check` names
+// the master's process, which the daemon started (a ControlPersist
+// master's own process is the daemon's child).
 func daemonsMaster(path string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -265,8 +266,25 @@ func daemonsMaster(path string) bool {
 	if m == nil {
 		return false
 	}
-	exe, err := os.Readlink("/proc/" + string(m[1]) + "/exe")
+	pid, _ := strconv.Atoi(string(m[1]))
+	return isDaemon(pid) || isDaemon(parentPID(pid))
+}
+
+// isDaemon reports whether pid runs the ansible-bridge binary.
+func isDaemon(pid int) bool {
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
 	return err == nil && filepath.Base(strings.TrimSuffix(exe, " (deleted)")) == "ansible-bridge"
+}
+
+// parentPID is pid's parent's pid, 0 if unknown.
+func parentPID(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	_, rest, _ := strings.Cut(string(b), "\nPPid:\t")
+	ppid, _ := strconv.Atoi(strings.SplitN(rest, "\n", 2)[0])
+	return ppid
 }
 
 func createFile(t *testing.T, path string) *os.File {

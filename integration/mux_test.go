@@ -236,8 +236,8 @@ check_master
 
 // muxHelpers are the mux cases' shell helpers: mssh, the real ssh (a
 // client of the master when there is one); check_master, which says
-// whether the master is the side's own (a real ssh with OpenSSH, the
-// daemon through the shims, so that a shims run served by a real master
+// whether the master is the side's own (a real ssh with OpenSSH, a
+// process the daemon started through the shims, so that a shims run served by a real master
 // the real ssh made cannot pass); CP, the ControlPath, and gone,
 // which waits until the master has removed it; wait_file FILE TEXT;
 // freeport, a local port free a moment ago; and banner PORT [SOCKS-PORT],
@@ -249,7 +249,7 @@ CP=$(mssh -G lab 2>/dev/null | sed -n 's/^controlpath //p')
 check_master() {
   pid=$(mssh -O check lab 2>&1 | sed -n 's/^Master running (pid=\([0-9]*\)).*/\1/p')
   if [ -z "$pid" ]; then who=none
-  elif ss -xlpn | grep -F "$ANSIBLE_BRIDGE_SOCKET " | grep -q "pid=$pid,"; then who=the-daemon
+  elif ss -xlpn | grep -F "$ANSIBLE_BRIDGE_SOCKET " | grep -q "pid=$(ps -o ppid= -p $pid | tr -d ' '),"; then who=the-daemon
   else who=an-ssh; fi
   case SIDE:$who in openssh:an-ssh|shims:the-daemon) echo "master: the side's own";; *) echo "master: $who";; esac
 }

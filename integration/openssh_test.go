@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -337,5 +338,90 @@ func TestAgentFullOfKeysLikeOpenSSH(t *testing.T) {
 	}
 	if st := d.mustStatus(t); len(st.Targets) != 1 || st.Targets[0].Dials != 1 {
 		t.Errorf("not served by the daemon (a fallback?): targets %+v", st.Targets)
+	}
+}
+
+// TestMasterProcessLikeOpenSSH: a ControlPersist master is a process of
+// its own, whose pid `ssh -O check` names: two masters have two; `kill`
+// of one's pid ends that master only (SIGTERM, which ssh catches,
+// removes its socket; SIGKILL leaves it, refusing); after `-O exit` the
+// pid is gone. Through the shims that process is the daemon's child.
+func TestMasterProcessLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	dir := t.TempDir()
+	key := hostPublicKey(t, filepath.Join(suite.lab.Dir, "ssh_host_ed25519_key.pub"))
+	kh := filepath.Join(dir, "known_hosts")
+	writeKnownHosts(t, kh, "[127.0.0.1]:"+suite.lab.Port+" "+key+"\n")
+	d := newPrivateDaemon(t)
+	var got [2][]string
+	for i, side := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
+		name := []string{"real", "shim"}[i]
+		cpA, cpB := filepath.Join(dir, name+"-A"), filepath.Join(dir, name+"-B")
+		opts := func(cp string) []string {
+			return []string{"-o", "ControlMaster=auto", "-o", "ControlPersist=60", "-o", "ControlPath=" + cp}
+		}
+		say := func(f string, a ...any) { got[i] = append(got[i], fmt.Sprintf(f, a...)) }
+		check := func(cp string) (int, sshOutcome) {
+			args := append([]string{"-F", "none", "-O", "check"}, append(opts(cp), "lab")...)
+			o := runOwnSession(t, exec.Command(side, args...), d.env())
+			o.stderr = strings.ReplaceAll(o.stderr, cp, "CP")
+			var pid int
+			if _, err := fmt.Sscanf(o.stderr, "Master running (pid=%d)", &pid); err != nil {
+				return 0, o
+			}
+			return pid, o
+		}
+		up := func(cp string) int {
+			if r := sshRun(t, side, kh, opts(cp), d.env()); r.rc != 0 {
+				t.Fatalf("%s: master at %s: rc %d\n%s", side, cp, r.rc, r.stderr)
+			}
+			pid, o := check(cp)
+			if pid == 0 {
+				t.Fatalf("%s: -O check: %+v", side, o)
+			}
+			if i == 1 && !isDaemon(parentPID(pid)) {
+				t.Errorf("through the shims, master %d's parent %d is not the daemon", pid, parentPID(pid))
+			}
+			return pid
+		}
+		// gone: the pid is reaped, or a zombie (a stock master's parent
+		// here may not reap it).
+		gone := func(pid int) bool {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+			return err != nil || strings.Contains(string(b), ") Z ")
+		}
+		pidA, pidB := up(cpA), up(cpB)
+		say("A and B have the same pid: %t", pidA == pidB)
+
+		_ = syscall.Kill(pidA, syscall.SIGTERM)
+		waitFor(t, 10*time.Second, "A's master to go on SIGTERM", func() bool { p, _ := check(cpA); return p == 0 })
+		_, o := check(cpA)
+		say("A after kill -TERM: rc %d %s", o.rc, o.stderr)
+		p, o := check(cpB)
+		say("B after kill -TERM of A: same pid %t, rc %d", p == pidB, o.rc)
+
+		pidA = up(cpA)
+		_ = syscall.Kill(pidA, syscall.SIGKILL)
+		waitFor(t, 10*time.Second, "A's master to go on SIGKILL", func() bool { p, _ := check(cpA); return p == 0 && gone(pidA) })
+		_, o = check(cpA)
+		say("A after kill -KILL: rc %d %s", o.rc, o.stderr)
+		p, o = check(cpB)
+		say("B after kill -KILL of A: same pid %t, rc %d", p == pidB, o.rc)
+		_ = os.Remove(cpA)
+
+		pidA = up(cpA)
+		args := append([]string{"-F", "none", "-O", "exit"}, append(opts(cpA), "lab")...)
+		o = runOwnSession(t, exec.Command(side, args...), d.env())
+		say("A -O exit: rc %d %s", o.rc, o.stderr)
+		waitFor(t, 10*time.Second, "A's master process to go after -O exit", func() bool { return gone(pidA) })
+		p, o = check(cpB)
+		say("B after -O exit of A: same pid %t, rc %d", p == pidB, o.rc)
+		args = append([]string{"-F", "none", "-O", "exit"}, append(opts(cpB), "lab")...)
+		runOwnSession(t, exec.Command(side, args...), d.env())
+		waitFor(t, 10*time.Second, "B's master process to go after -O exit", func() bool { return gone(pidB) })
+	}
+	if w, g := strings.Join(got[0], "\n"), strings.Join(got[1], "\n"); w != g {
+		t.Errorf("through the shims:\n%s\nwith OpenSSH:\n%s", g, w)
 	}
 }

@@ -27,6 +27,9 @@
  *     is left unread on it and ANSIBLE_BRIDGE_RESUME tells the Go shim
  *     the fd and how far the conversation got (fakessh/resume.go).
  *
+ * With ANSIBLE_BRIDGE_MASTER_STUB set it is instead the process the
+ * daemon starts for each ControlPersist master (master_stub below).
+ *
  * The frame format and the hello's fields are package wire's
  * (fakessh/wire); fakessh/front_test.go holds this program to the hello
  * the Go shim would send and to its answers.
