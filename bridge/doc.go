@@ -48,7 +48,7 @@
 //     they are on the target. check names the master's pid: with
 //     ControlPersist a process of the master's own (masterstub.go, the C
 //     front's stub mode), whose death by a signal ends that master as
-//     ssh's would end; without, the ssh that logged in.
+//     ssh's would end; without, the daemon's.
 //   - dd (route_dd.go): Ansible's piped transfer (`dd of=PATH bs=65536`)
 //     is written through SFTP atomically instead of by dd.
 //   - cached (route_cached.go): Ansible's temp-dir housekeeping (echo ~,

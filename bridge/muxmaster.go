@@ -47,25 +47,20 @@ func (c *sshConn) listenMux(master *invocation, s *sshclient.Settings) error {
 		return err
 	}
 	c.mux = l
-	c.startMaster(master, s)
+	c.startMaster(s)
 	c.t.control.Store(l)
 	go l.Serve(context.Background(), muxMaster{c}, c.t.log.WithField("mux", s.ControlPath))
 	return nil
 }
 
-// startMaster gives c's control socket its master's pid, as ssh's
-// clients see it: without ControlPersist the ssh that logged in (it is
-// the master, running its own session), with it a process of the
-// master's own (masterStub); the daemon's when there is neither.
-func (c *sshConn) startMaster(master *invocation, s *sshclient.Settings) {
-	if s.ControlPersist == sshclient.PersistNo {
-		if master != nil && master.pid > 0 {
-			c.mux.SetPID(master.pid)
-		}
-		return
-	}
+// startMaster gives a ControlPersist master a process of its own
+// (masterStub), whose pid its control socket's clients are told, as of
+// ssh's backgrounded master. Without ControlPersist ssh's master is the
+// ssh that logged in; the daemon's pid stands for it, as the daemon
+// relays the SIGWINCH a mux client sends there to its sessions.
+func (c *sshConn) startMaster(s *sshclient.Settings) {
 	prog := c.t.reg.masterStub
-	if prog == "" {
+	if prog == "" || s.ControlPersist == sshclient.PersistNo {
 		return
 	}
 	l := c.mux
