@@ -87,10 +87,25 @@ func startupEnv(env [][2]string) string {
 // overwrites them once handled only where they are ASCII (forget_str).
 const slowNoLogEnv = "a no_log task's environment: the module runs in a python of its own, as with stock, so that its values end with it"
 
-// secretEnv reports whether a module step's VAR=value prefixes may be a
-// no_log task's (its arguments say so, or cannot be read).
-func secretEnv(c ansibleCmd, w *ansiballz.Wrapper) bool {
-	return len(c.env) > 0 && !w.PlainArgs()
+// slowAsyncEnv is why an async_status step with an `environment:` ran in
+// a python of its own: Ansible polls an async task with one built with the
+// task's environment but not its no_log, so the values may be a no_log
+// task's.
+const slowAsyncEnv = "an async_status poll's environment: (its task's, which may be no_log): the module runs in a python of its own, as with stock, so that its values end with it"
+
+// secretEnv says why a module step's VAR=value prefixes may be a no_log
+// task's (its arguments say so or cannot be read, or it polls another
+// task), or "".
+func secretEnv(c ansibleCmd, w *ansiballz.Wrapper) string {
+	switch {
+	case len(c.env) == 0:
+		return ""
+	case ansiballz.IsAsyncStatus(w.ModuleFQN):
+		return slowAsyncEnv
+	case !w.PlainArgs():
+		return slowNoLogEnv
+	}
+	return ""
 }
 
 // slowStartupEnv is why a module step ran in a python of its own.

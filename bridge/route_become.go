@@ -53,9 +53,9 @@ func (r *request) serveBecome() (code int, served bool) {
 		if wrapper = t.heldWrapper(c.script); wrapper == nil {
 			return 0, false
 		}
-		if secretEnv(c, wrapper) {
+		if why := secretEnv(c, wrapper); why != "" {
 			wrapper.Forget()
-			t.countSlow(iv, slowNoLogEnv)
+			t.countSlow(iv, why)
 			return 0, false
 		}
 	}

@@ -52,8 +52,8 @@ func (r *request) serveModule() (int, bool) {
 		}
 		defer wrapper.Forget()
 		iv.entry.SetModule(wrapper)
-		if secretEnv(c, wrapper) {
-			t.countSlow(iv, slowNoLogEnv)
+		if why := secretEnv(c, wrapper); why != "" {
+			t.countSlow(iv, why)
 			return 0, false
 		}
 	} else {
@@ -73,8 +73,8 @@ func (r *request) serveModule() (int, bool) {
 			return r.passthrough(data), true
 		}
 		defer wrapper.Wipe()
-		if secretEnv(r.cmd, wrapper) {
-			t.countSlow(iv, slowNoLogEnv)
+		if why := secretEnv(r.cmd, wrapper); why != "" {
+			t.countSlow(iv, why)
 			return r.passthrough(wrapper.Src), true
 		}
 	}

@@ -307,13 +307,8 @@ func (w *Wrapper) Params() ([]byte, error) {
 }
 
 // PlainArgs reports whether the parameters say, readably, that the task
-// is not no_log (Ansible's _ansible_no_log, false). An async_status step
-// is never plain: Ansible polls an async task with one that carries the
-// task's environment but not its no_log.
+// is not no_log (Ansible's _ansible_no_log, false).
 func (w *Wrapper) PlainArgs() bool {
-	if IsAsyncStatus(w.ModuleFQN) {
-		return false
-	}
 	p, err := w.Params()
 	if err != nil {
 		return false
