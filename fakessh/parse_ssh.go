@@ -671,6 +671,30 @@ func (p *optParser) configLineSSH(line string) error {
 			// A socket path: agent forwarding, which is unsupported.
 			p.set(store, arg, kw)
 		}
+	case sshconf.AddKeys:
+		// readconf.c: yes, no, ask or confirm, "confirm TIME", or a TIME
+		// alone; the value is read again with the files'.
+		if arg == "" {
+			return &UsageError{Msg: "command-line line 0: missing argument.\r\n" +
+				"command-line line 0: unsupported option\r\n", Status: ExitSSHError}
+		}
+		state, ok := sshconf.Multistate(arg, []string{"yes", "no", "true", "false", "ask", "confirm"})
+		v := arg
+		switch {
+		case ok && state == "confirm" && len(args) > 0:
+			if sshconf.ConvTime(args[0]) < 0 {
+				return cfgError("invalid time value.")
+			}
+			v += " " + args[0]
+			args = args[1:]
+		case !ok && len(args) == 0:
+			if sshconf.ConvTime(arg) < 0 {
+				return cfgError("unsupported option")
+			}
+		case !ok || len(args) > 0:
+			return cfgError("unsupported option")
+		}
+		p.set(store, v, kw)
 	case sshconf.AnyArgs:
 		if arg == "" {
 			return cfgError("Missing argument.")

@@ -375,6 +375,9 @@ func TestParseSSHErrors(t *testing.T) {
 		{"-o none not alone", []string{"-o", "UserKnownHostsFile=none /x", "h"}, cl + "keyword userknownhostsfile \"none\" argument must appear alone.\r\n"},
 		{"-o bad ProxyJump", []string{"-o", "ProxyJump=@h", "h"}, cl + "Invalid ProxyJump \"@h\"\r\n"},
 		{"-o bad SendEnv", []string{"-o", "SendEnv=A=1", "h"}, cl + "Invalid environment name.\r\n"},
+		{"-o bad AddKeysToAgent", []string{"-o", "AddKeysToAgent=maybe", "h"}, cl + "unsupported option\r\n"},
+		{"-o AddKeysToAgent yes TIME", []string{"-o", "AddKeysToAgent=yes 1m", "h"}, cl + "unsupported option\r\n"},
+		{"-o AddKeysToAgent confirm bad time", []string{"-o", "AddKeysToAgent=confirm 1x", "h"}, cl + "invalid time value.\r\n"},
 		{"bad -p", []string{"-p", "x", "h"}, "Bad port 'x'\n"},
 		{"-p 0", []string{"-p", "0", "h"}, "Bad port '0'\n"},
 		{"bad -e", []string{"-e", "xx", "h"}, "Bad escape character 'xx'.\n"},
@@ -814,6 +817,10 @@ var sshDiffCorpus = [][]string{
 	{"-J", "h/22", "x"}, {"-J", "u@h:22,ssh://k:2", "x"}, {"-J", "a,-b", "x"}, {"-J", "-u@-h", "x"},
 	{"-J", "ssh://-u@h", "x"}, {"-J", "u@[a b]", "x"}, {"-o", "ProxyJump=a,-b", "x"}, {"-l", "-x", "h b"}, {"-J", "ssh://k/p", "x"}, {"-o", "ProxyJump=a,,b", "x"},
 	{"-o", "ForwardAgent #", "h"}, {"-o", "SetEnv=A=1 A=2", "h"}, {"-o", "SendEnv #", "h"},
+	{"-o", "AddKeysToAgent=bogus", "h"}, {"-o", "AddKeysToAgent=confirm 5x", "h"}, {"-o", "AddKeysToAgent=yes 5m", "h"},
+	{"-o", "AddKeysToAgent=ask 5m", "h"}, {"-o", "AddKeysToAgent=5m", "h"}, {"-o", "AddKeysToAgent=CONFIRM 5m", "h"},
+	{"-o", "AddKeysToAgent=confirm 5m 3", "h"}, {"-o", `AddKeysToAgent=""`, "h"}, {"-o", "AddKeysToAgent #", "h"},
+	{"-o", "AddKeysToAgent=ask", "h"}, {"-o", "AddKeysToAgent=99999999999", "h"},
 }
 
 // TestSSHMatchesOpenSSH compares ParseSSH with the real ssh -G: the same

@@ -341,6 +341,84 @@ func TestAgentFullOfKeysLikeOpenSSH(t *testing.T) {
 	}
 }
 
+// TestAddKeysToAgentLikeOpenSSH: with AddKeysToAgent, the key ssh loads
+// from its file is added to the agent as it logs in, with the key's own
+// comment; through the shim (served by the daemon) the agent then lists
+// the same.
+func TestAddKeysToAgentLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	agentCmd := exec.Command("ssh-agent", "-D", "-a", sock)
+	if err := agentCmd.Start(); err != nil {
+		t.Fatalf("ssh-agent: %v", err)
+	}
+	t.Cleanup(func() { _ = agentCmd.Process.Kill(); _ = agentCmd.Wait() })
+	waitFor(t, 10*time.Second, "ssh-agent's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	sshAdd := func(args ...string) string {
+		c := exec.Command("ssh-add", args...)
+		c.Env = append(cleanEnv(os.Environ()), "SSH_AUTH_SOCK="+sock)
+		out, _ := c.CombinedOutput() // -l exits 1 with no identities
+		return string(out)
+	}
+	// The lab key keeps a comment; a copy of it none.
+	b, err := os.ReadFile(suite.lab.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noComment := filepath.Join(dir, "nocomment")
+	if err := os.WriteFile(noComment, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("ssh-keygen", "-q", "-c", "-C", "", "-f", noComment).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen -c: %v\n%s", err, out)
+	}
+	cfg := filepath.Join(dir, "config")
+	if err := os.WriteFile(cfg, []byte("Host *\n  AddKeysToAgent yes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key := hostPublicKey(t, filepath.Join(suite.lab.Dir, "ssh_host_ed25519_key.pub"))
+	kh := filepath.Join(dir, "known_hosts")
+	writeKnownHosts(t, kh, "[127.0.0.1]:"+suite.lab.Port+" "+key+"\n")
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"from a file", []string{"-F", cfg, "-i", suite.lab.Key}},
+		{"with a lifespan, no comment", []string{"-F", "none", "-o", "AddKeysToAgent=confirm 1h", "-i", noComment}},
+	}
+	for ci, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newPrivateDaemon(t)
+			env := append(d.env(), "SSH_AUTH_SOCK="+sock)
+			var runs [2]sshOutcome
+			var listed [2]string
+			for i, side := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
+				sshAdd("-D")
+				cp := filepath.Join(dir, fmt.Sprintf("%s-%d", []string{"real", "shim"}[i], ci))
+				args := append(append([]string{}, tc.args...), "-o", "BatchMode=yes", "-p", suite.lab.Port,
+					"-o", "UserKnownHostsFile="+kh, "-o", "ControlMaster=auto", "-o", "ControlPath="+cp,
+					suite.lab.User+"@127.0.0.1", "echo", "hi")
+				runs[i] = runOwnSession(t, exec.Command(side, args...), env)
+				listed[i] = sshAdd("-l")
+			}
+			if runs[0] != runs[1] {
+				t.Errorf("through the shim: %+v\nwith OpenSSH: %+v", runs[1], runs[0])
+			}
+			if runs[0].rc != 0 || !strings.Contains(listed[0], "(ED25519)") {
+				t.Fatalf("OpenSSH did not log in and add the key: rc %d\n%s\nagent: %s", runs[0].rc, runs[0].stderr, listed[0])
+			}
+			if listed[1] != listed[0] {
+				t.Errorf("the agent lists, through the shim:\n%s\nwith OpenSSH:\n%s", listed[1], listed[0])
+			}
+			if st := d.mustStatus(t); len(st.Targets) != 1 || st.Targets[0].Dials != 1 {
+				t.Errorf("not served by the daemon (a fallback?): targets %+v", st.Targets)
+			}
+		})
+	}
+}
+
 // TestMasterProcessLikeOpenSSH: a ControlPersist master is a process of
 // its own, whose pid `ssh -O check` names: two masters have two; `kill`
 // of one's pid ends that master only (SIGTERM, which ssh catches,

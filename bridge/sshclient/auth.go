@@ -528,6 +528,8 @@ func (a *authState) signerFor(id *identity) (ssh.Signer, error) {
 	}
 	id.signer, id.raw = signer, raw
 	keyLoaded(raw)
+	// Only a key the agent did not hold gets here (see id.agent above).
+	a.addToAgent(id, raw, data)
 	if id.pub == nil {
 		id.pub = signer.PublicKey()
 	}

@@ -601,6 +601,27 @@ func (r *resolver) applyArgs(kw, raw string, args []string, src source, active b
 		default:
 			return bad("unsupported option \"%s\".", arg)
 		}
+	case "addkeystoagent":
+		// readconf.c: yes, no, ask or confirm, "confirm TIME", or a
+		// TIME alone (yes with that lifespan); kept as "STATE SECONDS".
+		state, ok := sshconf.Multistate(arg, []string{"yes", "no", "true", "false", "ask", "confirm"})
+		life := int64(0)
+		switch {
+		case arg == "":
+			return bad("missing argument.") + "\r\n" + bad("unsupported option")
+		case ok && state == "confirm" && len(args) > 1:
+			if life = sshconf.ConvTime(args[1]); life < 0 {
+				return bad("invalid time value.")
+			}
+		case !ok && len(args) == 1:
+			if life = sshconf.ConvTime(arg); life < 0 {
+				return bad("unsupported option")
+			}
+			state = "yes"
+		case !ok || len(args) > 1:
+			return bad("unsupported option")
+		}
+		set(fmt.Sprintf("%s %d", state, life))
 	case "addressfamily":
 		switch strings.ToLower(arg) {
 		case "any", "inet", "inet6":

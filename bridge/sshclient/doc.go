@@ -139,7 +139,9 @@
 // the file, the public part of an OpenSSH-format key, or file.pub, so a
 // passphrase is asked ("Enter passphrase for key '...': ") only once the
 // server accepts the key; unprotected key files get OpenSSH's "UNPROTECTED
-// PRIVATE KEY FILE" refusal. Passwords are asked as "user@host's password:
+// PRIVATE KEY FILE" refusal. With AddKeysToAgent a key loaded from a
+// file is added to the agent (maybe_add_key_to_agent: its comment, else
+// the file's name; a failure only logged). Passwords are asked as "user@host's password:
 // " (which sshpass recognises) and keyboard-interactive questions as
 // "(user@host) question", up to NumberOfPasswordPrompts times each, with
 // "Permission denied, please try again." between password attempts.

@@ -27,6 +27,7 @@ func sampleValue(name string, kw sshconf.Keyword) string {
 		"updatehostkeys":               "no",
 		"tcpkeepalive":                 "no",
 		"proxyusefdpass":               "no", // yes: the shim falls back
+		"addkeystoagent":               "confirm 5m",
 	}[name]; ok {
 		return v
 	}

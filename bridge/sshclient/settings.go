@@ -98,6 +98,11 @@ type Settings struct {
 	// AgentSock is the ssh-agent socket to use ("" = none): IdentityAgent,
 	// else Env.AuthSock.
 	AgentSock string
+	// AddKeysToAgent: a private key loaded from a file is added to the
+	// agent (yes or confirm; "" for no), for AddKeysLifetime seconds
+	// (0: no limit). ask makes the invocation fall back.
+	AddKeysToAgent  string
+	AddKeysLifetime uint32
 	// ProxyJump is the ProxyJump value in effect ("" when none) and Jump
 	// the resolved settings of its last hop, the one the connection goes
 	// through (each hop carries the rest of the chain in its own Jump).
@@ -306,6 +311,8 @@ func (r *resolver) applyCmd(o fakessh.Option) string {
 	case words != nil:
 	case o.Key == "userknownhostsfile" || o.Key == "globalknownhostsfile":
 		words = strings.Fields(o.Value) // an Option made by hand
+	case o.Key == "addkeystoagent":
+		words = strings.Fields(o.Value) // "confirm TIME", as the shim checked it
 	default:
 		words = []string{o.Value}
 	}
@@ -435,6 +442,11 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 	// spoofing; the bridge checks the name's only.
 	if v["checkhostip"] == "yes" {
 		r.note("CheckHostIP yes is not served")
+	}
+	// ssh asks through askpass before it adds a key.
+	addKeys, addKeysLife, _ := strings.Cut(v["addkeystoagent"], " ")
+	if addKeys == "ask" {
+		r.note("AddKeysToAgent ask is not served")
 	}
 	// ssh asks on its terminal before it rewrites known_hosts.
 	if v["updatehostkeys"] == "ask" {
@@ -678,6 +690,23 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 			return fail(err)
 		}
 		s.CertificateFiles = append(s.CertificateFiles, p)
+	}
+	if addKeys == "yes" || addKeys == "confirm" {
+		s.AddKeysToAgent = addKeys
+		n, _ := strconv.ParseUint(addKeysLife, 10, 32) // checked as read
+		s.AddKeysLifetime = uint32(n)
+		// ssh gives the agent an OpenSSH key's own comment, which an
+		// encrypted key keeps with its private part: x/crypto does not
+		// return it. Without a passphrase prompt (BatchMode) or an agent
+		// no such key is added.
+		if !s.BatchMode && s.AgentSock != "" {
+			for _, f := range s.IdentityFiles {
+				if encryptedOpenSSHKey(s.Env.abs(f)) {
+					r.note("AddKeysToAgent with an encrypted OpenSSH key (" + f + ") is not served")
+					s.Unsupported = r.unsupported
+				}
+			}
+		}
 	}
 	return s, nil
 }

@@ -457,6 +457,9 @@ func TestResolveErrors(t *testing.T) {
 		{name: "bad values", config: "Host *\n  Port abc\n  StrictHostKeyChecking maybe\n  ConnectTimeout soon\n  LogLevel loud\n",
 			want: "FILE line 2: Bad port 'abc'.\r\nFILE line 3: unsupported option \"maybe\".\r\nFILE line 4: invalid time value.\r\n" +
 				"FILE line 5: unsupported log level 'loud'\r\nFILE: terminating, 4 bad configuration options"},
+		{name: "bad AddKeysToAgent", config: "Host *\n  AddKeysToAgent maybe\n  AddKeysToAgent confirm 1x\n  AddKeysToAgent yes 1m\n  AddKeysToAgent \"\"\n",
+			want: "FILE line 2: unsupported option\r\nFILE line 3: invalid time value.\r\nFILE line 4: unsupported option\r\n" +
+				"FILE line 5: missing argument.\r\nFILE line 5: unsupported option\r\nFILE: terminating, 4 bad configuration options"},
 		{name: "bad command line", inv: fakessh.SSHInvocation{Host: "h", ConfigFile: "none", Options: opts("numberofpasswordprompts=x")},
 			want: "command-line line 0: integer value invalid."},
 		{name: "unknown token", config: "IdentityFile ~/%x\n",

@@ -24,6 +24,7 @@ const (
 	SetEnv                   // SetEnv NAME=VALUE pairs
 	ForwardAgent             // yes, no or a socket path
 	AnyArgs                  // one or two arguments, not checked
+	AddKeys                  // AddKeysToAgent: a state, "confirm TIME" or a TIME
 )
 
 // Keyword is how one ssh_config keyword is read and served.
@@ -71,6 +72,7 @@ var Keywords = withHandling(map[string]Keyword{
 	"certificatefile":                  {Kind: String, Accumulate: true},
 	"identitiesonly":                   flag(),
 	"identityagent":                    {Kind: String},
+	"addkeystoagent":                   {Kind: AddKeys},
 	"proxyjump":                        {Kind: Jump},
 	"proxycommand":                     {Kind: Command},
 	"localcommand":                     {Kind: Command},
@@ -365,6 +367,7 @@ var served = map[string]bool{
 	"hostkeyalias":                    true,
 	"hostname":                        true,
 	"identitiesonly":                  true,
+	"addkeystoagent":                  true,
 	"identityagent":                   true,
 	"identityfile":                    true,
 	"kbdinteractiveauthentication":    true,
