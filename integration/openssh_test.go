@@ -290,6 +290,20 @@ func TestProxyLikeOpenSSH(t *testing.T) {
 	}
 }
 
+// startAgent starts an ssh-agent of the test's own, listening in dir,
+// and returns its socket; the agent ends with the test.
+func startAgent(t *testing.T, dir string) string {
+	t.Helper()
+	sock := filepath.Join(dir, "agent.sock")
+	agentCmd := exec.Command("ssh-agent", "-D", "-a", sock)
+	if err := agentCmd.Start(); err != nil {
+		t.Fatalf("ssh-agent: %v", err)
+	}
+	t.Cleanup(func() { _ = agentCmd.Process.Kill(); _ = agentCmd.Wait() })
+	waitFor(t, 10*time.Second, "ssh-agent's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	return sock
+}
+
 // TestAgentFullOfKeysLikeOpenSSH: with an ssh-agent holding seven other
 // keys before the -i key's, ssh offers the -i key first ("explicit
 // agent") and logs in before sshd's MaxAuthTries (6) ends it; so must
@@ -298,13 +312,7 @@ func TestAgentFullOfKeysLikeOpenSSH(t *testing.T) {
 	requireLab(t)
 	requireBridge(t)
 	dir := t.TempDir()
-	sock := filepath.Join(dir, "agent.sock")
-	agentCmd := exec.Command("ssh-agent", "-D", "-a", sock)
-	if err := agentCmd.Start(); err != nil {
-		t.Fatalf("ssh-agent: %v", err)
-	}
-	t.Cleanup(func() { _ = agentCmd.Process.Kill(); _ = agentCmd.Wait() })
-	waitFor(t, 10*time.Second, "ssh-agent's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	sock := startAgent(t, dir)
 	var keys []string
 	for i := range 7 {
 		k := filepath.Join(dir, "k"+strconv.Itoa(i))
@@ -349,13 +357,7 @@ func TestAddKeysToAgentLikeOpenSSH(t *testing.T) {
 	requireLab(t)
 	requireBridge(t)
 	dir := t.TempDir()
-	sock := filepath.Join(dir, "agent.sock")
-	agentCmd := exec.Command("ssh-agent", "-D", "-a", sock)
-	if err := agentCmd.Start(); err != nil {
-		t.Fatalf("ssh-agent: %v", err)
-	}
-	t.Cleanup(func() { _ = agentCmd.Process.Kill(); _ = agentCmd.Wait() })
-	waitFor(t, 10*time.Second, "ssh-agent's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	sock := startAgent(t, dir)
 	sshAdd := func(args ...string) string {
 		c := exec.Command("ssh-add", args...)
 		c.Env = append(cleanEnv(os.Environ()), "SSH_AUTH_SOCK="+sock)
