@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -421,6 +422,8 @@ func TestAddKeysToAgentLikeOpenSSH(t *testing.T) {
 	}
 }
 
+var sessionIDLine = regexp.MustCompile(`master session id: \d+`)
+
 // TestMasterProcessLikeOpenSSH: a ControlPersist master is a process of
 // its own, whose pid `ssh -O check` names: two masters have two; `kill`
 // of one's pid ends that master only (SIGTERM, which ssh catches,
@@ -473,6 +476,12 @@ func TestMasterProcessLikeOpenSSH(t *testing.T) {
 		}
 		pidA, pidB := up(cpA), up(cpB)
 		say("A and B have the same pid: %t", pidA == pidB)
+		// A real ssh as the master's client: the session number its
+		// master gives it (the lowest channel number free) each time.
+		for range 2 {
+			o := sshRun(t, suite.realSSH, kh, append([]string{"-v"}, opts(cpB)...), d.env())
+			say("ssh -v through B: %s", sessionIDLine.FindString(o.stderr))
+		}
 
 		_ = syscall.Kill(pidA, syscall.SIGTERM)
 		waitFor(t, 10*time.Second, "A's master to go on SIGTERM", func() bool { p, _ := check(cpA); return p == 0 })

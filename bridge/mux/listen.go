@@ -47,7 +47,7 @@ type Listener struct {
 
 	mu       sync.Mutex
 	closed   bool
-	ids      uint32
+	ids      map[uint32]bool // channel numbers in use
 	sessions map[*session]bool
 }
 
@@ -103,7 +103,7 @@ func Listen(path string) (*Listener, error) {
 		return nil, &FatalError{Msg: fmt.Sprintf("link mux listener %s => %s: %s", tmp, path, sshclient.Strerror(err)), Err: err}
 	}
 	_ = os.Remove(tmp)
-	l := &Listener{path: path, ln: ln, sessions: map[*session]bool{}}
+	l := &Listener{path: path, ln: ln, ids: map[uint32]bool{}, sessions: map[*session]bool{}}
 	var st syscall.Stat_t
 	if err := syscall.Lstat(path, &st); err == nil {
 		l.dev, l.ino = st.Dev, st.Ino

@@ -70,6 +70,9 @@ func (l *Listener) Serve(ctx context.Context, m Master, log logrus.FieldLogger) 
 // serveClient is one mux client's control connection (mux_master_read_cb).
 func (l *Listener) serveClient(ctx context.Context, c *net.UnixConn, m Master, log logrus.FieldLogger) {
 	defer c.Close()
+	// The master's mux-control channel, from accept to the client's end.
+	ctl := l.takeID()
+	defer l.freeID(ctl)
 	if err := checkPeer(c); err != nil {
 		log.WithError(err).Error("control socket: client refused")
 		return

@@ -154,7 +154,7 @@ func (cl *client) startSession(ch ssh.Channel, release func(), fds []int, tty bo
 		closeAll(fds)
 		return nil, err
 	}
-	s := &session{cl: cl, id: cl.l.nextID(), ch: ch, g: g, fds: fds, tty: tty, inStop: inStop, done: make(chan struct{}), forced: make(chan struct{})}
+	s := &session{cl: cl, id: cl.l.takeID(), ch: ch, g: g, fds: fds, tty: tty, inStop: inStop, done: make(chan struct{}), forced: make(chan struct{})}
 	s.in = passedFD{fd: fds[0], g: g, stop: inStop}
 	s.out = passedFD{fd: fds[1], g: g}
 	if len(fds) > 2 {
@@ -341,6 +341,7 @@ func (s *session) finish() {
 	s.closeOnce.Do(func() {
 		_ = s.ch.Close()
 		s.cl.l.track(s, false)
+		s.cl.l.freeID(s.id)
 		s.g.close(s.fds)
 		unix.Close(s.inStop.fd) // no wait or stop is left on it (g.ended)
 		close(s.done)

@@ -10,12 +10,26 @@ import (
 	"syscall"
 )
 
-// nextID numbers the listener's sessions, as the master's channel ids do.
-func (l *Listener) nextID() uint32 {
+// takeID gives the lowest channel number free in the master, as
+// channel_new does: ssh's master numbers each client's control channel
+// and each session so, 0 being the mux listener's (one client at a time
+// gets session 2 every time).
+func (l *Listener) takeID() uint32 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.ids++
-	return l.ids
+	id := uint32(1)
+	for l.ids[id] {
+		id++
+	}
+	l.ids[id] = true
+	return id
+}
+
+// freeID makes a channel number free again.
+func (l *Listener) freeID(id uint32) {
+	l.mu.Lock()
+	delete(l.ids, id)
+	l.mu.Unlock()
 }
 
 // track adds or removes an open session, and the terminal ones to the
