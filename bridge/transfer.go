@@ -152,7 +152,7 @@ func transferNotServed(iv *invocation, err error) int {
 	if code == fakessh.ExitSSHError {
 		prefix := ""
 		if iv.hello.Prog == "scp" {
-			prefix = "scp: "
+			prefix = scpName(iv) + ": "
 		}
 		iv.errorf("%sConnection closed", prefix)
 	}
@@ -236,7 +236,7 @@ type batchRun struct {
 	t                *target
 	sc               *sftp.Client
 	lcwd, rcwd, home string
-	scp              bool // scp, not sftp: errors start with "scp: ", paths as given
+	scp              bool // scp, not sftp: errors start with its argv[0] (scpName), paths as given
 	fast             bool // shared temp dirs may hold uploads
 }
 
@@ -879,14 +879,23 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 		return 1 // signalled or gone: scp says nothing
 	case errors.As(err, &dest):
 		// scp says what failed, then which file.
-		iv.errorf("scp: %v", err)
-		iv.errorf("scp: failed to upload file %s to %s", src.Path, inv.Target.Path)
+		iv.errorf("%s: %v", scpName(iv), err)
+		iv.errorf("%s: failed to upload file %s to %s", scpName(iv), src.Path, inv.Target.Path)
 		return 1
 	case err != nil:
-		iv.errorf("scp: %v", err)
+		iv.errorf("%s: %v", scpName(iv), err)
 		return 1
 	}
 	return 0
+}
+
+// scpName is what scp's own messages start with: its argv[0] as run
+// (log_init(argv0)), "/usr/bin/scp" for an absolute scp_executable.
+func scpName(iv *invocation) string {
+	if filepath.Base(iv.hello.Argv0) == "scp" {
+		return iv.hello.Argv0
+	}
+	return "scp"
 }
 
 // scpUnserved names why the real scp must run inv, or returns "": the

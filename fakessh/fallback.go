@@ -37,9 +37,19 @@ func execReal(prog string, argv []string, reason string, disable bool) int {
 	for _, sig := range ignoredAtStart {
 		signal.Ignore(sig) // as the caller left it: a handler is not exec'd
 	}
-	err = syscall.Exec(real, append([]string{prog}, argv...), env)
+	err = syscall.Exec(real, append([]string{Argv0(prog)}, argv...), env)
 	fmt.Fprintf(os.Stderr, "ansible-bridge: exec %s: %v\r\n", real, err)
 	return ExitSSHError
+}
+
+// Argv0 is argv[0] as the caller ran prog ("/usr/local/bin/scp"), which
+// scp starts its messages with, or prog when the shim was run under
+// another name.
+func Argv0(prog string) string {
+	if len(os.Args) > 0 && filepath.Base(os.Args[0]) == prog {
+		return os.Args[0]
+	}
+	return prog
 }
 
 // siblingSSH is the ssh shim beside the running scp or sftp shim, or ""

@@ -26,9 +26,9 @@ type Hello struct {
 // the invocation. A parse error also means fallback: the real binary then
 // prints its own, authoritative message.
 func NewHello(prog string, argv []string) (*Hello, string) {
-	h := &Hello{HelloMsg: wire.HelloMsg{Prog: prog, Argv: argv}}
+	h := &Hello{HelloMsg: wire.HelloMsg{Prog: prog, Argv: argv, Argv0: Argv0(prog)}}
 	wd, _ := os.Getwd()
-	if !allUTF8(append([]string{wd}, argv...)) || !allUTF8(os.Environ()) {
+	if !allUTF8(append([]string{wd, h.Argv0}, argv...)) || !allUTF8(os.Environ()) {
 		return h, ReasonNotUTF8
 	}
 	if reason := h.Parse(); reason != "" {

@@ -165,6 +165,9 @@ scp 'lab:/etc/host*' down/; echo "rc=$?"; ls down
 scp lab:clients-SIDE/nonexistent down/; echo "rc=$?"
 scp lab:/etc/shadow down/; echo "rc=$?"
 scp f lab:/nonexistent/dir/; echo "rc=$?"
+S=$(type -P scp) # as run by its path, scp names it in its messages
+$S -F $SSHCFG lab:clients-SIDE/nonexistent down/ 2>&1 | sed "s|^$S:|ABSOLUTE-SCP:|"; echo "rc=${PIPESTATUS[0]}"
+$S -F $SSHCFG -r lab:clients-SIDE/nonexistent down/ 2>&1 | sed "s|^$S:|ABSOLUTE-SCP:|"; echo "rc=${PIPESTATUS[0]}"
 `},
 	{"scp and sftp onto what is there", `
 ssh lab 'mkdir -p clients-SIDE/x && cd clients-SIDE/x && echo old > target && ln -s target link && echo old > h1 && ln h1 h2 &&

@@ -328,6 +328,10 @@ static void hello(struct buf *b, int argc, char **argv)
 	char dir[PATH_MAX], num[32];
 	puts_(b, "{\"prog\":");
 	put_json_string(b, g_prog);
+	if (argc > 0) {
+		puts_(b, ",\"argv0\":");
+		put_json_string(b, argv[0]);
+	}
 	puts_(b, ",\"argv\":[");
 	for (int i = 1; i < argc; i++) {
 		if (i > 1)
@@ -766,7 +770,7 @@ int main(int argc, char **argv)
 	if (is_pipe(0))
 		(void)fcntl(0, F_SETPIPE_SZ, STDIN_PIPE_SIZE);
 
-	for (int i = 1; i < argc; i++)
+	for (int i = 0; i < argc; i++)
 		if (!utf8(argv[i]))
 			handover(NULL);
 	for (char **e = environ; *e; e++)

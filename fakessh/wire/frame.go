@@ -68,8 +68,10 @@ type HelloMsg struct {
 	// subcommands (status, stop).
 	Prog string   `json:"prog"`
 	Argv []string `json:"argv"` // without argv[0]
-	Cwd  string   `json:"cwd"`
-	Env  []string `json:"env"`
+	// Argv0 is argv[0] as run: scp starts its own messages with it.
+	Argv0 string   `json:"argv0,omitempty"`
+	Cwd   string   `json:"cwd"`
+	Env   []string `json:"env"`
 	// StdinTTY tells whether the shim's stdin is a terminal; Rows/Cols
 	// are its size (0 when not a terminal), as ssh sends them with -tt.
 	StdinTTY bool `json:"stdin_tty"`
