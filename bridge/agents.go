@@ -494,7 +494,12 @@ func (r *sessionRunner) Start(ctx context.Context, command string) (interp.Conn,
 	if err != nil {
 		return interp.Conn{}, fmt.Errorf("start interpreter session: %w", err)
 	}
-	return interp.Conn{Stdin: e.Stdin(), Stdout: e.Stdout(), Stderr: e.Stderr(), Wait: sessionWait(e, c.release)}, nil
+	c.interpreters.Add(1)
+	release := func() {
+		c.interpreters.Add(-1)
+		c.release()
+	}
+	return interp.Conn{Stdin: e.Stdin(), Stdout: e.Stdout(), Stderr: e.Stderr(), Wait: sessionWait(e, release)}, nil
 }
 
 // sessionWait returns an interp.Conn Wait for sess, whose end it awaits

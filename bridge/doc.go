@@ -21,8 +21,12 @@
 // it where ssh would multiplex them over a master (share.go), and the
 // invocation that logs in does so with its own settings. Dialing is serialised per
 // target, so Ansible's forks starting at once log in once. When the
-// server refuses another channel (OpenSSH's MaxSessions) the target opens
-// a second connection; a connection found dead is redialled on next use.
+// server refuses a session (OpenSSH's MaxSessions) and the bridge's own
+// interpreters hold none on that connection, ssh's mux client would be
+// refused too: the invocation says so and logs in itself, on a connection
+// only it rides, which ends with it. Where the interpreters hold sessions
+// the refusal may be theirs alone, and the target opens a second shared
+// connection. A connection found dead is redialled on next use.
 // A target is named user@host:port (parts clipped), with #2, #3… for
 // other targets to the same place through other control paths; it keeps its name
 // for its life. A target that never connected is forgotten once nothing

@@ -245,6 +245,27 @@ type sshConn struct {
 	stub *masterStub
 	// forwards are those mux clients asked c's master for.
 	forwards forwardSet
+	// owner, when set, is the one invocation c serves: its master
+	// refused it a session, and ssh's mux client then logs in on a
+	// connection of its own, which no one else rides and which ends with
+	// it.
+	owner uint64
+	// interpreters counts the sessions the bridge's own interpreters
+	// hold on c, which ssh would not have open.
+	interpreters atomic.Int32
+}
+
+// bridgeSessions is how many of c's sessions are the bridge's own
+// (interpreters, the pooled SFTP channel): none means a session refused
+// on c would be refused to ssh's mux client too.
+func (c *sshConn) bridgeSessions() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := int(c.interpreters.Load())
+	if c.sftp != nil {
+		n++
+	}
+	return n
 }
 
 // masterEnv keeps the variables of env that c's master's SendEnv passes.
@@ -295,11 +316,31 @@ func (t *target) countSlow(iv *invocation, reason string) {
 	}
 }
 
+// sessionKind says whose a session is: one ssh would open for the
+// invocation itself, or one of the bridge's own interpreters.
+type sessionKind int
+
+const (
+	forInvocation sessionKind = iota
+	forInterpreter
+)
+
 // use finds a live connection on which open succeeds, dialing when there
 // is none, and marks it busy; the caller must call release. open returns
 // an *ssh.OpenChannelError when the server refuses another channel, which
 // moves on to the next (or a new) connection.
 func (t *target) use(ctx context.Context, p sshclient.Prompter, open func(*sshConn) error) (*sshConn, error) {
+	return t.useFor(ctx, p, forInvocation, open)
+}
+
+// useFor is use for a session of the given kind.
+//
+// A session the server refuses (sshd's MaxSessions) where the bridge
+// holds none of its own is refused to ssh's mux client too: it says so
+// and logs in itself, on a connection no one else rides. Where the
+// bridge's interpreters hold sessions, the refusal may be theirs alone:
+// another shared connection takes the session, as the master would have.
+func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionKind, open func(*sshConn) error) (*sshConn, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tried := map[*sshConn]bool{}
@@ -309,20 +350,26 @@ func (t *target) use(ctx context.Context, p sshclient.Prompter, open func(*sshCo
 	// are checked for it as OpenSSH checks them.
 	iv, _ := p.(*invocation)
 	mustLogin := iv != nil && iv.mustLogin.Swap(false)
+	ownLogin := false // refused by its master: a connection of its own
 	for {
 		var c *sshConn
 		for _, cand := range t.conns {
-			if !mustLogin && !tried[cand] && cand.alive() {
+			if !mustLogin && !ownLogin && !tried[cand] && cand.alive() && cand.serves(iv, kind) {
 				c = cand
 				break
 			}
 		}
 		mustLogin = false
-		if c == nil {
+		dialled := c == nil
+		if dialled {
 			var err error
 			if c, err = t.dialLocked(ctx, p); err != nil {
 				return nil, err
 			}
+			if ownLogin && c.mux == nil {
+				c.owner = iv.id
+			}
+			ownLogin = false
 		}
 		tried[c] = true
 		c.mu.Lock()
@@ -336,6 +383,12 @@ func (t *target) use(ctx context.Context, p sshclient.Prompter, open func(*sshCo
 		var refused *ssh.OpenChannelError
 		if errors.As(err, &refused) {
 			t.log.WithError(err).Info("server refused another channel; using another connection")
+			if kind == forInvocation && iv != nil && c.owner == 0 && c.bridgeSessions() == 0 {
+				if !dialled && iv.settings != nil && iv.settings.Says("ERROR") {
+					iv.errorf("mux_client_request_session: session request failed: Session open refused by peer")
+				}
+				ownLogin = true
+			}
 			continue
 		}
 		if errors.Is(err, sshclient.ErrSubsystemRefused) {
@@ -507,13 +560,13 @@ func (t *target) newSession(ctx context.Context, p sshclient.Prompter, env [][2]
 	return c, sess, nil
 }
 
-// startExec starts command on the target's connection as OpenSSH's client
-// would, not waiting for the exec reply (sshclient.StartExec), with a
-// terminal if pty is not nil.
+// startExec starts an interpreter's command on the target's connection as
+// OpenSSH's client would, not waiting for the exec reply
+// (sshclient.StartExec), with a terminal if pty is not nil.
 func (t *target) startExec(ctx context.Context, p sshclient.Prompter, env [][2]string, pty *sshclient.PTY, command string) (*sshConn, *sshclient.Exec, error) {
 	var e *sshclient.Exec
 	t.touched() // a command, which may run sudo
-	c, err := t.use(ctx, p, func(c *sshConn) error {
+	c, err := t.useFor(ctx, p, forInterpreter, func(c *sshConn) error {
 		var err error
 		e, err = sshclient.StartExec(c.client.Client, c.masterEnv(env), pty, command)
 		return err
@@ -626,10 +679,16 @@ func (c *sshConn) alive() bool {
 	return !c.dead && !c.detached
 }
 
+// serves reports whether c may carry a session of kind for iv: a
+// connection of one invocation's own carries its sessions only.
+func (c *sshConn) serves(iv *invocation, kind sessionKind) bool {
+	return c.owner == 0 || kind == forInvocation && iv != nil && iv.id == c.owner
+}
+
 func (c *sshConn) release() {
 	c.mu.Lock()
 	c.active--
-	closeNow := c.detached && c.active == 0
+	closeNow := (c.detached || c.owner != 0) && c.active == 0
 	c.mu.Unlock()
 	if closeNow {
 		c.kill()

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -509,6 +510,80 @@ func TestMasterProcessLikeOpenSSH(t *testing.T) {
 		args = append([]string{"-F", "none", "-O", "exit"}, append(opts(cpB), "lab")...)
 		runOwnSession(t, exec.Command(side, args...), d.env())
 		waitFor(t, 10*time.Second, "B's master process to go after -O exit", func() bool { return gone(pidB) })
+	}
+	if w, g := strings.Join(got[0], "\n"), strings.Join(got[1], "\n"); w != g {
+		t.Errorf("through the shims:\n%s\nwith OpenSSH:\n%s", g, w)
+	}
+}
+
+// TestMaxSessionsLikeOpenSSH: with sshd's MaxSessions (2 for the zoo's
+// maxsessions user) taken by two sessions over a master, ssh's next mux
+// client is refused by its master, says so and logs in itself, with its
+// own key: a wrong key fails there. Through the shims the same, and the
+// connection it logged in on ends with it.
+func TestMaxSessionsLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	user := zooUsers(t, "AB_ZOO_CASES")["maxsessions"]
+	if user == "" {
+		t.Skip("no MaxSessions user in AB_ZOO_CASES")
+	}
+	dir := t.TempDir()
+	key := hostPublicKey(t, filepath.Join(suite.lab.Dir, "ssh_host_ed25519_key.pub"))
+	kh := filepath.Join(dir, "known_hosts")
+	writeKnownHosts(t, kh, "[127.0.0.1]:"+suite.lab.Port+" "+key+"\n")
+	d := newPrivateDaemon(t)
+	var got [2][]string
+	for i, side := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
+		cp := filepath.Join(dir, []string{"real", "shim"}[i])
+		ssh := func(key string, cmd ...string) *exec.Cmd {
+			args := []string{"-F", "none", "-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+				"-o", "ControlMaster=auto", "-o", "ControlPersist=60", "-o", "ControlPath=" + cp,
+				"-i", key, "-p", suite.lab.Port, user + "@127.0.0.1"}
+			return exec.Command(side, append(args, cmd...)...)
+		}
+		say := func(what string, o sshOutcome) {
+			got[i] = append(got[i], fmt.Sprintf("%s: rc %d, stdout %q, stderr %q", what, o.rc, o.stdout, strings.ReplaceAll(o.stderr, cp, "CP")))
+		}
+		say("master", runOwnSession(t, ssh(suite.lab.Key, "true"), d.env()))
+		// Two sessions held open until their stdin closes.
+		var holders []*exec.Cmd
+		var ins []io.Closer
+		for range 2 {
+			h := ssh(suite.lab.Key, "echo up; cat >/dev/null")
+			h.Env = append(cleanEnv(os.Environ()), append([]string{"HOME=" + suite.home, "PATH=" + suite.basePATH}, d.env()...)...)
+			in, err := h.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := h.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.Start(); err != nil {
+				t.Fatal(err)
+			}
+			line := make([]byte, 3)
+			if _, err := io.ReadFull(out, line); err != nil || string(line) != "up\n" {
+				t.Fatalf("%s: a held session did not start: %q %v", side, line, err)
+			}
+			t.Cleanup(func() { _ = in.Close(); _ = h.Wait() })
+			holders = append(holders, h)
+			ins = append(ins, in)
+		}
+		say("a third session", runOwnSession(t, ssh(suite.lab.Key, "echo third"), d.env()))
+		say("a third with the wrong key", runOwnSession(t, ssh(suite.lab.WrongKey, "echo wrong key"), d.env()))
+		if i == 1 {
+			st := d.mustStatus(t)
+			if len(st.Targets) != 1 || st.Targets[0].Connections != 1 {
+				t.Errorf("the daemon keeps connections the third sessions logged in on: %+v", st.Targets)
+			}
+		}
+		for j, h := range holders {
+			_ = ins[j].Close()
+			_ = h.Wait()
+		}
+		runOwnSession(t, exec.Command(side, "-F", "none", "-o", "ControlPath="+cp, "-O", "exit", "lab"), d.env())
 	}
 	if w, g := strings.Join(got[0], "\n"), strings.Join(got[1], "\n"); w != g {
 		t.Errorf("through the shims:\n%s\nwith OpenSSH:\n%s", g, w)
