@@ -328,9 +328,7 @@ func TestAgentFullOfKeysLikeOpenSSH(t *testing.T) {
 	if out, err := add.CombinedOutput(); err != nil {
 		t.Fatalf("ssh-add: %v\n%s", err, out)
 	}
-	key := hostPublicKey(t, filepath.Join(suite.lab.Dir, "ssh_host_ed25519_key.pub"))
-	kh := filepath.Join(dir, "known_hosts")
-	writeKnownHosts(t, kh, "[127.0.0.1]:"+suite.lab.Port+" "+key+"\n")
+	kh := labKnownHosts(t)
 	d := newPrivateDaemon(t)
 	env := append(d.env(), "SSH_AUTH_SOCK="+sock)
 	var runs [2]hostKeyRun
@@ -382,9 +380,7 @@ func TestAddKeysToAgentLikeOpenSSH(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("Host *\n  AddKeysToAgent yes\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	key := hostPublicKey(t, filepath.Join(suite.lab.Dir, "ssh_host_ed25519_key.pub"))
-	kh := filepath.Join(dir, "known_hosts")
-	writeKnownHosts(t, kh, "[127.0.0.1]:"+suite.lab.Port+" "+key+"\n")
+	kh := labKnownHosts(t)
 	cases := []struct {
 		name string
 		args []string
@@ -434,9 +430,7 @@ func TestMasterProcessLikeOpenSSH(t *testing.T) {
 	requireLab(t)
 	requireBridge(t)
 	dir := t.TempDir()
-	key := hostPublicKey(t, filepath.Join(suite.lab.Dir, "ssh_host_ed25519_key.pub"))
-	kh := filepath.Join(dir, "known_hosts")
-	writeKnownHosts(t, kh, "[127.0.0.1]:"+suite.lab.Port+" "+key+"\n")
+	kh := labKnownHosts(t)
 	d := newPrivateDaemon(t)
 	var got [2][]string
 	for i, side := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
@@ -529,9 +523,7 @@ func TestMaxSessionsLikeOpenSSH(t *testing.T) {
 		t.Skip("no MaxSessions user in AB_ZOO_CASES")
 	}
 	dir := t.TempDir()
-	key := hostPublicKey(t, filepath.Join(suite.lab.Dir, "ssh_host_ed25519_key.pub"))
-	kh := filepath.Join(dir, "known_hosts")
-	writeKnownHosts(t, kh, "[127.0.0.1]:"+suite.lab.Port+" "+key+"\n")
+	kh := labKnownHosts(t)
 	d := newPrivateDaemon(t)
 	var got [2][]string
 	for i, side := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
