@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
@@ -222,11 +223,20 @@ func (s *wrapperScanner) wipe() {
 // invocation.module_args for a parameter its argument_spec marks no_log.
 const noLogMask = "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
 
-// maskedArgs returns the values of args (a module's arguments, JSON)
-// that the module's result in out masks as no_log parameters: Ansible
-// reads its result from the first line that starts with "{".
+// newSecretsKey is where ansible-core 2.22 and later list, in a module's
+// result, the values it registered as secrets (its no_log parameters'),
+// instead of returning a masked invocation.
+const newSecretsKey = "_ansible_new_secrets"
+
+// maskedArgs returns the values that the module's result in out says
+// are secrets: those of args (a module's arguments, JSON) that its
+// invocation masks as no_log parameters, and those it lists in
+// _ansible_new_secrets. A value that was sent as a number or a boolean
+// (which the module masked once converted to a string) is returned as
+// its JSON text, as it stands in args and in the wrapper. Ansible reads
+// its result from the first line that starts with "{".
 func maskedArgs(args json.RawMessage, out []byte) [][]byte {
-	if len(args) == 0 || !bytes.Contains(out, []byte(noLogMask)) {
+	if !bytes.Contains(out, []byte(noLogMask)) && !bytes.Contains(out, []byte(newSecretsKey)) {
 		return nil // most results: nothing masked, nothing to decode
 	}
 	i := bytes.Index(out, []byte("\n{"))
@@ -242,21 +252,34 @@ func maskedArgs(args json.RawMessage, out []byte) [][]byte {
 		Invocation struct {
 			ModuleArgs any `json:"module_args"`
 		} `json:"invocation"`
+		NewSecrets []any `json:"_ansible_new_secrets"`
 	}
-	if json.NewDecoder(bytes.NewReader(out[i:])).Decode(&res) != nil || res.Invocation.ModuleArgs == nil {
-		return nil
-	}
-	var sent any
-	if json.Unmarshal(args, &sent) != nil {
+	dec := json.NewDecoder(bytes.NewReader(out[i:]))
+	dec.UseNumber()
+	if dec.Decode(&res) != nil {
 		return nil
 	}
 	var found [][]byte
+	for _, v := range res.NewSecrets {
+		found = appendScalars(found, v)
+	}
+	if res.Invocation.ModuleArgs == nil || len(args) == 0 {
+		return found
+	}
+	var sent any
+	dec = json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	if dec.Decode(&sent) != nil {
+		return found
+	}
 	var walk func(sent, shown any)
 	walk = func(sent, shown any) {
 		switch shown := shown.(type) {
 		case string:
-			if s, ok := sent.(string); ok && shown == noLogMask && s != "" {
-				found = append(found, []byte(s))
+			if shown == noLogMask {
+				// A string option given a dict or a list masks the
+				// string it made of it: its values stand in args.
+				found = appendScalars(found, sent)
 			}
 		case map[string]any:
 			if m, ok := sent.(map[string]any); ok {
@@ -273,6 +296,31 @@ func maskedArgs(args json.RawMessage, out []byte) [][]byte {
 		}
 	}
 	walk(sent, res.Invocation.ModuleArgs)
+	return found
+}
+
+// appendScalars appends the non-empty strings, numbers and booleans in v
+// (decoded with UseNumber), as their text in JSON: a string's content,
+// a number's or a boolean's literal.
+func appendScalars(found [][]byte, v any) [][]byte {
+	switch v := v.(type) {
+	case string:
+		if v != "" {
+			found = append(found, []byte(v))
+		}
+	case json.Number:
+		found = append(found, []byte(v.String()))
+	case bool:
+		found = append(found, []byte(strconv.FormatBool(v)))
+	case map[string]any:
+		for _, x := range v {
+			found = appendScalars(found, x)
+		}
+	case []any:
+		for _, x := range v {
+			found = appendScalars(found, x)
+		}
+	}
 	return found
 }
 

@@ -731,11 +731,13 @@ func (e *Entry) Finish(exit int) {
 	e.done, e.exit, e.end = true, exit, now
 	if e.module != "" && !e.noLog {
 		// A module's own no_log parameters (a password) are known to its
-		// argument_spec only: its result masks them. Without one (it
-		// crashed, or was cut off) no value can be told safe to show.
+		// argument_spec only: its result masks them (2.22 lists them).
+		// Without one (it crashed, or was cut off) no value can be told
+		// safe to show.
 		if hasResult(e.out.data) {
 			for _, v := range maskedArgs(e.args, e.out.data) {
 				e.j.red.Add(v)
+				wipe(v)
 			}
 		} else if e.args != nil {
 			names := argNames(e.args)

@@ -428,3 +428,116 @@ func TestRunningShowsArgNames(t *testing.T) {
 		t.Errorf("finished with a result: values not shown:\n%s", v.ModuleArgs)
 	}
 }
+
+// wrapperFor returns a minimal AnsiballZ wrapper whose arguments are
+// args (JSON, as Python's json.dumps writes it).
+func wrapperFor(args string) []byte {
+	return []byte("#!/usr/bin/python3\n_ANSIBALLZ_WRAPPER = True\n" +
+		"        runpy.run_module(mod_name='ansible.modules.uri', init_globals=dict(_module_fqn='ansible.modules.uri'))\n" +
+		`    ANSIBALLZ_PARAMS = '{"ANSIBLE_MODULE_ARGS": ` + args + `}'` + "\n")
+}
+
+// TestMaskedArgsNotStrings: a no_log parameter sent as a number, a
+// float or a boolean (a string option the module converted, then
+// masked), a nested suboption's, and a string option given a dict, are
+// secrets as their JSON text; so are 2.22's _ansible_new_secrets.
+func TestMaskedArgsNotStrings(t *testing.T) {
+	args := json.RawMessage(`{"url_password": 5550123987, "pin": 31.25, "flag": true, "n": 7,` +
+		` "auth": {"user": "u", "secret": 4815162342}, "keys": [{"key": 90210}], "blob": {"x": 8675309}}`)
+	out := []byte(`{"failed": true, "invocation": {"module_args": {"url_password": "` + noLogMask + `", "pin": "` + noLogMask +
+		`", "flag": "` + noLogMask + `", "n": 7, "auth": {"user": "u", "secret": "` + noLogMask + `"}, "keys": [{"key": "` +
+		noLogMask + `"}], "blob": "` + noLogMask + `"}}}` + "\n")
+	var got []string
+	for _, v := range maskedArgs(args, out) {
+		got = append(got, string(v))
+	}
+	slices.Sort(got)
+	want := []string{"31.25", "4815162342", "5550123987", "8675309", "90210", "true"}
+	if !slices.Equal(got, want) {
+		t.Errorf("maskedArgs = %q, want %q", got, want)
+	}
+	got = nil
+	out = []byte(`{"failed": true, "msg": "x", "_ansible_new_secrets": ["StrPw222-Kq8", "5550123987"]}` + "\n")
+	for _, v := range maskedArgs(json.RawMessage(`{"url_password": "StrPw222-Kq8"}`), out) {
+		got = append(got, string(v))
+	}
+	slices.Sort(got)
+	if want := []string{"5550123987", "StrPw222-Kq8"}; !slices.Equal(got, want) {
+		t.Errorf("2.22: maskedArgs = %q, want %q", got, want)
+	}
+}
+
+// TestOwnNoLogNumberMasked: a module's own no_log parameter sent as a
+// number, top-level or a suboption, is masked in the entry's arguments
+// and stdin once its result masks it (ansible-core 2.14 to 2.21).
+func TestOwnNoLogNumberMasked(t *testing.T) {
+	src := wrapperFor(`{"url": "http://127.0.0.1:1/x", "url_password": 5550123987, "auth": {"token": 4815162342},` +
+		` "_ansible_no_log": false}`)
+	out := `{"failed": true, "msg": "refused", "invocation": {"module_args": {"url": "http://127.0.0.1:1/x", "url_password": "` +
+		noLogMask + `", "auth": {"token": "` + noLogMask + `"}}}}` + "\n"
+	for _, how := range []string{"stream", "source"} {
+		t.Run(how, func(t *testing.T) {
+			j := New(0)
+			e := j.Begin("u@h:22", "module", []string{"ssh", "h", "python3 && sleep 0"})
+			if how == "stream" {
+				e.AppendStdin(src)
+			} else {
+				e.AwaitModule()
+				e.AppendStdin(src)
+				e.SetModuleSource(src)
+			}
+			e.AppendStdout([]byte(out))
+			e.Finish(1)
+			v, _ := j.Get(e.Seq())
+			for name, b := range map[string][]byte{"args": v.ModuleArgs, "stdin": v.Stdin.Data, "stdout": v.Stdout.Data} {
+				for _, n := range []string{"5550123987", "4815162342"} {
+					if bytes.Contains(b, []byte(n)) {
+						t.Errorf("%s shows %s:\n%s", name, n, b)
+					}
+				}
+			}
+			if !bytes.Contains(v.ModuleArgs, []byte(`"url_password": `+Mask)) || !bytes.Contains(v.Stdin.Data, []byte(`"url_password": `+Mask)) {
+				t.Errorf("not masked in place:\n%s\n%s", v.ModuleArgs, v.Stdin.Data)
+			}
+			for _, c := range []*capture{&e.stdin, &e.out} {
+				if bytes.Contains(c.data, []byte("5550123987")) {
+					t.Errorf("the kept bytes hold the value: %q", c.data)
+				}
+			}
+		})
+	}
+}
+
+// TestNewSecrets222: ansible-core 2.22 modules return no masked
+// invocation but list their no_log values in _ansible_new_secrets: they
+// are masked in that entry (args, stdin, stdout, stderr) and in later
+// ones, as stock 2.22 masks them in later tasks' results, until the
+// journal forgets its secrets.
+func TestNewSecrets222(t *testing.T) {
+	const pw = "StrPw222-Kq8"
+	j := New(0)
+	e := j.Begin("u@h:22", "module", []string{"ssh", "h", "python3 && sleep 0"})
+	e.AppendStdin(wrapperFor(`{"url": "http://127.0.0.1:1/x", "url_username": "u", "url_password": "` + pw +
+		`", "_ansible_no_log": false}`))
+	e.AppendStderr([]byte("warning: " + pw + "\n"))
+	e.AppendStdout([]byte(`{"failed": true, "msg": "refused", "_ansible_new_secrets": ["` + pw + `"]}` + "\n"))
+	e.Finish(1)
+	later := j.Begin("u@h:22", "module", []string{"ssh", "h", "python3 && sleep 0"})
+	later.AppendStdin(wrapperFor(`{"_raw_params": "echo ` + pw + `", "_ansible_no_log": false}`))
+	later.AppendStdout([]byte(`{"changed": true, "stdout": "` + pw + `", "cmd": ["echo", "` + pw + `"]}` + "\n"))
+	later.Finish(0)
+	for _, v := range j.Snapshot() {
+		for name, b := range map[string][]byte{"args": v.ModuleArgs, "stdin": v.Stdin.Data, "stdout": v.Stdout.Data, "stderr": v.Stderr.Data} {
+			if bytes.Contains(b, []byte(pw)) {
+				t.Errorf("entry %d: %s shows the value:\n%s", v.Seq, name, b)
+			}
+		}
+		if !bytes.Contains(v.ModuleArgs, []byte(Mask)) {
+			t.Errorf("entry %d: args not masked:\n%s", v.Seq, v.ModuleArgs)
+		}
+	}
+	j.ForgetSecrets()
+	if j.red.key != nil || j.red.byLen != nil {
+		t.Errorf("redactor kept key %x, sets %v", j.red.key, j.red.byLen)
+	}
+}
