@@ -22,7 +22,14 @@ import (
 // The no_log markers of corpus/secrets.yml, as the tasks produce them.
 var noLogMarkers = []string{"nolog-marker-S3CRET-B", "nolog-copy-C0PY-marker", "nolog-become-B3C0ME-marker",
 	"nolog-env-EENV-marker", "nolog-raw-RAAW-marker", "nolog-param-PAARAM-marker", "nolog-benv-BEENV-marker",
-	"nolog-async-AASYNC-marker", "nolog-aenv-AAENV-marker"}
+	"nolog-async-AASYNC-marker", "nolog-aenv-AAENV-marker", strconv.Itoa(noLogPin), strconv.Itoa(noLogPin + 1)}
+
+// noLogPin, plus the run's index, is the number corpus/secrets.yml gives
+// a module's own no_log parameter (uri's url_password) in each run: a
+// JSON number in its arguments. One per run (the string parameter ends
+// with it too), as a secret registered in one run masks it in the next
+// while the connections live.
+const noLogPin = 6170094823
 
 // firstEnvMarker is the environment value of a module's first task (not
 // no_log): the zygote that task starts must not keep it.
@@ -30,12 +37,13 @@ const firstEnvMarker = "first-env-F1RST-marker"
 
 // TestNoSecretsLeft runs no_log tasks (a command, one with an
 // environment, a copy, raw, a become step with a sudo password) and a
-// module's own no_log parameter through the bridge, pipelined and not, with the
-// piped transfer method (the copy's content is a `dd of=` upload):
-// unpipelined on the default ansible-core, pipelined on 2.22. No
-// marker is in the journal (mount and explode), status or the logs; the
-// ordinary task's args are. Once the connections close, neither markers
-// nor the password are in the daemon's memory.
+// module's own no_log parameter (a string, a number) through the
+// bridge, pipelined and not, with the piped transfer method (the copy's
+// content is a `dd of=` upload): unpipelined on the default
+// ansible-core, pipelined on 2.22. No marker is in the journal (mount
+// and explode), status or the logs; the ordinary task's args are. Once
+// the connections close, neither markers nor the password are in the
+// daemon's memory.
 func TestNoSecretsLeft(t *testing.T) {
 	requireLab(t)
 	requireBridge(t)
@@ -59,13 +67,14 @@ func TestNoSecretsLeft(t *testing.T) {
 	// One ControlPath directory for every run: the reset below closes the
 	// connections of them all, as each run's own would at its end.
 	env := append(d.env(), "ANSIBLE_SSH_CONTROL_PATH_DIR="+t.TempDir())
-	for _, spec := range runs {
+	for i, spec := range runs {
 		m := spec.Mode
 		spec.Playbook, spec.Side, spec.Env = "secrets.yml", bridge, env
+		spec.HostVars = map[string]map[string]any{"t": {"nolog_pin": noLogPin + i}}
 		r := runPlaybook(t, spec)
 		wantExit(t, r, 0)
 		wantTask(t, r, "t", "ordinary", "ok", "ordinary-probe-5d1e")
-		if strings.Contains(r.Stdout, "nolog-") {
+		if strings.Contains(r.Stdout, "nolog-") || strings.Contains(r.Stdout, strconv.Itoa(noLogPin+i)) {
 			t.Fatalf("%s: ansible itself shows a marker:\n%s", m, r.Stdout)
 		}
 	}
