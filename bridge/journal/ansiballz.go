@@ -3,7 +3,6 @@ package journal
 import (
 	"bytes"
 	"encoding/json"
-	"strconv"
 	"strings"
 
 	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
@@ -299,9 +298,10 @@ func maskedArgs(args json.RawMessage, out []byte) [][]byte {
 	return found
 }
 
-// appendScalars appends the non-empty strings, numbers and booleans in v
-// (decoded with UseNumber), as their text in JSON: a string's content,
-// a number's or a boolean's literal.
+// appendScalars appends the non-empty strings and the numbers in v
+// (decoded with UseNumber), as their text in JSON: a string's content, a
+// number's literal. Booleans are not secrets, as Ansible's own
+// list_no_log_values has it: "true" masked everywhere would hide much.
 func appendScalars(found [][]byte, v any) [][]byte {
 	switch v := v.(type) {
 	case string:
@@ -310,8 +310,6 @@ func appendScalars(found [][]byte, v any) [][]byte {
 		}
 	case json.Number:
 		found = append(found, []byte(v.String()))
-	case bool:
-		found = append(found, []byte(strconv.FormatBool(v)))
 	case map[string]any:
 		for _, x := range v {
 			found = appendScalars(found, x)

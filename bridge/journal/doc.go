@@ -57,11 +57,11 @@
 // VALUE_SPECIFIED_IN_NO_LOG_PARAMETER (or, from ansible-core 2.22 on,
 // lists in _ansible_new_secrets), become secrets (below) when the entry
 // finishes: they are masked in every entry, later ones too, as Ansible
-// 2.22 masks them in later tasks' results. A value sent as a number or a
-// boolean (which the module masked once made a string) becomes one as
-// its JSON text, as it stands in the arguments and the wrapper; a short
-// one masks that text wherever it appears, as Ansible's own masking of
-// its result does. An entry that finishes without a result keeps its
+// 2.22 masks them in later tasks' results. A value sent as a number
+// (which the module masked once made a string) becomes one as its JSON
+// text, as it stands in the arguments and the wrapper; a short one masks
+// that text wherever it appears, as Ansible's own masking of its result
+// does. A boolean does not, as Ansible's list_no_log_values skips it. An entry that finishes without a result keeps its
 // arguments' names only, as nothing tells which values are those.
 //
 // # Redaction
