@@ -321,6 +321,9 @@ type Entry struct {
 	noLog                bool // no_log: nothing but sizes is kept
 	hideStdin            bool // stdin is scanned and counted, not kept
 	awaiting             bool // AwaitModule: stdin is kept unseen, not scanned
+	// wrapperIn: stdin is the module's wrapper, its arguments' values
+	// with it (pipelining).
+	wrapperIn bool
 
 	ver      uint64     // counts changes
 	cache    *EntryView // of a finished entry
@@ -583,6 +586,7 @@ func (e *Entry) scanned(end bool) {
 	// A wrapper whose arguments cannot be read may be a no_log one.
 	if f := e.scan.result(); (f.ok || e.scan.marked) && e.module == "" {
 		e.setModule(f.module, f.args, f.noLog || !f.ok)
+		e.wrapperIn = true
 	}
 	e.scan = nil
 }
@@ -684,6 +688,7 @@ func (e *Entry) AwaitModule() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.awaiting = true
+	e.wrapperIn = true
 	e.scan = nil
 	e.touch()
 }
@@ -743,6 +748,11 @@ func (e *Entry) Finish(exit int) {
 			names := argNames(e.args)
 			clear(e.args)
 			e.args = names
+			if e.wrapperIn {
+				// The wrapper on stdin holds the same values.
+				e.stdin.wipe()
+				e.hideStdin = true
+			}
 		}
 	}
 	e.scrub()
@@ -785,8 +795,10 @@ func (e *Entry) view() EntryView {
 	caps := [3]*Capture{&v.Stdin, &v.Stdout, &v.Stderr}
 	for i, c := range [3]*capture{&e.stdin, &e.out, &e.err} {
 		// Under the lock: scrub and wipe overwrite the bytes in place.
-		if i == 0 && e.awaiting {
-			// Not shown before it is known not to be a no_log task's.
+		if i == 0 && (e.awaiting || !e.done && e.wrapperIn && e.args != nil) {
+			// Not shown before it is known not to be a no_log task's,
+			// nor a module's wrapper before its result says which of
+			// its arguments' values are secrets.
 			*caps[i] = Capture{Size: c.size, Truncated: c.size > 0}
 			continue
 		}

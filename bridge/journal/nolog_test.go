@@ -542,3 +542,32 @@ func TestNewSecrets222(t *testing.T) {
 		t.Errorf("redactor kept key %x, sets %v", j.red.key, j.red.byLen)
 	}
 }
+
+// TestRunningWrapperStdinHidden: a pipelined wrapper's stdin holds its
+// arguments' values: while the module runs, and after it ends without a
+// result (crashed, cut off), the entry shows stdin's size only, as it
+// shows the arguments' names only.
+func TestRunningWrapperStdinHidden(t *testing.T) {
+	const secret = "RunPw-7731"
+	src := wrapperFor(`{"url": "http://127.0.0.1:1/x", "url_password": "` + secret + `", "_ansible_no_log": false}`)
+	for _, end := range []string{"running", "no result"} {
+		t.Run(end, func(t *testing.T) {
+			j := New(0)
+			e := j.Begin("u@h:22", "module", []string{"ssh", "h", "python3 && sleep 0"})
+			e.AppendStdin(src)
+			e.AppendStdout([]byte("Traceback (most recent call last):\n"))
+			if end == "no result" {
+				e.Finish(1)
+			}
+			v, _ := j.Get(e.Seq())
+			for name, b := range map[string][]byte{"args": v.ModuleArgs, "stdin": v.Stdin.Data} {
+				if bytes.Contains(b, []byte(secret)) {
+					t.Errorf("%s shows the value:\n%s", name, b)
+				}
+			}
+			if v.Stdin.Size != int64(len(src)) {
+				t.Errorf("stdin size %d, want %d", v.Stdin.Size, len(src))
+			}
+		})
+	}
+}
