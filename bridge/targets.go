@@ -523,10 +523,14 @@ func (t *target) stop(now bool) {
 	}
 	t.mu.Lock()
 	conns := t.conns
+	for _, c := range conns {
+		// ssh -O stop: no new clients, and none finds the socket once
+		// the target has no connection.
+		c.mux.Close()
+	}
 	t.conns = nil
 	t.mu.Unlock()
 	for _, c := range conns {
-		c.mux.Close() // ssh -O stop: no new clients
 		c.mu.Lock()
 		c.detached = true
 		c.goneLocked()
@@ -719,6 +723,9 @@ func (t *target) forgetLocked(c *sshConn) {
 }
 
 func (c *sshConn) markDead() {
+	// The control socket goes first, as a master's does: no client may
+	// find it once the connection counts as gone.
+	c.mux.Close()
 	c.mu.Lock()
 	already := c.dead
 	c.dead = true
@@ -727,7 +734,6 @@ func (c *sshConn) markDead() {
 	if already {
 		return
 	}
-	c.mux.Close()
 	c.stub.end()
 	c.forwards.close()
 	if p, ok := c.t.ownSessions.LoadAndDelete(c); ok {
