@@ -171,13 +171,31 @@ func (w logWriter) Write(p []byte) (int, error) {
 // Dir returns the absolute path of the mount point.
 func (m *Mounted) Dir() string { return m.dir }
 
+// unmountWait bounds how long Unmount waits for the kernel to end the
+// mount's requests once it is unmounted; it takes milliseconds unless
+// another mount namespace holds a copy.
+const unmountWait = 3 * time.Second
+
 // Unmount ends the mount. When the mount is busy (a shell sits in it, a
 // file is open) it is detached lazily instead: it disappears from the
 // tree at once and the kernel lets go once the last user leaves. Only
 // the first call does anything; later ones return its result.
 func (m *Mounted) Unmount() error {
 	m.once.Do(func() {
-		err := m.server.Unmount()
+		done := make(chan error, 1)
+		go func() { done <- m.server.Unmount() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(unmountWait):
+			// Gone from this mount namespace, but a copy in another
+			// (`unshare -m`, a container started meanwhile) keeps the
+			// kernel's connection, whose requests go-fuse waits on for
+			// ever. The process's exit closes the device, which ends
+			// it: the copy then says "not connected".
+			m.log.Warn("debug view unmounted here but still mounted in another mount namespace; left to end with the daemon")
+			return
+		}
 		if err == nil {
 			m.log.Info("debug view unmounted")
 			return

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -249,4 +250,45 @@ func TestTop(t *testing.T) {
 	cmd := exec.Command(suite.bin, "stop")
 	cmd.Env = append(cleanEnv(os.Environ()), d.env()...)
 	_ = cmd.Run()
+}
+
+// TestDaemonStopsWithMountHeldElsewhere: a copy of the debug mount in
+// another mount namespace (`unshare -m`, a container started meanwhile)
+// keeps the kernel's FUSE connection after the daemon's own unmount; the
+// daemon still stops on SIGTERM, and the copy is left dead, not hung.
+func TestDaemonStopsWithMountHeldElsewhere(t *testing.T) {
+	requireFUSE(t)
+	if os.Getuid() != 0 {
+		t.Skip("a mount namespace of its own needs root")
+	}
+	d := startDebugDaemon(t, t.TempDir())
+	holder := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", "echo ready; exec cat")
+	in, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Close(); _ = holder.Wait() })
+	ready := make([]byte, 6)
+	if _, err := io.ReadFull(out, ready); err != nil || string(ready) != "ready\n" {
+		t.Fatalf("unshare: %q %v", ready, err)
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(30 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+		t.Fatalf("daemon did not stop on SIGTERM with its mount held in another namespace; log:\n%s", readString(t, d.log))
+	}
+	o, err := exec.Command("nsenter", "-t", strconv.Itoa(holder.Process.Pid), "-m", "stat", d.mount).CombinedOutput()
+	if err == nil || !strings.Contains(string(o), "Transport endpoint is not connected") {
+		t.Errorf("the other namespace's copy after the daemon stopped: %v\n%s", err, o)
+	}
 }
