@@ -26,14 +26,18 @@ const maxPipedModule = 64 << 20
 // PTY it ends when the shim goes away, and the interpreter kills the
 // task's process group: sshd hangs up a stock session's PTY when its
 // channel closes, and the command dies of SIGHUP. Without a PTY the task
-// runs on, as a stock command does once its channel closes (README, "When
-// a client dies").
-func (r *request) taskContext(pty bool) (context.Context, context.CancelFunc) {
+// runs on, as a stock command does once its channel closes (docs/limits.md,
+// "When a client dies"); so does one whose become tool runs it in a
+// session of its own (ownSession: su -c), which the hangup ends instead.
+func (r *request) taskContext(pty, ownSession bool) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(r.ctx)
 	if !pty {
 		return ctx, cancel
 	}
 	r.signalLine()
+	if ownSession {
+		return ctx, cancel
+	}
 	gone := r.iv.hangup()
 	go func() {
 		select {

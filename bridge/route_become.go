@@ -164,7 +164,7 @@ func (r *request) serveBecome() (code int, served bool) {
 		t.retireUsers(ctx, iv, ag, ch)
 	}
 	req.WatchPolicy = true
-	tctx, stop := r.taskContext(req.PTY != nil)
+	tctx, stop := r.taskContext(req.PTY != nil, w.Method.OwnSession)
 	defer stop()
 	before := t.touched()
 	res, err := ag.RunModule(tctx, req)
@@ -203,7 +203,7 @@ func (r *request) execIn(ag *interp.Client, w *become.Wrapper, stdin io.Reader, 
 	if tty {
 		req.PTY = &interp.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols}
 	}
-	ctx, stop := r.taskContext(tty)
+	ctx, stop := r.taskContext(tty, w.Method.OwnSession)
 	defer stop()
 	r.t.touched() // the next step asks whether it changed the tool's policy
 	code, err := ag.Exec(ctx, req)

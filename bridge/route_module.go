@@ -91,7 +91,7 @@ func (r *request) serveModule() (int, bool) {
 	if ch := changedUsers(wrapper); ch.any() {
 		t.retireUsers(ctx, iv, ag, ch)
 	}
-	tctx, stop := r.taskContext(req.PTY != nil)
+	tctx, stop := r.taskContext(req.PTY != nil, false)
 	defer stop()
 	t.touched()
 	res, err := ag.RunModule(tctx, req)

@@ -40,12 +40,13 @@ func TestClientKilled(t *testing.T) {
 		// or none, and the signal for the ssh process.
 		tty, master bool
 		sig         syscall.Signal
-		// ansible: pipelining and become; ansible-playbook's process
-		// group gets sig, SIGKILL if none.
-		pipelining, become bool
-		ansibleBin         string // the newest ansible-core's; Debian's if ""
-		want               bool   // stock leaves the command running
-		sameExit           bool   // ansible-playbook's exit status is stock's too
+		// ansible: pipelining and become (its method, "" for none);
+		// ansible-playbook's process group gets sig, SIGKILL if none.
+		pipelining bool
+		become     string
+		ansibleBin string // the newest ansible-core's; Debian's if ""
+		want       bool   // stock leaves the command running
+		sameExit   bool   // ansible-playbook's exit status is stock's too
 	}
 	cases := []kill{
 		{name: "ssh/master/KILL", master: true, sig: syscall.SIGKILL, want: true},
@@ -54,7 +55,12 @@ func TestClientKilled(t *testing.T) {
 		{name: "ssh-tt/HUP", tty: true, sig: syscall.SIGHUP, want: false},
 		{name: "ansible/pipelining", ansible: true, pipelining: true, want: true},
 		{name: "ansible/tt", ansible: true, want: false},
-		{name: "ansible/tt/become", ansible: true, become: true, want: false},
+		{name: "ansible/tt/become", ansible: true, become: "sudo", want: false},
+		// su -c runs its command in a session of its own: the hangup
+		// ends su, not the command.
+		{name: "ansible/tt/su", ansible: true, become: "su", want: true},
+		{name: "ansible/pipelining/su", ansible: true, pipelining: true, become: "su", want: true},
+		{name: "ansible/tt/su/INT", ansible: true, become: "su", sig: syscall.SIGINT, want: true, sameExit: true},
 		// Ctrl-C: ansible's workers ignore SIGINT, and their ssh catches
 		// it all the same.
 		{name: "ansible/tt/INT", ansible: true, sig: syscall.SIGINT, want: false, sameExit: true},
@@ -169,15 +175,22 @@ func killMidCommand(cmd *exec.Cmd, group bool, sig syscall.Signal, arg string) (
 
 // killablePlaybook is ansible-playbook (ansibleBin's, if set) running
 // `command: sleep ARG` on host t in a process group of its own, through
-// sd's ssh.
-func killablePlaybook(t *testing.T, sd side, d *privateDaemon, dir, arg, ansibleBin string, pipelining, become bool) *exec.Cmd {
+// sd's ssh; with become (a become_method), sudo's become root, su's the
+// password user.
+func killablePlaybook(t *testing.T, sd side, d *privateDaemon, dir, arg, ansibleBin string, pipelining bool, become string) *exec.Cmd {
 	t.Helper()
 	cp := filepath.Join(dir, "cp")
 	if err := os.Mkdir(cp, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stopMasters(t, cp) })
-	play := fmt.Sprintf("- hosts: t\n  gather_facts: false\n  become: %t\n  tasks:\n    - command: sleep %s\n", become, arg)
+	play := fmt.Sprintf("- hosts: t\n  gather_facts: false\n  become: %t\n", become != "")
+	var hostVars map[string]map[string]any
+	if become == "su" {
+		play += fmt.Sprintf("  become_method: su\n  become_user: %s\n  vars:\n    ansible_shell_allow_world_readable_temp: true\n", suite.lab.PWUser)
+		hostVars = map[string]map[string]any{"t": {"ansible_become_password": suite.lab.Password}}
+	}
+	play += fmt.Sprintf("  tasks:\n    - command: sleep %s\n", arg)
 	pb := filepath.Join(dir, "play.yml")
 	if err := os.WriteFile(pb, []byte(play), 0o600); err != nil {
 		t.Fatal(err)
@@ -189,7 +202,7 @@ func killablePlaybook(t *testing.T, sd side, d *privateDaemon, dir, arg, ansible
 	if sd == bridge {
 		path = suite.shims + string(os.PathListSeparator) + path
 	}
-	cmd := exec.Command(ansiblePlaybook(ansibleBin), "-i", writeInventory(t, dir, nil), pb)
+	cmd := exec.Command(ansiblePlaybook(ansibleBin), "-i", writeInventory(t, dir, hostVars), pb)
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(os.Environ()),
 		"PATH="+path,

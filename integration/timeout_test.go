@@ -68,7 +68,7 @@ func TestTaskTimeout(t *testing.T) {
     - wait_for: {path: "%[2]s/after", search_regex: go, timeout: 30}
 `, fifo, dir)
 				// killablePlaybook runs dir/play.yml: this play, written over its own.
-				cmd := killablePlaybook(t, sd, d, dir, "", "", pipelining, false)
+				cmd := killablePlaybook(t, sd, d, dir, "", "", pipelining, "")
 				if err := os.WriteFile(filepath.Join(dir, "play.yml"), []byte(play), 0o644); err != nil {
 					t.Fatal(err)
 				}

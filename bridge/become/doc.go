@@ -15,8 +15,9 @@
 // password (Wrapper.Password), its prompt check (Wrapper.IsPrompt) and
 // default prompt, its failure messages (Method.Messages), and how an
 // interpreter is started through it (TerminalPassword: on a PTY;
-// NestedShell: su's extra quoting, which WithInner follows). Nothing
-// outside those files switches on the tool.
+// NestedShell: su's extra quoting, which WithInner follows), and whether
+// the command outlives the tool's terminal (OwnSession). Nothing outside
+// those files switches on the tool.
 //
 // # Grammar
 //

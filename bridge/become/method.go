@@ -21,6 +21,11 @@ type Method struct {
 	// (su), so an interpreter is started through it on a PTY, and the
 	// password prompt goes to the terminal (stdout) even without -tt.
 	TerminalPassword bool
+	// OwnSession: the tool runs its command in a session of its own,
+	// with no controlling terminal (util-linux su -c calls setsid), so
+	// the hangup of the terminal the tool runs on (sshd's, when its
+	// client dies) ends the tool, not the command.
+	OwnSession bool
 	// NestedShell: the tool's command is "SHELL -c QUOTED(echo SUCCESS ;
 	// INNER)" quoted once more (su -c), not SHELL's words themselves.
 	NestedShell bool

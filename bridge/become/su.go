@@ -7,11 +7,13 @@ import "strings"
 //	EXE FLAGS [USER] -c Q(SHELL -c Q(echo SUCCESS ; CMD))
 //
 // It reads a password from a terminal only, and the command line never
-// says whether Ansible holds one.
+// says whether Ansible holds one. It runs the command in a session of its
+// own (-c, unlike --session-command).
 var Su = &Method{
 	Name:             "su",
 	Messages:         Messages{Plugin: "su", Incorrect: []string{"Authentication failure"}},
 	TerminalPassword: true,
+	OwnSession:       true,
 	NestedShell:      true,
 	DefaultPrompt:    "Password: ",
 	parse:            parseSu,
