@@ -70,22 +70,18 @@ func TestMasterStub(t *testing.T) {
 	}
 
 	m, winch, died := start(t)
-	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(m.pid) + "/cmdline")
-	if err != nil {
-		t.Fatal(err)
+	// The title is set by exec (the kernel fills the arguments in after
+	// the exec is reported, so an early read finds none); comm once the
+	// stub has run its start.
+	proc := func(f string) string { b, _ := os.ReadFile("/proc/" + strconv.Itoa(m.pid) + "/" + f); return string(b) }
+	titled := func() bool {
+		return strings.TrimRight(proc("cmdline"), "\x00") == "ssh: /tmp/cp-x [mux]" && proc("comm") == "ssh\n"
 	}
-	if got := strings.TrimRight(string(cmdline), "\x00"); got != "ssh: /tmp/cp-x [mux]" {
-		t.Errorf("cmdline %q", got)
-	}
-	// The title is set by exec; comm once the stub has run its start.
-	for i := 0; i < 100; i++ {
-		if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(m.pid) + "/comm"); string(comm) == "ssh\n" {
-			break
-		}
+	for i := 0; i < 100 && !titled(); i++ {
 		time.Sleep(10 * time.Millisecond) // polling a condition
 	}
-	if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(m.pid) + "/comm"); string(comm) != "ssh\n" {
-		t.Errorf("comm %q, want ssh", comm)
+	if !titled() {
+		t.Errorf("cmdline %q, comm %q; want ssh: /tmp/cp-x [mux], ssh", proc("cmdline"), proc("comm"))
 	}
 	// SIGWINCH may come before the stub's handler is in place (it is
 	// then ignored, its default): send until one is relayed.
