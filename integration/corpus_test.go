@@ -44,6 +44,7 @@ var corpusCases = []corpusCase{
 	{name: "environment", check: checkEnvironment, setup: setupEnvironment, mainModes: true},
 	{name: "nopython", check: checkNoPython, setup: setupNoPython},
 	{name: "startup-env", check: checkStartupEnv, setup: setupStartupEnv, mainModes: true},
+	{name: "payload-dirs", check: checkPayloadDirs, mainModes: true},
 }
 
 // TestCorpus runs every corpus playbook in every mode (the main two where
@@ -184,6 +185,17 @@ func wantKilled(t *testing.T, r *runResult, task string, rc int, word string) {
 	if res["rc"] != float64(rc) || !piped && !onTerminal {
 		t.Errorf("%s run: %s: rc %v, stdout %q, stderr %q; want rc %d and %q after the output", r.Spec.Side, task, res["rc"], out, errs, rc, word)
 	}
+}
+
+// checkPayloadDirs: after module tasks, /tmp holds the payload dir of the
+// task that lists it and that of the module killed, as stock's wrapper
+// leaves them; none of the others, nor one per module kept by the bridge.
+func checkPayloadDirs(t *testing.T, r *runResult) {
+	wantExit(t, r, 0)
+	wantStats(t, r, "t", map[string]int{"failures": 0, "ignored": 1, "unreachable": 0})
+	wantKilled(t, r, "a module killed by SIGKILL", 137, "Killed")
+	wantTask(t, r, "t", "payload dirs after module tasks", "ok",
+		"/tmp/ansible_ab_selfkill_payload\n/tmp/ansible_ansible.legacy.command_payload")
 }
 
 func checkBasics(t *testing.T, r *runResult) {

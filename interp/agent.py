@@ -433,7 +433,10 @@ def _noexec(path):
 
 
 def find_tmp_root():
-    """Ansible's search order: TMPDIR/TEMP/TMP, /tmp, /var/tmp, /usr/tmp, cwd."""
+    """The temp root (Ansible's search order: TMPDIR/TEMP/TMP, /tmp,
+    /var/tmp, /usr/tmp, cwd) and the agent's compiled-code cache there, a
+    file already unlinked (CodeCache): nothing of the agent's own is
+    seen in the target's filesystem."""
     cands = []
     for var in ('TMPDIR', 'TEMP', 'TMP'):
         v = os.environ.get(var)
@@ -450,10 +453,31 @@ def find_tmp_root():
         if _noexec(d):
             continue
         try:
-            return tempfile.mkdtemp(prefix='ansible-bridge-', dir=d)
+            return d, open_unlinked(d)
         except OSError:
             continue
     raise RuntimeError('no writable, exec-mountable temp dir in %r' % (cands,))
+
+
+def open_unlinked(d):
+    """An fd (O_APPEND) of a new file in d that no name reaches."""
+    flags = os.O_RDWR | os.O_APPEND | getattr(os, 'O_CLOEXEC', 0)
+    tmpfile = getattr(os, 'O_TMPFILE', 0)
+    if tmpfile:
+        try:
+            return os.open(d, flags | tmpfile, 0o600)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+    # A file system without O_TMPFILE: named for a moment.
+    fd, path = tempfile.mkstemp(prefix='.ansible-bridge-', dir=d)
+    try:
+        os.unlink(path)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def atomic_write(path, data, mode, owner=None):
@@ -929,52 +953,93 @@ def import_quietly(names):
             continue
 
 
-def compile_zip_modules_once(cache_dir):
+# A record of CodeCache: magic, the source's SHA-1, the length of the
+# marshalled code that follows.
+CODE_REC = struct.Struct('>4s20sI')
+CODE_MAGIC = b'ABc1'
+
+
+class CodeCache(object):
+    """Compiled code by its source's SHA-1, shared by the agent's zygotes:
+    records appended (O_APPEND, one write each) to a file the agent opened
+    unlinked (open_unlinked) before forking them, so that no file of the
+    agent's is seen in the target's file system. A record is read only
+    once the file's size covers it (another zygote may be writing it); a
+    bad one turns the cache off (each module is then compiled)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.index = {}  # digest -> (offset, length)
+        self.end = 0  # where the records indexed end
+
+    def _scan(self):
+        size = os.fstat(self.fd).st_size
+        while self.end + CODE_REC.size <= size:
+            magic, key, n = CODE_REC.unpack(os.pread(self.fd, CODE_REC.size, self.end))
+            if magic != CODE_MAGIC:
+                self.fd = None
+                return
+            start = self.end + CODE_REC.size
+            if start + n > size:
+                return
+            self.index[key] = (start, n)
+            self.end = start + n
+
+    def get(self, key):
+        """The data stored under key, or None."""
+        try:
+            if self.fd is not None and key not in self.index:
+                self._scan()
+            at = self.index.get(key)
+            if at is None or self.fd is None:
+                return None
+            data = os.pread(self.fd, at[1], at[0])
+        except (OSError, struct.error):
+            return None
+        return data if len(data) == at[1] else None
+
+    def put(self, key, data):
+        if self.fd is None:
+            return
+        rec = CODE_REC.pack(CODE_MAGIC, key, len(data)) + data
+        try:
+            n = os.write(self.fd, rec)
+        except OSError:
+            n = 0
+        if n != len(rec):
+            self.fd = None  # cut short (no space): later records would not line up
+
+
+def compile_zip_modules_once(cache_fd):
     """Until the function returned is called, have zipimport compile each
     module of a zip once. It compiles a module for get_filename (which
     importlib asks for to build the module's spec) and again for get_code
     (python 3.8+, where zipimport is written in Python): that second pass
     was ~40 ms of a zygote's ~100 ms start. Compiled code is also kept in
-    cache_dir by its source, for the zygotes of other zips: modules share
-    most of module_utils, and loading it is ~30 ms quicker than compiling
-    it. The code objects are the same either way (the file name is set to
-    this zip's); tasks get zipimport as it was."""
+    the agent's CodeCache (cache_fd) by its source, for the zygotes of
+    other zips: modules share most of module_utils, and loading it is
+    ~30 ms quicker than compiling it. The code objects are the same either
+    way (the file name is set to this zip's); tasks get zipimport as it
+    was."""
     try:
         import zipimport
-        import marshal
         orig = zipimport._get_module_code
         orig_compile = zipimport._compile_source
     except (ImportError, AttributeError):
         return lambda: None
     memo = {}
-    try:
-        os.mkdir(cache_dir, 0o700)
-    except OSError:
-        # Made already, by another zygote; or it cannot be: then each
-        # write below fails, and modules compile as without the cache.
-        pass
+    cache = CodeCache(cache_fd)
 
     def compile_source(pathname, source):
-        path = os.path.join(cache_dir, hashlib.sha1(source).hexdigest())
-        try:
-            with open(path, 'rb') as f:
-                return _swap_consts(marshal.loads(f.read()), {}, {}, pathname)
-        except (OSError, EOFError, ValueError, TypeError):
-            pass  # not cached yet (the usual miss), or unreadable: compile it
-        code = orig_compile(pathname, source)
-        # Whole or not at all (no fsync: the directory goes with the
-        # agent, and a file that fails to load is compiled again).
-        tmp = '%s.%d.tmp' % (path, os.getpid())
-        try:
-            with open(tmp, 'wb') as f:
-                f.write(marshal.dumps(code))
-            os.rename(tmp, path)
-        except (OSError, ValueError):
-            # Not cached (no space, no directory): the next zygote compiles it too.
+        key = hashlib.sha1(source).digest()
+        data = cache.get(key)
+        if data is not None:
             try:
-                os.unlink(tmp)
-            except OSError:
-                pass  # never made
+                return _swap_consts(marshal.loads(data), {}, {}, pathname)
+            except (EOFError, ValueError, TypeError):
+                pass  # unreadable: compiled below
+        code = orig_compile(pathname, source)
+        cache.put(key, marshal.dumps(code))
         return code
 
     def get_module_code(self, fullname):
@@ -1748,10 +1813,10 @@ class ZygoteServer(object):
                        held no spare. Either may carry 'res_init'.
     """
 
-    def __init__(self, sock, zippath, fqn, b64, stdio_like, pyc_dir):
+    def __init__(self, sock, zippath, fqn, b64, stdio_like, code_fd):
         self.sock = sock
         self.zippath = zippath
-        self.pyc_dir = pyc_dir
+        self.code_fd = code_fd  # the agent's CodeCache, until warm
         self.fqn = fqn
         self.b64 = b64
         self.stdio_like = stdio_like
@@ -1787,7 +1852,7 @@ class ZygoteServer(object):
         # The agent's own imports: it checks those itself (Agent.deps).
         agent_modules = set(sys.modules)
         sys.path.insert(0, self.zippath)
-        restore = compile_zip_modules_once(self.pyc_dir)
+        restore = compile_zip_modules_once(self.code_fd)
         # What every AnsiballZ wrapper imports, then what the module
         # imports. Never the module itself: its top-level code must run
         # once per task, in the task.
@@ -1796,6 +1861,9 @@ class ZygoteServer(object):
         if self.fqn:
             cache_module_code(self.fqn)
         restore()
+        # Tasks do not inherit it.
+        os.close(self.code_fd)
+        self.code_fd = None
         note_run_command_preexec()
         # Taken after the imports: the agent checks it before each task
         # it sends here, and replaces this zygote once it is stale.
@@ -2113,7 +2181,10 @@ class ZipEntry(object):
         self.path = path
         self.b64 = b64
         self.home = home or self  # the entry whose zygote runs this zip's tasks
-        self.zdata = None  # the zip, until store_zip writes it
+        self.zdata = None  # the zip, written while its tasks run (payload_up)
+        self.name = None  # the module's name in its payload dir's
+        self.pdir = None  # its payload dir
+        self.up = False  # whether pdir and the zip in it are on disk
         self.base = None  # the first template: later ones come as a delta against it
         self.fqn = None
         self.zygote = None
@@ -2170,9 +2241,9 @@ class Agent(object):
             self.cwd = os.getcwd()
         except OSError:
             self.cwd = os.path.expanduser('~')
-        self.tmp = find_tmp_root()
-        # The zips' directories, beside self.tmp (see store_zip).
-        self.payload_dirs = []
+        # The temp root, where each zip's payload dir is while its tasks
+        # run (payload_up), and the zygotes' compiled code (CodeCache).
+        self.tmp, self.code_fd = find_tmp_root()
         self.env_files = login_env_files()
         self.env_mtimes = [_mtime(p) for p in self.env_files]
         # Modules site imported (a .pth may import from site-packages):
@@ -2391,8 +2462,10 @@ class Agent(object):
                     z.sock.close()
                 except OSError:
                     pass  # the agent exits anyway; the zygote sees its socket end
-        for d in self.payload_dirs + [self.tmp]:
-            shutil.rmtree(d, ignore_errors=True)
+        for e in self.zips.values():
+            if e.up:
+                e.up = False
+                shutil.rmtree(e.pdir, ignore_errors=True)
         os._exit(0)
 
     # ---- requests: each op_* answers req (its JSON) and blob (the bytes
@@ -2588,6 +2661,12 @@ class Agent(object):
         if p.zygote is not None:
             p.zygote.procs.pop(p.id, None)
             self.maybe_close(p.zygote)
+            if p.error is None and not p.statbuf:
+                # It did not get to the end of the wrapper's try, where
+                # stock's removes its payload dir.
+                self.payload_forget(p.zygote.entry)
+            else:
+                self.payload_down(p.zygote.entry)
         if p.error is not None:
             self.reply(p.id, p.error)
             return
@@ -2664,8 +2743,9 @@ class Agent(object):
         if entry is None:
             self.reply(rid, {'error': 'zip %s unknown to this agent' % req['hash'][:12], 'code': 'nozip'})
             return
-        if entry.home.path is None:
-            self.store_zip(entry.home, req.get('name') or 'module')
+        home = entry.home
+        if home.name is None:
+            home.name = req.get('name') or 'module'
         if entry.fqn is None:
             # Go's package ansiballz found it, in every format.
             entry.fqn = req.get('fqn') or ''
@@ -2676,10 +2756,15 @@ class Agent(object):
         if changed:
             self.reply(rid, {'error': 'login environment or site imports changed; agent must restart', 'code': 'restart'})
             return
-        # Before the template is read: a zygote forked now must not inherit
-        # this task's arguments.
-        z, zchecked = self.zygote_for(entry)
-        tpl, off = self.template(entry, req, blob, off)
+        self.payload_up(home)
+        try:
+            # Before the template is read: a zygote forked now must not
+            # inherit this task's arguments.
+            z, zchecked = self.zygote_for(entry)
+            tpl, off = self.template(entry, req, blob, off)
+        except BaseException:
+            self.payload_down(home)
+            raise
         try:
             owner = req.get('owner')
             for path, mode in req.get('dirs') or []:
@@ -2696,6 +2781,7 @@ class Agent(object):
             p.policy = bool(req.get('policy'))
         finally:
             zero(tpl)  # sent on, or not to be: the arguments go with the task
+            self.payload_down(home)
 
     def zip_entry(self, req, blob):
         """The request's zip, stored on the first request that carries it,
@@ -2724,18 +2810,73 @@ class Agent(object):
                 self.zips[digest] = entry
         return entry, off
 
-    def store_zip(self, entry, name):
-        """Write entry's zip where its tasks run it from, named as the
-        wrapper names its copy (TMP/ansible_NAME_payload_XXXXXXXX/
-        ansible_NAME_payload.zip, TMP the temp root the agent chose, NAME
-        the module's name there, which Go's package ansiballz found), so
-        that a traceback through the module reads as stock's."""
-        d = tempfile.mkdtemp(prefix='ansible_%s_payload_' % name, dir=os.path.dirname(self.tmp))
-        self.payload_dirs.append(d)
-        path = os.path.join(d, 'ansible_%s_payload.zip' % name)
-        # Read-only: tasks run their modules from it (PAYLOAD_LINES).
-        atomic_write(path, entry.zdata, 0o400)
-        entry.path, entry.zdata = path, None
+    # A zip's payload dir is on disk while its tasks run, as stock's
+    # wrapper has its own for the module's run: named as the wrapper names
+    # it (TMP/ansible_NAME_payload_XXXXXXXX/ansible_NAME_payload.zip, TMP
+    # the agent's temp root, NAME the module's name there, which Go's
+    # package ansiballz found), so that a traceback through the module
+    # reads as stock's. Its zygote imports from that path (zipimport reads
+    # the file at each import), so the path stays the zygote's: written
+    # again when a task comes, removed when none runs and the zygote is
+    # not importing. A task that ends without its status (killed,
+    # os._exit) leaves it, as stock's wrapper leaves its dir then.
+
+    def payload_up(self, home):
+        """Put home's zip on disk, in its dir, if it is not there."""
+        if home.up:
+            return
+        if home.pdir is not None:
+            try:
+                os.mkdir(home.pdir, 0o700)
+            except OSError:
+                # Taken meanwhile (or left by a killed task): a new dir,
+                # and a new zygote to import from it.
+                self.payload_forget(home)
+        if home.pdir is None:
+            home.pdir = tempfile.mkdtemp(prefix='ansible_%s_payload_' % home.name, dir=self.tmp)
+            home.path = os.path.join(home.pdir, 'ansible_%s_payload.zip' % home.name)
+        # Read-only: tasks run their modules from it (PAYLOAD_LINES). No
+        # fsync: it goes with the task, as stock's.
+        try:
+            fd = os.open(home.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
+            try:
+                view = memoryview(home.zdata)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+        except OSError:
+            # No space, say: the task fails; the next one tries again.
+            shutil.rmtree(home.pdir, ignore_errors=True)
+            raise
+        home.up = True
+
+    def payload_down(self, home):
+        """Remove home's payload dir unless a task of its or a zygote
+        importing from it still needs it."""
+        if not home.up:
+            return
+        for p in self.procs.values():
+            if p.zygote is not None and p.zygote.entry is home:
+                return
+        for z in self.zygotes.values():
+            if z.entry is home and z.deps is None and not z.dead:
+                return
+        home.up = False
+        try:
+            os.unlink(home.path)
+            os.rmdir(home.pdir)
+        except OSError:
+            # A task wrote there too (stock's rmtree takes that as well).
+            shutil.rmtree(home.pdir, ignore_errors=True)
+
+    def payload_forget(self, home):
+        """Leave home's payload dir where it is: the next task writes a new
+        one, for a new zygote."""
+        home.up = False
+        home.pdir = home.path = None
+        if home.zygote is not None:
+            self.retire(home.zygote)
 
     def template(self, entry, req, blob, off):
         """The request's template (a bytearray, for the caller to zero once
@@ -2921,11 +3062,11 @@ class Agent(object):
         if pid == 0:
             try:
                 signal.set_wakeup_fd(-1)
-                close_fds_except(b.fileno())
+                close_fds_except(b.fileno(), self.code_fd)
                 self.forget_in_fork()
             except BaseException:
                 os._exit(1)
-            ZygoteServer(b, entry.path, entry.fqn, entry.b64, self.stdio_like, os.path.join(self.tmp, 'pyc')).run()
+            ZygoteServer(b, entry.path, entry.fqn, entry.b64, self.stdio_like, self.code_fd).run()
         b.close()
         a.setblocking(False)
         z = Zygote(pid, a, entry)
@@ -3000,6 +3141,7 @@ class Agent(object):
         if z.sock is not None:
             self.close_sock(z)
         if pending:
+            self.payload_up(z.entry)
             nz = z.entry.zygote or self.spawn_zygote(z.entry)
             for item in pending:
                 p = item[2]
@@ -3014,6 +3156,7 @@ class Agent(object):
                 self.maybe_finish(p)
         z.procs.clear()
         self.maybe_close(z)
+        self.payload_down(z.entry)
 
     def read_zygote(self, z):
         if z.sock is None:
@@ -3032,6 +3175,7 @@ class Agent(object):
             if 'ready' in m:
                 z.deps = m['ready']
                 self.zflush(z)
+                self.payload_down(z.entry)
             elif 'spare' in m:
                 self.spare_offered(z, m)
             else:

@@ -631,14 +631,16 @@ class FilesTest(unittest.TestCase):
         self.addCleanup(os.environ.clear)
         self.addCleanup(os.environ.update, env)
         os.environ['TMPDIR'] = self.dir
-        d = agent.find_tmp_root()
-        self.assertEqual(os.path.dirname(d), self.dir)
-        self.assertTrue(os.path.basename(d).startswith('ansible-bridge-'))
-        self.assertEqual(stat.S_IMODE(os.stat(d).st_mode), 0o700)
+        d, fd = agent.find_tmp_root()
+        self.addCleanup(os.close, fd)
+        self.assertEqual(d, self.dir)
+        # The code cache's file has no name there.
+        self.assertEqual(os.listdir(self.dir), [])
+        self.assertEqual(os.fstat(fd).st_nlink, 0)
         os.environ['TMPDIR'] = self.path('missing')
-        d = agent.find_tmp_root()
-        self.addCleanup(shutil.rmtree, d)
-        self.assertNotEqual(os.path.dirname(d), self.path('missing'))
+        d, fd = agent.find_tmp_root()
+        self.addCleanup(os.close, fd)
+        self.assertNotEqual(d, self.path('missing'))
 
     def test_errinfo(self):
         try:
@@ -945,7 +947,8 @@ class CompiledCodeCacheTest(unittest.TestCase):
             self.skipTest('zipimport is written in C before python 3.8')
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d)
-        cache = os.path.join(d, 'pyc')
+        cache = agent.open_unlinked(d)
+        self.addCleanup(os.close, cache)
         src = 'VALUE = 42\ndef where():\n    return where.__code__.co_filename\n'
         zips = []
         for i in (1, 2):
@@ -966,9 +969,10 @@ class CompiledCodeCacheTest(unittest.TestCase):
                 sys.modules.pop('abtestmod%d' % i, None)
 
         m1 = load(1)
-        self.assertEqual(len(os.listdir(cache)), 1)
+        size = os.fstat(cache).st_size
+        self.assertGreater(size, agent.CODE_REC.size)
         m2 = load(2)
-        self.assertEqual(len(os.listdir(cache)), 1)
+        self.assertEqual(os.fstat(cache).st_size, size)
         self.assertEqual((m1.VALUE, m2.VALUE), (42, 42))
         self.assertTrue(m2.where().startswith(zips[1]), m2.where())
         self.assertIs(zipimport._compile_source, orig)
@@ -1319,12 +1323,12 @@ class AgentProcessTest(unittest.TestCase):
         a = AgentProcess(self)
         self.assertEqual(a.hello['protocol'], agent.PROTOCOL)
         self.assertEqual(a.hello['python'], '%d.%d.%d' % sys.version_info[:3])
-        self.assertEqual(os.path.dirname(a.hello['tmpdir']), a.dir)
+        self.assertEqual(a.hello['tmpdir'], a.dir)
         self.assertEqual(a.call({'op': 'ping'})[0], {})
         self.assertEqual(a.call({'op': 'nonsense'})[0], {'error': "unknown op 'nonsense'"})
         a.close()
         self.assertEqual(a.p.returncode, 0)
-        self.assertFalse(os.path.exists(a.hello['tmpdir']), 'temp dir left behind')
+        self.assertEqual(os.listdir(a.dir), [])
 
     def test_files(self):
         a = AgentProcess(self)
@@ -1393,12 +1397,11 @@ class AgentProcessTest(unittest.TestCase):
                 self.assertGreaterEqual(resp.pop('check_us', 0), 0)
                 self.assertEqual(resp, {'exit': 0}, err)
                 self.assertEqual(json.loads(out.decode().strip().splitlines()[-1]).get('ping'), 'pong', out)
-        # Where the zygote runs the module from, named as stock's copy
-        # (a traceback shows it); removed with the agent.
-        zips = glob.glob(os.path.join(a.dir, 'ansible_ping_payload_*', 'ansible_ping_payload.zip'))
-        self.assertEqual(len(zips), 1, os.listdir(a.dir))
+        # Between tasks nothing of theirs or the agent's is on disk, as
+        # after stock's (PayloadDirTest: while one runs).
+        self.assertEqual(os.listdir(a.dir), [])
         a.close()
-        self.assertEqual(glob.glob(os.path.join(a.dir, 'ansible_*')), [])
+        self.assertEqual(os.listdir(a.dir), [])
 
     def test_module_sees_changed_import(self):
         """A module importing a file that changes between tasks sees it as
@@ -1454,6 +1457,63 @@ class AgentProcessTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, d, True)
         return d
 
+
+
+class PayloadDirTest(unittest.TestCase):
+    """A zip's payload dir (named as stock's wrapper names its own) is on
+    disk while a task runs and gone once it ended, as stock's; one whose
+    task ended without getting to the wrapper's finally (os._exit, a
+    kill) is left, as stock's is."""
+
+    LIST = ('import glob, json, os\n'
+            'print(json.dumps(sorted(os.path.relpath(p, os.environ["TMPDIR"]) for p in\n'
+            '      glob.glob(os.path.join(os.environ["TMPDIR"], "ansible_*_payload_*", "*")))))\n')
+
+    def task(self, a, name, zip_, digest, ctpl, first):
+        req = {'op': 'module', 'hash': digest, 'zip': len(zip_) if first else 0, 'tpl': len(ctpl)}
+        if first:
+            req['fqn'], req['name'] = name, name
+        resp, _, out, err = a.call(req, (zip_ if first else b'') + ctpl)
+        return resp.get('exit'), out.decode(), err.decode()
+
+    def left(self, a):
+        return sorted(n for n in os.listdir(a.dir) if n.startswith(('ansible', '.ansible')))
+
+    def test_between_tasks(self):
+        a = AgentProcess(self)
+        mods = [('abplist', self.LIST), ('abpother', 'print("x")\n')]
+        zips = [runpy_module(n, src) for n, src in mods]
+        seen = set()
+        for i in range(3):
+            for (name, _), (zip_, digest, ctpl) in zip(mods, zips):
+                code, out, err = self.task(a, name, zip_, digest, ctpl, i == 0)
+                self.assertEqual(code, 0, err)
+                if name == 'abplist':
+                    got = json.loads(out)
+                    self.assertEqual(len(got), 1, got)
+                    self.assertRegex(got[0], r'^ansible_abplist_payload_[a-z0-9_]{8}/ansible_abplist_payload\.zip$')
+                    seen.add(got[0])
+                self.assertEqual(self.left(a), [])
+        # The zygote imports from one path: the same each time.
+        self.assertEqual(len(seen), 1, seen)
+        a.close()
+        self.assertEqual(self.left(a), [])
+
+    def test_exit_without_finally(self):
+        a = AgentProcess(self)
+        zip_, digest, ctpl = runpy_module('abpexit', 'import os\nos._exit(3)\n')
+        lzip, ldigest, lctpl = runpy_module('abplist', self.LIST)
+        for i in range(2):
+            self.assertEqual(self.task(a, 'abpexit', zip_, digest, ctpl, i == 0)[0], 3)
+            self.assertEqual(len(self.left(a)), i + 1, self.left(a))
+        left = self.left(a)
+        # Another module's dir goes as before.
+        code, out, err = self.task(a, 'abplist', lzip, ldigest, lctpl, True)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(json.loads(out)), 3, out)
+        self.assertEqual(self.left(a), left)
+        a.close()
+        self.assertEqual(self.left(a), left)
 
 
 class InterpreterSnapshotTest(unittest.TestCase):

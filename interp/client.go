@@ -62,7 +62,7 @@ type AgentInfo struct {
 	User       string `json:"user"`
 	Home       string `json:"home"`
 	Cwd        string `json:"cwd"`    // the login directory; tasks run there
-	TmpDir     string `json:"tmpdir"` // private, 0700, removed when the agent exits
+	TmpDir     string `json:"tmpdir"` // the temp root (TMPDIR, /tmp...) where modules' payload dirs go while they run
 }
 
 // Stats counts a client's traffic.

@@ -313,7 +313,9 @@ func TestRunModuleWarmBytes(t *testing.T) {
 // the agent dies, and later ones at once.
 func TestAgentDeath(t *testing.T) {
 	ws := wrappers(t, job{"command", map[string]any{"_raw_params": "sleep 30"}})
-	c := startAgent(t, agentEnv{})
+	// Its own temp root: a killed agent leaves its task's payload dir.
+	dir := t.TempDir()
+	c := startAgent(t, agentEnv{Dir: dir, Env: append(os.Environ(), "HOME="+dir, "TMPDIR="+dir)})
 	ctx := ctxT(t, 60*time.Second)
 	errc := make(chan error, 2)
 	go func() {
@@ -329,8 +331,6 @@ func TestAgentDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	tmp := c.Info().TmpDir
-	t.Cleanup(func() { _ = os.RemoveAll(tmp) }) // a killed agent cannot clean up
 	if err := syscall.Kill(c.Info().PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -376,21 +376,28 @@ func TestRestartOnEnvironmentChange(t *testing.T) {
 	}
 }
 
-func TestTempDirRemovedOnExit(t *testing.T) {
-	c := startAgent(t, agentEnv{})
+// TestNothingInTempBetweenTasks: after a module task the agent's temp
+// root holds nothing of the task's or the agent's, as after stock's.
+func TestNothingInTempBetweenTasks(t *testing.T) {
+	home, tmp := t.TempDir(), t.TempDir()
+	c := startAgent(t, agentEnv{Dir: home, Env: append(os.Environ(), "HOME="+home, "TMPDIR="+tmp)})
 	ctx := ctxT(t, 30*time.Second)
-	if _, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, fakeWrapper(t, map[string]any{}))}); err != nil {
-		t.Fatal(err)
+	if c.Info().TmpDir != tmp {
+		t.Fatalf("temp root %s, want %s", c.Info().TmpDir, tmp)
 	}
-	tmp := c.Info().TmpDir
-	if fi, err := os.Stat(tmp); err != nil || fi.Mode().Perm() != 0o700 {
-		t.Fatalf("tmpdir %s: %v %v", tmp, fi, err)
+	for i := 0; i < 2; i++ {
+		if _, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, fakeWrapper(t, map[string]any{}))}); err != nil {
+			t.Fatal(err)
+		}
+		if ents, err := os.ReadDir(tmp); err != nil || len(ents) != 0 {
+			t.Fatalf("after task %d: %v %v", i, ents, err)
+		}
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("tmpdir %s after Close: %v", tmp, err)
+	if ents, err := os.ReadDir(tmp); err != nil || len(ents) != 0 {
+		t.Fatalf("after Close: %v %v", ents, err)
 	}
 }
 
@@ -512,9 +519,31 @@ func TestZipCodeCache(t *testing.T) {
 			t.Errorf("%s zip: basic's code names %v, the module is %v", variant, out["basic_code_file"], out["basic_file"])
 		}
 	}
-	if ents, _ := os.ReadDir(filepath.Join(c.Info().TmpDir, "pyc")); len(ents) == 0 && !strings.HasPrefix(c.Info().Python, "3.6") && !strings.HasPrefix(c.Info().Python, "3.7") {
-		t.Errorf("no compiled code cached under %s", c.Info().TmpDir)
+	if n := codeCacheSize(t, c); n == 0 && !strings.HasPrefix(c.Info().Python, "3.6") && !strings.HasPrefix(c.Info().Python, "3.7") {
+		t.Errorf("no compiled code cached by agent %d", c.Info().PID)
 	}
+}
+
+// codeCacheSize is the size of the agent's compiled-code cache: an
+// unlinked file under its temp root that it holds open.
+func codeCacheSize(t *testing.T, c *interp.Client) int64 {
+	t.Helper()
+	fds := fmt.Sprintf("/proc/%d/fd", c.Info().PID)
+	ents, err := os.ReadDir(fds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		p := filepath.Join(fds, e.Name())
+		target, err := os.Readlink(p)
+		if err != nil || !strings.HasPrefix(target, c.Info().TmpDir+"/") || !strings.HasSuffix(target, " (deleted)") {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil {
+			return fi.Size()
+		}
+	}
+	return 0
 }
 
 // mustForkedFrom is forkedFrom, failing t on an error.
