@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -263,29 +262,9 @@ func TestDaemonStopsWithMountHeldElsewhere(t *testing.T) {
 	}
 	d := startDebugDaemon(t, t.TempDir())
 	holder := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", "echo ready; exec cat")
-	in, err := holder.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = in.Close(); _ = holder.Wait() })
-	ready := make([]byte, 6)
-	if _, err := io.ReadFull(out, ready); err != nil || string(ready) != "ready\n" {
-		t.Fatalf("unshare: %q %v", ready, err)
-	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.exited:
-	case <-time.After(30 * time.Second):
-		_ = d.cmd.Process.Kill()
-		<-d.exited
-		t.Fatalf("daemon did not stop on SIGTERM with its mount held in another namespace; log:\n%s", readString(t, d.log))
+	startHeld(t, holder, "ready\n")
+	if d.stop(t); t.Failed() {
+		t.Fatalf("with its mount held in another namespace; log:\n%s", readString(t, d.log))
 	}
 	o, err := exec.Command("nsenter", "-t", strconv.Itoa(holder.Process.Pid), "-m", "stat", d.mount).CombinedOutput()
 	if err == nil || !strings.Contains(string(o), "Transport endpoint is not connected") {

@@ -292,6 +292,30 @@ func TestProxyLikeOpenSSH(t *testing.T) {
 	}
 }
 
+// startHeld starts cmd with its stdin and stdout piped and waits until
+// it prints ready; closing the stdin it returns ends cmd, which the
+// test's cleanup waits for.
+func startHeld(t *testing.T, cmd *exec.Cmd, ready string) io.Closer {
+	t.Helper()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Close(); _ = cmd.Wait() })
+	got := make([]byte, len(ready))
+	if _, err := io.ReadFull(out, got); err != nil || string(got) != ready {
+		t.Fatalf("%s did not start: %q %v", cmd.Path, got, err)
+	}
+	return in
+}
+
 // startAgent starts an ssh-agent of the test's own, listening in dir,
 // and returns its socket; the agent ends with the test.
 func startAgent(t *testing.T, dir string) string {
@@ -544,24 +568,8 @@ func TestMaxSessionsLikeOpenSSH(t *testing.T) {
 		for range 2 {
 			h := ssh(suite.lab.Key, "echo up; cat >/dev/null")
 			h.Env = append(cleanEnv(os.Environ()), append([]string{"HOME=" + suite.home, "PATH=" + suite.basePATH}, d.env()...)...)
-			in, err := h.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := h.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := h.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line := make([]byte, 3)
-			if _, err := io.ReadFull(out, line); err != nil || string(line) != "up\n" {
-				t.Fatalf("%s: a held session did not start: %q %v", side, line, err)
-			}
-			t.Cleanup(func() { _ = in.Close(); _ = h.Wait() })
 			holders = append(holders, h)
-			ins = append(ins, in)
+			ins = append(ins, startHeld(t, h, "up\n"))
 		}
 		say("a third session", runOwnSession(t, ssh(suite.lab.Key, "echo third"), d.env()))
 		say("a third with the wrong key", runOwnSession(t, ssh(suite.lab.WrongKey, "echo wrong key"), d.env()))
