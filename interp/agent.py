@@ -480,14 +480,17 @@ def open_unlinked(d):
     return fd
 
 
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def atomic_write(path, data, mode, owner=None):
     d, base = os.path.split(path)
     fd, tmp = tempfile.mkstemp(prefix='.' + base + '.', dir=d or '.')
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
+        write_all(fd, data)
         if owner:
             os.fchown(fd, owner[0], owner[1])
         os.fchmod(fd, mode)
@@ -2840,9 +2843,7 @@ class Agent(object):
         try:
             fd = os.open(home.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
             try:
-                view = memoryview(home.zdata)
-                while view:
-                    view = view[os.write(fd, view):]
+                write_all(fd, home.zdata)
             finally:
                 os.close(fd)
         except OSError:
