@@ -579,24 +579,11 @@ func TestTCPKeepAliveLikeOpenSSH(t *testing.T) {
 		defer cancel()
 		mux := append([]string{"-o", "ControlMaster=auto", "-o", "ControlPath=" + filepath.Join(t.TempDir(), "cp")}, opts...)
 		cmd := sshCmd(ctx, sd, d, r.Port(), mux, "echo up; exec cat")
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		stdin := startHeld(t, cmd, "up\n")
 		defer func() {
 			stdin.Close()
 			_ = cmd.Wait()
 		}()
-		if l, err := bufio.NewReader(stdout).ReadString('\n'); l != "up\n" {
-			t.Fatalf("%s: first line %q, %v", sd, l, err)
-		}
 		out, err := exec.Command("ss", "-tnoH", "state", "established", "dst", fmt.Sprintf("127.0.0.1:%d", r.Port())).Output()
 		if err != nil {
 			t.Fatalf("ss: %v", err)
