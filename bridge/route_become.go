@@ -164,6 +164,9 @@ func (r *request) serveBecome() (code int, served bool) {
 		t.retireUsers(ctx, iv, ag, ch)
 	}
 	req.WatchPolicy = true
+	if req.PTY != nil {
+		req.PTY.NotControlling = w.Method.OwnSession
+	}
 	tctx, stop := r.taskContext(req.PTY != nil, w.Method.OwnSession)
 	defer stop()
 	before := t.touched()
@@ -201,7 +204,7 @@ func (r *request) execIn(ag *interp.Client, w *become.Wrapper, stdin io.Reader, 
 	iv := r.iv
 	req := interp.ExecRequest{Command: w.Inner, Stdin: stdin, Stdout: iv.stdout(), Stderr: iv.stderr(), Env: withCommandEnv(nil, w)}
 	if tty {
-		req.PTY = &interp.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols}
+		req.PTY = &interp.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols, NotControlling: w.Method.OwnSession}
 	}
 	ctx, stop := r.taskContext(tty, w.Method.OwnSession)
 	defer stop()

@@ -1513,10 +1513,12 @@ class Prefaulter(object):
 # ---------------------------------------------------------------- task
 # What a spare does with its task (run_task), in a fork of its zygote.
 
-def stdio_on_terminal(slave):
-    """A terminal's slave as the controlling terminal of this session (its
-    leader), and as stdin, stdout and stderr."""
-    fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+def stdio_on_terminal(slave, pty):
+    """A terminal's slave as stdin, stdout and stderr, and as the
+    controlling terminal of this session (its leader) unless pty says
+    noctty (su -c runs its command in a session without one)."""
+    if not pty.get('noctty'):
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
     for fd in (0, 1, 2):
         os.dup2(slave, fd)
     if slave > 2:
@@ -2103,7 +2105,7 @@ class ZygoteServer(object):
             self.learn_w.close()
         pty = msg.get('pty')
         if pty is not None:
-            stdio_on_terminal(fds.pop(0))
+            stdio_on_terminal(fds.pop(0), pty)
             msg['env'] = session_env(pty, os.ttyname(0), msg.get('env'))
         else:
             stdio_on_pipes(fds.pop(0), fds.pop(0))
@@ -2559,10 +2561,11 @@ class Agent(object):
             env = self.env_for(session_env(pty, os.ttyname(slave), req.get('env')))
             p = Proc(rid, 'exec')
             # Single-threaded, so preexec_fn is safe; it runs after setsid.
+            ctty = None if pty.get('noctty') else lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0)
             p.popen = subprocess.Popen(
                 ['/bin/sh', '-c', req['cmd']], stdin=slave, stdout=slave, stderr=slave,
                 env=env, cwd=self.cwd, close_fds=True, start_new_session=True,
-                preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+                preexec_fn=ctty)
         except BaseException:
             os.close(master)
             raise

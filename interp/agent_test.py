@@ -1360,6 +1360,15 @@ class AgentProcessTest(unittest.TestCase):
         resp, _, out, err = a.call({'op': 'exec', 'cmd': 'echo "$TERM"; stty size', 'pty': {'term': 'vt100', 'rows': 30, 'cols': 90}})
         self.assertEqual((resp, out, err), ({'exit': 0}, b'vt100\r\n30 90\r\n', b''))
 
+    def test_exec_pty_not_controlling(self):
+        """noctty: the terminal is stdio only, as for su -c's command."""
+        a = AgentProcess(self)
+        cmd = 'test -t 0 && echo stdin-tty; (: </dev/tty) 2>/dev/null && echo ctty || echo no-ctty'
+        for pty, want in (({}, b'stdin-tty\r\nctty\r\n'), ({'noctty': True}, b'stdin-tty\r\nno-ctty\r\n')):
+            with self.subTest(pty=pty):
+                resp, _, out, err = a.call({'op': 'exec', 'cmd': cmd, 'pty': pty})
+                self.assertEqual((resp, out, err), ({'exit': 0}, want, b''))
+
     def test_cancel(self):
         a = AgentProcess(self)
         rid = a.start({'op': 'exec', 'cmd': 'echo started; exec sleep 60'})

@@ -156,7 +156,8 @@
 // if given, the kernel's default modes: ONLCR, ECHO) and for a module
 // passes the slave to the spare (SCM_RIGHTS, closing its copy once
 // sent), which makes it its controlling terminal
-// (TIOCSCTTY; it is a session leader) and its fds 0, 1 and 2; TERM (if
+// (TIOCSCTTY; it is a session leader; not with PTY.NotControlling, as su
+// -c's command has none) and its fds 0, 1 and 2; TERM (if
 // PTY.Term is set) and SSH_TTY=/dev/pts/N go into the environment under
 // the request's Env. Python's stdout is then line-buffered, as for a
 // terminal. The agent reads the master as stdout (EIO, once the last

@@ -151,8 +151,8 @@ type ModuleRequest struct {
 }
 
 // PTY asks for a pseudo-terminal, as an ssh client does with -t: the
-// process gets the terminal's slave as stdin, stdout and stderr and as
-// its controlling terminal (it is a session leader), TERM=Term (not set if
+// process gets the terminal's slave as stdin, stdout and stderr and (unless
+// NotControlling) as its controlling terminal (it is a session leader), TERM=Term (not set if
 // Term is empty) and SSH_TTY=/dev/pts/N in its environment (under the
 // request's Env), and the kernel's default terminal modes (ONLCR: output
 // LF becomes CRLF; ECHO). Its output, stderr included, comes back as
@@ -162,6 +162,9 @@ type PTY struct {
 	Term string
 	// Rows and Cols are the window size; left at 0x0 unless both are > 0.
 	Rows, Cols int
+	// NotControlling leaves the terminal the command's stdio only, not its
+	// controlling terminal: su -c runs its command in a session of its own.
+	NotControlling bool
 }
 
 // ptyJSON is a PTY on the wire.
@@ -169,13 +172,15 @@ type ptyJSON struct {
 	Term string `json:"term"`
 	Rows int    `json:"rows"`
 	Cols int    `json:"cols"`
+	// NoCTTY: PTY.NotControlling.
+	NoCTTY bool `json:"noctty,omitempty"`
 }
 
 func (p *PTY) wire() *ptyJSON {
 	if p == nil {
 		return nil
 	}
-	return &ptyJSON{Term: p.Term, Rows: p.Rows, Cols: p.Cols}
+	return &ptyJSON{Term: p.Term, Rows: p.Rows, Cols: p.Cols, NoCTTY: p.NotControlling}
 }
 
 // Result is the outcome of a process run by the agent.
