@@ -57,7 +57,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 BUILDFLAGS ?= -buildvcs=auto -ldflags=-s\ -w\ -X\ main.version=$(VERSION)\ -X\ main.revision=$(REVISION)
 # Extra flags for go test, e.g. make test GOTESTFLAGS='-v -run TestCorpus/files'
 GOTESTFLAGS ?=
-TEST_TIMEOUT ?= 80m
+TEST_TIMEOUT ?= 82m
 STATICCHECK_VERSION ?= v0.8.2
 DEADCODE_VERSION ?= v0.52.0
 ANSIBLE ?=
