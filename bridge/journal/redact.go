@@ -107,8 +107,13 @@ func (r *Redactor) mac(b []byte) [32]byte {
 	m.Write(b)
 	var sum [32]byte
 	m.Sum(sum[:0])
+	// The hash keeps b's last block until it is collected: a block of
+	// zeros overwrites it now.
+	m.Write(zeroBlock[:])
 	return sum
 }
+
+var zeroBlock [sha256.BlockSize]byte
 
 // reset forgets every secret and the keys, as the zero value.
 func (r *Redactor) reset() {
