@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -12,16 +13,14 @@ import (
 
 // routeDD is Ansible's piped transfer (`dd of=PATH bs=65536`, the
 // transfer method piped), written through SFTP atomically instead of by
-// dd; into a held temp dir, kept in memory.
+// dd; into a held temp dir, kept in memory. A connection whose sftp
+// subsystem cannot be had runs the dd (nosftp.go).
 const routeDD = "dd"
 
 var ddRoute = route{
 	name:  routeDD,
 	match: func(r *request) bool { return r.ddDst != "" },
-	serve: func(r *request) (int, bool) {
-		r.count(routeDD)
-		return r.serveDD(), true
-	},
+	serve: func(r *request) (int, bool) { return r.serveDD(), true },
 }
 
 // ddTarget recognises Ansible's piped transfer, `dd of=PATH bs=65536`.
@@ -38,10 +37,19 @@ func ddTarget(command string) (string, bool) {
 func (r *request) serveDD() int {
 	ctx, iv, t, dst := r.ctx, r.iv, r.t, r.ddDst
 	c, sc, err := t.useSFTP(ctx, iv)
+	var ns *noSFTPError
+	if errors.As(err, &ns) {
+		// Stock's dd runs in a session of its own, sftp or none.
+		t.countSlow(iv, "dd of=: "+ns.reason()+": dd runs on the target, as with stock")
+		iv.entry.HideStdin() // as below: it may be a no_log task's file
+		return r.passthrough(nil)
+	}
 	if err != nil {
+		r.count(routeDD)
 		return connFailure(iv, err)
 	}
 	defer c.release()
+	r.count(routeDD)
 	// Which task an upload belongs to cannot be told: a no_log task's
 	// file (copy content=) must not stay behind, so no upload's does.
 	iv.entry.HideStdin()

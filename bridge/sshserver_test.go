@@ -32,6 +32,12 @@ type testServer struct {
 	execs       atomic.Int32
 	signals     atomic.Int32 // signal requests on exec channels
 	closed      atomic.Int32 // exec channels whose requests ended: closed
+	// sftpRefused refuses the sftp subsystem, as sshd without
+	// `Subsystem sftp`; sftpNoise is printed before sftp-server starts,
+	// as by a login shell's rc file. sftpAsked counts the requests.
+	sftpRefused atomic.Bool
+	sftpNoise   atomic.Value // string
+	sftpAsked   atomic.Int32
 
 	mu   sync.Mutex
 	live []net.Conn
@@ -156,12 +162,18 @@ func (ts *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 		case "subsystem":
 			var name struct{ N string }
 			_ = ssh.Unmarshal(req.Payload, &name)
-			if name.N != "sftp" {
+			if name.N == "sftp" {
+				ts.sftpAsked.Add(1)
+			}
+			if name.N != "sftp" || ts.sftpRefused.Load() {
 				req.Reply(false, nil)
 				continue
 			}
 			req.Reply(true, nil)
 			go ssh.DiscardRequests(reqs)
+			if noise, _ := ts.sftpNoise.Load().(string); noise != "" {
+				_, _ = io.WriteString(ch, noise)
+			}
 			srv, err := sftp.NewServer(ch)
 			if err == nil {
 				_ = srv.Serve()

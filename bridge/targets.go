@@ -234,6 +234,9 @@ type sshConn struct {
 	sftp     *sftp.Client
 	home     string // the SFTP server's starting directory
 	counted  bool   // in t.alive
+	// noSFTP is why c's sftp subsystem cannot be had, once found: the
+	// server's answer holds for the connection, and no step asks again.
+	noSFTP *noSFTPError
 	// sendEnv is the master's SendEnv: a session's variables pass it as
 	// well as the invocation's own, as ssh's master filters a mux
 	// client's.
@@ -391,7 +394,8 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 			}
 			continue
 		}
-		if errors.Is(err, sshclient.ErrSubsystemRefused) {
+		var ns *noSFTPError
+		if errors.Is(err, sshclient.ErrSubsystemRefused) || errors.As(err, &ns) {
 			return nil, err // an answer: the connection is alive
 		}
 		// The connection may have died silently since last use: redial once.
@@ -769,8 +773,16 @@ func (c *sshConn) sftpClient() (*sftp.Client, error) {
 	if c.sftp != nil {
 		return c.sftp, nil
 	}
-	sc, err := sftp.NewClient(c.client.Client, sftp.UseConcurrentWrites(true))
+	if c.noSFTP != nil {
+		return nil, fmt.Errorf("start sftp subsystem: %w", c.noSFTP)
+	}
+	sc, err := openSFTP(c.client.Client, sftp.UseConcurrentWrites(true))
 	if err != nil {
+		var ns *noSFTPError
+		if errors.As(err, &ns) {
+			c.noSFTP = ns
+			c.t.log.WithError(err).Warn("no usable sftp subsystem on this connection: transfers run as their commands, or by the real sftp and scp")
+		}
 		return nil, fmt.Errorf("start sftp subsystem: %w", err)
 	}
 	// Every sftp and scp run starts from here: ask once per connection.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/pkg/sftp"
 )
@@ -148,12 +149,30 @@ const maxReplay = 512 << 10
 // log in, they say the connection closed after its message, as fatal()
 // words it (scp with its name first).
 func transferNotServed(iv *invocation, err error) int {
+	prefix := ""
+	if iv.hello.Prog == "scp" {
+		prefix = scpName(iv) + ": "
+	}
+	var ns *noSFTPError
+	if errors.As(err, &ns) {
+		lines, ok := ns.opensshLines()
+		if !ok {
+			// What the subsystem said on stderr is ssh's to relay.
+			iv.handBack(nil, iv.hello.Prog+": "+ns.reason())
+			return -1
+		}
+		if ns.refused && iv.master.Load() && iv.settings != nil && iv.settings.ControlPersist == sshclient.PersistNo {
+			// The master runs the session itself and says it (channel
+			// 0 is its control socket), as the ssh route does.
+			iv.errorf("subsystem request failed on channel 1")
+		}
+		for _, l := range lines {
+			iv.errorf("%s%s", prefix, l)
+		}
+		return fakessh.ExitSSHError
+	}
 	code := notServed(iv, err)
 	if code == fakessh.ExitSSHError {
-		prefix := ""
-		if iv.hello.Prog == "scp" {
-			prefix = scpName(iv) + ": "
-		}
 		iv.errorf("%sConnection closed", prefix)
 	}
 	return code

@@ -1,0 +1,72 @@
+package bridge
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestNoUsableSFTP: a target whose sftp subsystem is refused (no
+// `Subsystem sftp`) or broken by output before it (a chatty ~/.bashrc).
+// dd of= runs as the command it is, as stock's does; scp and sftp say
+// what OpenSSH's say; the connection asks for the subsystem once.
+func TestNoUsableSFTP(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refused bool
+		noise   string
+		scp     string
+		sftp    string
+	}{
+		{name: "refused", refused: true, scp: "scp: Connection closed\r\n", sftp: "Connection closed\r\n"},
+		{name: "output", noise: "forced\n",
+			scp: "scp: Received message too long 1718579811\r\n" +
+				"scp: Ensure the remote shell produces no output for non-interactive sessions.\r\n",
+			sftp: "Received message too long 1718579811\r\n" +
+				"Ensure the remote shell produces no output for non-interactive sessions.\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 0)
+			h.ts.sftpRefused.Store(tc.refused)
+			h.ts.sftpNoise.Store(tc.noise)
+			dir := t.TempDir()
+			local := filepath.Join(dir, "src")
+			if err := os.WriteFile(local, []byte("data\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 2 {
+				dst := filepath.Join(dir, "dd"+string(rune('0'+i)))
+				r := h.run("ssh", h.sshArgs("127.0.0.1", "dd of="+dst+" bs=65536"), "hello\n")
+				if r.code != 0 || r.fallback != "" || !strings.Contains(r.stderr, "records out") {
+					t.Fatalf("dd %d: %+v", i, r)
+				}
+				assertFile(t, dst, []byte("hello\n"), 0o644)
+			}
+			r := h.run("scp", h.sshArgs(local, "[127.0.0.1]:"+filepath.Join(dir, "scp")), "")
+			if r.code != 255 || r.fallback != "" || r.stderr != tc.scp {
+				t.Fatalf("scp: %+v", r)
+			}
+			r = h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), "put "+local+" "+filepath.Join(dir, "sftp")+"\n")
+			if r.code != 255 || r.fallback != "" || r.stderr != tc.sftp {
+				t.Fatalf("sftp: %+v", r)
+			}
+			if n := h.ts.sftpAsked.Load(); n != 1 {
+				t.Errorf("sftp subsystem asked for %d times on one connection, want 1", n)
+			}
+			if n := h.ts.conns.Load(); n != 1 {
+				t.Errorf("%d TCP connections, want 1", n)
+			}
+			st := h.srv.Status()
+			slow := 0
+			for reason, n := range st.Targets[0].Slow {
+				if strings.HasPrefix(reason, "dd of=: the target") {
+					slow += n
+				}
+			}
+			if slow != 2 {
+				t.Errorf("status slow %v: want the 2 dd runs counted", st.Targets[0].Slow)
+			}
+		})
+	}
+}
