@@ -61,6 +61,22 @@ func (e *noSFTPError) opensshLines() (lines []string, ok bool) {
 	return nil, false
 }
 
+// noSFTP tells whether a connection of t has found its sftp subsystem
+// unusable: a held temp dir could not be written to the target.
+func (t *target) noSFTP() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.conns {
+		c.mu.Lock()
+		no := c.noSFTP != nil
+		c.mu.Unlock()
+		if no {
+			return true
+		}
+	}
+	return false
+}
+
 // openSFTP starts the sftp subsystem on client and exchanges versions,
 // as sftp.NewClient does, telling a subsystem that cannot be had
 // (*noSFTPError) from a connection that failed.

@@ -43,6 +43,25 @@ func TestNoUsableSFTP(t *testing.T) {
 				}
 				assertFile(t, dst, []byte("hello\n"), 0o644)
 			}
+			// A wrapper dd writes into Ansible's temp dir is noted, as
+			// one uploaded through SFTP is: the module runs from memory.
+			base := filepath.Join(dir, "tmp")
+			name := "ansible-tmp-1795258799.4656882-10032-110163520341080"
+			tmp := filepath.Join(base, name)
+			mkdir := `/bin/sh -c '( umask 77 && mkdir -p "` + "` echo " + base + " `" + `"&& mkdir "` + "` echo " + tmp + " `" + `" && echo ` + name + `="` + "` echo " + tmp + " `" + `" ) && sleep 0'`
+			if r := h.run("ssh", h.sshArgs("127.0.0.1", mkdir), ""); r.code != 0 {
+				t.Fatalf("mkdir: %+v", r)
+			}
+			wrapper := filepath.Join(tmp, "AnsiballZ_ping.py")
+			if r := h.run("ssh", h.sshArgs("127.0.0.1", "dd of="+wrapper+" bs=65536"), "#!/usr/bin/python3\n"); r.code != 0 {
+				t.Fatalf("dd into the temp dir: %+v", r)
+			}
+			tg := h.srv.targets.all()[0]
+			if st, n := tg.house.lookup(wrapper); st == nil {
+				t.Errorf("temp dir %s not known", tmp)
+			} else if f, ok := st.file(n); !ok || string(f.data) != "#!/usr/bin/python3\n" {
+				t.Errorf("the wrapper dd wrote is not noted: %v %+v", ok, f)
+			}
 			r := h.run("scp", h.sshArgs(local, "[127.0.0.1]:"+filepath.Join(dir, "scp")), "")
 			if r.code != 255 || r.fallback != "" || r.stderr != tc.scp {
 				t.Fatalf("scp: %+v", r)
@@ -64,8 +83,8 @@ func TestNoUsableSFTP(t *testing.T) {
 					slow += n
 				}
 			}
-			if slow != 2 {
-				t.Errorf("status slow %v: want the 2 dd runs counted", st.Targets[0].Slow)
+			if slow != 3 {
+				t.Errorf("status slow %v: want the 3 dd runs counted", st.Targets[0].Slow)
 			}
 		})
 	}

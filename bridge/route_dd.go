@@ -42,7 +42,7 @@ func (r *request) serveDD() int {
 		// Stock's dd runs in a session of its own, sftp or none.
 		t.countSlow(iv, "dd of=: "+ns.reason()+": dd runs on the target, as with stock")
 		iv.entry.HideStdin() // as below: it may be a no_log task's file
-		return r.passthrough(nil)
+		return r.execDD(dst)
 	}
 	if err != nil {
 		r.count(routeDD)
@@ -79,6 +79,38 @@ func (r *request) serveDD() int {
 	_, _ = fmt.Fprintf(iv.stderr(), "%d+%d records in\n%d+%d records out\n%d bytes copied, %.6g s, %s/s\n",
 		full, part, full, part, n, secs, humanRate(float64(n)/max(secs, 1e-9)))
 	return 0
+}
+
+// execDD runs the dd command itself. An upload into a temp dir of
+// Ansible's on the target is noted as holdUpload notes it, once dd has
+// written it: a module wrapper then runs from memory.
+func (r *request) execDD(dst string) int {
+	if err := r.t.materializeHeld(r.ctx, r.iv); err != nil {
+		return materializeFailure(r.iv, err)
+	}
+	r.count(routeExec)
+	var opts execOpts
+	st, name := r.t.house.lookup(dst)
+	if st == nil || name == "" || !st.isOnTarget() {
+		return r.exec(r.command, opts)
+	}
+	type upload struct {
+		data []byte
+		size int64
+	}
+	read := make(chan upload, 1) // stdin read to its end
+	opts.wrapStdin = func(in io.Reader) io.Reader {
+		return &captureReader{r: in, keep: strings.HasPrefix(name, "AnsiballZ_"), done: func(b []byte, n int64) { read <- upload{b, n} }}
+	}
+	code := r.exec(r.command, opts)
+	select {
+	case u := <-read:
+		if code == 0 {
+			st.noteUpload(name, u.data, u.size, 0o666&^0o022)
+		}
+	default: // dd ended before its input did
+	}
+	return code
 }
 
 func humanRate(bps float64) string {

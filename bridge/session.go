@@ -158,6 +158,8 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 type execOpts struct {
 	// stdinPrefix was read from the shim already; it is sent first.
 	stdinPrefix []byte
+	// wrapStdin, when set, wraps what the session reads of stdin.
+	wrapStdin func(io.Reader) io.Reader
 	// stdout and stderr, when set, also receive the session's output.
 	stdout, stderr io.Writer
 }
@@ -215,6 +217,9 @@ func (r *request) exec(command string, opts execOpts) int {
 			_, _ = io.Copy(io.Discard, iv.stdin)
 		} else {
 			in := io.MultiReader(bytes.NewReader(opts.stdinPrefix), iv.stdin)
+			if opts.wrapStdin != nil {
+				in = opts.wrapStdin(in)
+			}
 			if esc := r.settings.EscapeChar; tty && esc != sshclient.EscapeNone && !r.ownSession() {
 				// A mux client's terminal session: its master filters
 				// the escapes.
