@@ -54,7 +54,9 @@
 //     front's stub mode), whose death by a signal ends that master as
 //     ssh's would end; without, the daemon's.
 //   - dd (route_dd.go): Ansible's piped transfer (`dd of=PATH bs=65536`)
-//     is written through SFTP atomically instead of by dd.
+//     is written through SFTP atomically instead of by dd; where the
+//     connection's sftp subsystem is refused or broken by output
+//     (nosftp.go, remembered per connection), dd runs, as with stock.
 //   - cached (route_cached.go): Ansible's temp-dir housekeeping (echo ~,
 //     mkdir ansible-tmp, chmod u+x, rm -f -r) answered by the bridge;
 //     uploads into the temp dirs it holds stay in memory (housekeeping.go).
@@ -80,7 +82,8 @@
 //
 // sftp (batch mode) and scp are programs of their own (transfer.go),
 // served by one SFTP channel per connection; files land atomically
-// (hidden temp, fsync, rename).
+// (hidden temp, fsync, rename). Without a usable sftp subsystem they fail
+// with OpenSSH's sftp-client lines (nosftp.go).
 //
 // Anything the bridge does not understand is handed back to the shim as
 // a Fallback before any input is read, and the shim execs the real

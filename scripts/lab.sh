@@ -49,6 +49,9 @@
 #     has requiretty; abzms (passwordless sudo), whose sessions sshd caps
 #     at MaxSessions 2 (a Match block); abzboot, for a simulated reboot (the play kills its
 #     sshd processes).
+#   - user abznosftp, shell /bin/bash, key login only, whose ~/.bashrc prints
+#     before its interactive check: its sftp subsystem is broken ("Received
+#     message too long"), as on many a real target ($AB_NOSFTPUSER).
 #   - /etc/sudoers.d/ab-lab with the two rules and !requiretty, and
 #     abzrtty's rule with requiretty, abzms's without.
 #   - $AB_LAB/id_ed25519: the lab key, authorized for both users;
@@ -83,6 +86,9 @@ USER_NOPY=${PREFIX}nopy
 ZOO_SHELLS=(bash:/bin/bash dash:/bin/dash busybox:/usr/local/libexec/ab-lab/sh tcsh:/usr/bin/tcsh fish:/usr/bin/fish)
 # And a user per situation: NAME:USER.
 ZOO_CASES=(requiretty:${PREFIX}zrtty maxsessions:${PREFIX}zms reboot:${PREFIX}zboot)
+# A user whose sftp subsystem its ~/.bashrc breaks (integration/nosftp_test.go);
+# not a zoo case: every command's output starts with the line it prints.
+USER_NOSFTP=${PREFIX}znosftp
 # pyenv's Pythons, where the machine has them, readable by the lab's users
 # through a read-only bind mount (/root is 0700).
 PYENV_VERSIONS=${AB_PYENV_VERSIONS:-/root/.pyenv/versions}
@@ -462,6 +468,13 @@ make_zoo() {
 		make_user "${z#*:}" /bin/bash
 		usermod -p '*' "${z#*:}"
 	done
+	make_user "$USER_NOSFTP" /bin/bash
+	usermod -p '*' "$USER_NOSFTP"
+	local home
+	home=$(getent passwd "$USER_NOSFTP" | cut -d: -f6)
+	# shellcheck disable=SC2016 # expanded by the user's bash
+	printf '%s\n' 'echo "Welcome to $(hostname)"' 'case $- in *i*) ;; *) return ;; esac' >"$home/.bashrc"
+	chown "$USER_NOSFTP:$USER_NOSFTP" "$home/.bashrc"
 	if [[ -d $PYENV_VERSIONS ]] && ! mountpoint -q "$PYTHONS"; then
 		install -d -m 0755 "$PYTHONS"
 		mount --bind "$PYENV_VERSIONS" "$PYTHONS"
@@ -609,7 +622,7 @@ down() {
 purge() {
 	down
 	local u
-	for u in "$USER_NOPW" "$USER_PW" "$USER_NOPY" $(zoo_users | sed -E 's/[^ =]+=//g') $(zoo_cases | sed -E 's/[^ =]+=//g'); do
+	for u in "$USER_NOPW" "$USER_PW" "$USER_NOPY" $(zoo_users | sed -E 's/[^ =]+=//g') $(zoo_cases | sed -E 's/[^ =]+=//g') "$USER_NOSFTP"; do
 		if id -u "$u" >/dev/null 2>&1; then
 			pkill -KILL -u "$u" 2>/dev/null || true
 			userdel -r "$u" 2>/dev/null || userdel "$u"
@@ -636,6 +649,7 @@ export AB_PASSWORD='$PASSWORD'
 export AB_NOPYUSER='$USER_NOPY'
 export AB_ZOO='$(zoo_users)'
 export AB_ZOO_CASES='$(zoo_cases)'
+export AB_NOSFTPUSER='$(id -u "$USER_NOSFTP" >/dev/null 2>&1 && echo "$USER_NOSFTP")'
 export AB_PYTHONS='$(mountpoint -q "$PYTHONS" && echo "$PYTHONS-bin")'
 export AB_NOEXEC='$(mountpoint -q "$NOEXEC" && echo "$NOEXEC")'
 export AB_TARGET_CGROUP='$(target_cgroup)'
