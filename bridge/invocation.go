@@ -77,11 +77,24 @@ type invocation struct {
 	outputGone     chan struct{}
 	outputGoneOnce sync.Once
 	secrets        secretSink
+	// sawSecret: a password was typed (secrets learnt one).
+	sawSecret atomic.Bool
 }
 
 // secretSink learns the passwords typed, to mask them (the journal). It
 // keeps no copy: the caller may overwrite the slice afterwards.
 type secretSink interface{ AddSecret([]byte) }
+
+// secretNoter passes secrets to sink, noting that one was seen.
+type secretNoter struct {
+	sink secretSink
+	saw  *atomic.Bool
+}
+
+func (n secretNoter) AddSecret(b []byte) {
+	n.saw.Store(true)
+	n.sink.AddSecret(b)
+}
 
 // where returns the invocation's target label and route, once known.
 func (iv *invocation) where() (target, route string) {

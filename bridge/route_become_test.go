@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 )
@@ -151,6 +153,8 @@ func TestBecomePassword(t *testing.T) {
 	sudo := writeFakeSudo(t)
 	py := targetPython(t)
 	h := newHarness(t, 0)
+	var collected atomic.Int32
+	h.srv.collect = func() { collected.Add(1) }
 	cmd := sudoCmd(sudo, `-H -S -p "`+sudoPrompt+`"`, py)
 	marker := "BECOME-SUCCESS-" + becomeID
 	for i := 1; i <= 2; i++ {
@@ -184,6 +188,17 @@ func TestBecomePassword(t *testing.T) {
 		if s, _ := e.String(); strings.Contains(s, "secret") {
 			t.Errorf("password logged: %s", s)
 		}
+	}
+	// What the steps that typed it dropped is collected (and so
+	// overwritten) two ticks later, while the connection stays open.
+	for deadline := time.Now().Add(5 * time.Second); collected.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no garbage collection after the steps that typed a password")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+	if !h.srv.targets.connected() {
+		t.Error("the connection closed: the test wants it open")
 	}
 }
 

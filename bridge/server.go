@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -77,6 +78,13 @@ type Server struct {
 	stopCh      chan struct{}
 	// freeMemory returns freed memory to the system; tests replace it.
 	freeMemory func()
+	// collect runs a garbage collection; tests replace it.
+	collect func()
+	// collectIn counts the ticks until a collection is due (0: none): a
+	// password typed for an invocation leaves copies in what it dropped
+	// (buffers, packets), overwritten once collected (GODEBUG=clobberfree=1),
+	// which an idle daemon with connections open may not do for minutes.
+	collectIn atomic.Int32
 	hadConns   bool // a connection was open at the last expireIdle
 	freeAgain  int  // ticks until memory is freed once more (0: none due)
 	// connected are the labels of the targets with a connection open at
@@ -102,8 +110,13 @@ func New(cfg Config, log logrus.FieldLogger) *Server {
 		freed:      make(chan struct{}, 1),
 		stopCh:     make(chan struct{}),
 		freeMemory: debug.FreeOSMemory,
+		collect:    runtime.GC,
 	}
 }
+
+// collectTicks: a collection two ticks after the invocation that typed a
+// password ends, once the goroutines that served it are gone.
+const collectTicks = 2
 
 // Run serves ln until ctx ends, the idle timeout passes, or a client asks
 // the daemon to stop. It closes ln and all target connections on return.
@@ -271,6 +284,9 @@ func (s *Server) expireIdle(now time.Time) {
 		t.forgetDead()
 	}
 	s.expireJournal(now)
+	if s.collectIn.Load() > 0 && s.collectIn.Add(-1) == 0 {
+		s.collect()
+	}
 	connected := s.targets.connected()
 	switch {
 	case !connected && (expired || s.hadConns):
@@ -438,7 +454,8 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	iv := &invocation{id: id, conn: c, log: log, cancel: cancel, started: time.Now(), secrets: s.journal, handovers: &s.handovers}
+	iv := &invocation{id: id, conn: c, log: log, cancel: cancel, started: time.Now(), handovers: &s.handovers}
+	iv.secrets = secretNoter{sink: s.journal, saw: &iv.sawSecret}
 	s.inflight.Store(id, iv)
 	defer s.inflight.Delete(id)
 	err = json.Unmarshal(f.Payload, &iv.hello)
@@ -471,6 +488,10 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		tgt.invocationDone(iv)
 	}
 	iv.entry.Finish(code)
+	if iv.sawSecret.Load() {
+		// Not pushed back by later ones: at most one every two ticks.
+		s.collectIn.CompareAndSwap(0, collectTicks)
+	}
 	iv.log.WithFields(logrus.Fields{"exit": code, "ms": float64(time.Since(iv.started).Microseconds()) / 1000}).Debug("invocation done")
 }
 

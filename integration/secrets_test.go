@@ -134,6 +134,21 @@ func TestNoSecretsLeft(t *testing.T) {
 		}
 	}
 
+	// While the connections stay open (ControlPersist), the become
+	// password typed at sudo's prompt leaves the daemon's memory too,
+	// once what the steps that typed it dropped is collected.
+	for try := 0; ; try++ {
+		n := countInMemory(t, d.cmd.Process.Pid, []byte(suite.lab.Password))
+		if n == 0 {
+			break
+		}
+		if try == 5 {
+			t.Errorf("the become password: %d copies in the daemon's memory %d s after its tasks, its connections open", n, try)
+			break
+		}
+		time.Sleep(time.Second) // polling a condition
+	}
+
 	// The connections close (reset_connection): their entries go, and
 	// nothing is left in memory.
 	r := runPlaybook(t, runSpec{Playbook: "secrets-reset.yml", Mode: mode{Pipelining: true, Transfer: "piped"}, Side: bridge, Env: env})
