@@ -112,6 +112,34 @@ func secretEnv(c ansibleCmd, w *ansiballz.Wrapper) string {
 	return ""
 }
 
+// slowNoPTY is why a step asking for a terminal ran as sent.
+const slowNoPTY = "sshd refuses this login a terminal (no-pty, restrict, PermitTTY no): a -tt step runs as sent, without one, as with stock"
+
+// terminalRefused tells whether a step that asks for a terminal must run
+// as sent (exec) rather than on a terminal of the bridge's own: sshd
+// refuses this login one (or could not be asked), and then it runs
+// without one, as stock's does. err is a login that failed, already
+// reported as ssh reports it.
+func (r *request) terminalRefused() (bool, error) {
+	if !r.tty() {
+		return false, nil
+	}
+	c, err := r.t.use(r.ctx, r.iv, func(*sshConn) error { return nil })
+	if err != nil {
+		return true, err
+	}
+	defer c.release()
+	ok, err := c.ptyGranted()
+	if err != nil {
+		r.iv.log.WithError(err).Info("whether sshd grants a terminal is not known: the step runs as sent")
+		return true, nil
+	}
+	if !ok {
+		r.t.countSlow(r.iv, slowNoPTY)
+	}
+	return !ok, nil
+}
+
 // slowStartupEnv is why a module step ran in a python of its own.
 const slowStartupEnv = "environment a process reads as it starts (PYTHON*, LANG, LC_ALL, LC_CTYPE, LD_*, GLIBC_TUNABLES): the module runs in a python of its own, as with stock"
 

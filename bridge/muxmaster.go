@@ -149,6 +149,8 @@ func (t *target) muxBusy(delta int) {
 
 func (m muxMaster) SendEnv() []string { return m.c.sendEnv }
 
+func (m muxMaster) PTYRefusal() (closes, quiet bool) { return m.c.ttyRequired, m.c.masterQuiet }
+
 func (m muxMaster) Forward(ctx context.Context, cancel bool, f mux.Forward) (int, error) {
 	return m.c.forward(ctx, cancel, f)
 }

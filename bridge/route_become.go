@@ -48,6 +48,11 @@ func (r *request) serveBecome() (code int, served bool) {
 		t.countSlow(iv, slowStartupEnv)
 		return 0, false
 	}
+	if refused, err := r.terminalRefused(); err != nil {
+		return connFailure(iv, err), true
+	} else if refused {
+		return 0, false
+	}
 	var wrapper *ansiballz.Wrapper
 	if c.script != "" {
 		if wrapper = t.heldWrapper(c.script); wrapper == nil {

@@ -93,6 +93,9 @@ type started struct {
 	sess  remoteSession
 	stdin io.WriteCloser
 	conn  *sshConn
+	// noPTY: sshd refused the terminal asked for, and the session goes
+	// on without one.
+	noPTY bool
 }
 
 // start starts command as ssh would on a busy connection of the target:
@@ -130,16 +133,18 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 		}
 		sub := &relayed{Exec: e}
 		sub.relay(stdout, stderr)
-		return &started{sub, e.Stdin(), c}, 0
+		return &started{sess: sub, stdin: e.Stdin(), conn: c}, 0
 	}
 	c, sess, err := t.newSession(ctx, iv, r.sendEnv())
 	if err != nil {
 		return nil, connFailure(iv, err)
 	}
+	noPTY, closing := false, false
 	if tty {
 		term := iv.getenv("TERM")
 		if err := sess.RequestPty(term, iv.hello.Rows, iv.hello.Cols, r.terminalModes()); err != nil {
-			iv.errorf("PTY allocation request failed on channel 0")
+			noPTY = true
+			closing = r.ptyRefused(c)
 		}
 	}
 	if err := sess.Start(command); err != nil {
@@ -149,9 +154,55 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 		c.release()
 		return nil, fakessh.ExitSSHError
 	}
+	if closing {
+		// The command runs (ssh's master sent exec with the pty-req),
+		// its output unread.
+		sess.Close()
+		if r.ownSession() {
+			// fatal(): the master, and its connection, are gone.
+			r.iv.log.Info("a master without ControlPersist refused the terminal it asked for: its connection closes")
+			c.kill()
+		} else {
+			r.sharedClosed()
+		}
+		c.release()
+		return nil, fakessh.ExitSSHError
+	}
 	cmd := &relayed{Exec: sess, copyErrs: true}
 	cmd.relay(stdout, stderr)
-	return &started{cmd, sess.Stdin(), c}, 0
+	return &started{cmd, sess.Stdin(), c, noPTY}, 0
+}
+
+// ptyRefused says what ssh says when sshd refuses a session the terminal
+// it asked for (clientloop.c client_status_confirm), and tells whether
+// the session closes: it does where the master asked for a terminal
+// itself (-t, -tt), whose failure is then fatal to a master running its
+// own session and closes a mux client's (which prints no more than
+// "Shared connection to HOST closed."); otherwise the session goes on
+// without one, and the master says so: on its stderr when the session
+// is its own, on the mux client's (unless the master logs below ERROR).
+func (r *request) ptyRefused(c *sshConn) (closing bool) {
+	iv := r.iv
+	switch {
+	case r.ownSession():
+		// fatal() or error(); channel 0 is the master's control socket.
+		closing = r.inv.TTY >= 1
+		level := "ERROR"
+		if closing {
+			level = "FATAL"
+		}
+		if r.settings.Says(level) {
+			iv.errorf("PTY allocation request failed on channel 1")
+		}
+		return closing
+	case c.ttyRequired:
+		// Queued for the client's stderr as the channel closes, it is
+		// not written.
+		return true
+	case !c.masterQuiet:
+		_, _ = io.WriteString(iv.stderr(), "PTY allocation request failed\r\n")
+	}
+	return false
 }
 
 // execOpts adjusts a passthrough session.
@@ -198,7 +249,8 @@ func (r *request) exec(command string, opts execOpts) int {
 	sess, stdinPipe, c := st.sess, st.stdin, st.conn
 	defer sess.Close()
 	mode := ""
-	if tty && iv.hello.StdinTTY {
+	if tty && iv.hello.StdinTTY && !st.noPTY {
+		// (ssh leaves raw mode when the terminal is refused.)
 		mode = "raw"
 	}
 	if !iv.accepted {

@@ -28,6 +28,8 @@ type testServer struct {
 	maxSessions int
 	conns       atomic.Int32
 	ptys        atomic.Int32
+	refusePTY   atomic.Bool  // answer pty-req with failure, as sshd for a no-pty key
+	ptyRefused  atomic.Int32 // pty-reqs refused
 	envReplies  atomic.Int32 // env requests that wanted a reply (ssh wants none)
 	execs       atomic.Int32
 	signals     atomic.Int32 // signal requests on exec channels
@@ -139,6 +141,11 @@ func (ts *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			}
 			req.Reply(true, nil)
 		case "pty-req":
+			if ts.refusePTY.Load() {
+				ts.ptyRefused.Add(1)
+				req.Reply(false, nil)
+				continue
+			}
 			ts.ptys.Add(1)
 			req.Reply(true, nil)
 		case "exec":

@@ -256,6 +256,49 @@ type sshConn struct {
 	// interpreters counts the sessions the bridge's own interpreters
 	// hold on c, which ssh would not have open.
 	interpreters atomic.Int32
+	// ttyRequired: c's master asked for a terminal itself (-t, -tt:
+	// OpenSSH's request_tty yes or force), so a refused pty-req ends the
+	// session (clientloop.c client_status_confirm). masterQuiet: it logs
+	// below ERROR, and tells a mux client nothing of the refusal.
+	ttyRequired, masterQuiet bool
+	// ptyMu guards ptyKnown and ptyOK: whether sshd grants c's sessions
+	// a terminal (ptyGranted).
+	ptyMu           sync.Mutex
+	ptyKnown, ptyOK bool
+}
+
+// ptyGranted tells whether sshd grants c's sessions a terminal. Its
+// answer (authorized_keys no-pty or restrict, PermitTTY) is fixed by the
+// login, so one probe, on first need, answers for c's lifetime.
+func (c *sshConn) ptyGranted() (bool, error) {
+	c.ptyMu.Lock()
+	defer c.ptyMu.Unlock()
+	if !c.ptyKnown {
+		ok, err := sshclient.ProbePTY(c.client.Client)
+		if err != nil {
+			return false, fmt.Errorf("probe for a terminal: %w", err)
+		}
+		c.ptyKnown, c.ptyOK = true, ok
+		c.t.log.WithField("granted", ok).Info("asked sshd whether this connection gets a terminal")
+	}
+	return c.ptyOK, nil
+}
+
+// masterOptions sets what c's sessions see of its master's options: the
+// invocation's that logged in, or, where c is not the one its
+// ControlPath's clients reach, that master's (t.mu is held).
+func (c *sshConn) masterOptions(master *invocation, s *sshclient.Settings) {
+	c.masterQuiet = !s.Says("ERROR")
+	c.ttyRequired = master != nil && master.hello.SSH != nil && master.hello.SSH.TTY >= 1
+	if c.mux != nil {
+		return
+	}
+	for _, m := range c.t.conns {
+		if m.mux != nil && m.alive() {
+			c.ttyRequired, c.masterQuiet = m.ttyRequired, m.masterQuiet
+			return
+		}
+	}
 }
 
 // bridgeSessions is how many of c's sessions are the bridge's own
@@ -444,6 +487,7 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 			return nil, err
 		}
 	}
+	c.masterOptions(master, settings)
 	t.settings.Store(settings)
 	t.dials++
 	t.connected.Store(true)

@@ -21,6 +21,11 @@ type Master interface {
 	// SendEnv is the master's own SendEnv: a client's variables must
 	// pass it as well.
 	SendEnv() []string
+	// PTYRefusal is how the master answers a pty-req sshd refuses
+	// (clientloop.c client_status_confirm): closes, when it asked for a
+	// terminal itself (-t, -tt), ends the session; quiet, when it logs
+	// below ERROR, keeps the refusal from the client's stderr.
+	PTYRefusal() (closes, quiet bool)
 	// Forward opens a port forwarding (or, with cancel, closes one), as
 	// the master process owns them; allocated is the port a server chose
 	// for a remote forward asked for port 0. err's text is the reason

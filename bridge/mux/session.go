@@ -171,6 +171,7 @@ func (s *session) run(reqs <-chan *ssh.Request, req *sessionRequest, modes wire.
 	defer s.finish()
 	exit := make(chan struct{})
 	go s.serveRequests(reqs, exit)
+	refusedClose := false // a refused pty-req closes the session
 	if req.tty {
 		ws, _ := unix.IoctlGetWinsize(s.fds[0], unix.TIOCGWINSZ)
 		if ws == nil {
@@ -182,8 +183,14 @@ func (s *session) run(reqs <-chan *ssh.Request, req *sessionRequest, modes wire.
 			Modes                  string
 		}{req.term, uint32(ws.Col), uint32(ws.Row), uint32(ws.Xpixel), uint32(ws.Ypixel), encodeModes(fakessh.TerminalModes(modes))})
 		if ok, err := s.ch.SendRequest("pty-req", true, payload); err == nil && !ok {
-			_, _ = io.WriteString(s.errOut, "PTY allocation request failed\r\n")
-			_ = s.cl.reply(builder(nil).u32(msgTTYAllocFail).u32(s.id))
+			closes, quiet := s.cl.m.PTYRefusal()
+			refusedClose = closes
+			if !closes {
+				if !quiet {
+					_, _ = io.WriteString(s.errOut, "PTY allocation request failed\r\n")
+				}
+				_ = s.cl.reply(builder(nil).u32(msgTTYAllocFail).u32(s.id))
+			}
 		}
 	}
 	patterns := s.cl.m.SendEnv()
@@ -205,6 +212,14 @@ func (s *session) run(reqs <-chan *ssh.Request, req *sessionRequest, modes wire.
 		// ssh's master queues "exec request failed" for the client's
 		// stderr, but closes the channel's output with it unwritten.
 		s.ch.Close()
+	}
+	if refusedClose {
+		// The command runs (exec went out with the pty-req); the channel
+		// closes as chan_read_failed and chan_write_failed close it, its
+		// output and exit status unread (its message for the client's
+		// stderr, queued as it closes, is not written).
+		s.force()
+		return
 	}
 	var relays sync.WaitGroup
 	relays.Add(2)

@@ -103,9 +103,34 @@ func (e *Exec) RequestPty(term string, h, w int, modes ssh.TerminalModes) error 
 	}{term, uint32(w), uint32(h), uint32(w * 8), uint32(h * 8), string(tm)}
 	ok, err := e.ch.SendRequest("pty-req", true, ssh.Marshal(&req))
 	if err == nil && !ok {
-		err = errors.New("ssh: pty-req failed")
+		err = ErrPTYRefused
 	}
 	return err
+}
+
+// ErrPTYRefused is a pty-req the server answered with failure: sshd
+// refuses a terminal to a key with no-pty or restrict, and under
+// PermitTTY no.
+var ErrPTYRefused = errors.New("ssh: pty-req failed")
+
+// ProbePTY asks whether the server grants c's sessions a terminal, with
+// a pty-req on a session channel of its own, closed unused. sshd's answer
+// depends on the login alone (the user, the address, the key), so it
+// holds for every session of c.
+func ProbePTY(c *ssh.Client) (bool, error) {
+	e, err := OpenSession(c)
+	if err != nil {
+		return false, err
+	}
+	defer e.Close()
+	switch err := e.RequestPty("dumb", 0, 0, nil); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrPTYRefused):
+		return false, nil
+	default:
+		return false, fmt.Errorf("pty-req: %w", err)
+	}
 }
 
 // Start runs command, or a login shell for "", waiting for the reply as
