@@ -52,9 +52,9 @@ func TestRefusedPTYModule(t *testing.T) {
 // (clientloop.c client_status_confirm). Where the master asked for no
 // terminal, the session goes on without one and the master says so on
 // the client's stderr; where it asked for one itself (-t, -tt), the
-// session closes, its command run and its output unread: a mux client
-// exits 255 with "Shared connection to HOST closed.", and a master
-// running its own session dies of it, its connection with it.
+// session's command runs unread: a mux client prints only "Shared
+// connection to HOST closed.", and a master running its own session
+// dies of it, its connection with it.
 func TestRefusedPTYExec(t *testing.T) {
 	h := newHarness(t, 0)
 	h.ts.refusePTY.Store(true)
@@ -66,14 +66,21 @@ func TestRefusedPTYExec(t *testing.T) {
 		t.Errorf("-tt over a master without one:\n got %+v\nwant %+v", r, want)
 	}
 
+	// The exit status comes through, not a death by a signal (sshd's
+	// command dies of SIGPIPE writing to the stdout ssh's master
+	// closed).
 	cp := filepath.Join(t.TempDir(), "tt")
-	for _, who := range []string{"master", "client"} {
-		ran := filepath.Join(t.TempDir(), "ran")
-		r := h.run("ssh", h.sshArgsAt(cp, "-tt", "127.0.0.1", "touch "+ran+"; echo ran"), "")
-		if want := (result{stderr: "Shared connection to 127.0.0.1 closed.\r\n", code: 255}); r != want {
-			t.Errorf("-tt %s of a -tt master:\n got %+v\nwant %+v", who, r, want)
+	for _, tc := range []struct {
+		who, cmd string
+		code     int
+	}{
+		{"master", "echo out; echo err >&2; exit 3", 3},
+		{"client", "echo out; kill -PIPE $$", 255},
+	} {
+		r := h.run("ssh", h.sshArgsAt(cp, "-tt", "127.0.0.1", tc.cmd), "")
+		if want := (result{stderr: "Shared connection to 127.0.0.1 closed.\r\n", code: tc.code}); r != want {
+			t.Errorf("-tt %s of a -tt master:\n got %+v\nwant %+v", tc.who, r, want)
 		}
-		waitFor(t, "the command to run", func() bool { _, err := os.Stat(ran); return err == nil })
 	}
 	if r := h.run("ssh", h.sshArgsAt(cp, "127.0.0.1", "echo ran"), ""); r.code != 0 || r.stdout != "ran\n" || r.stderr != "" {
 		t.Errorf("a client without -t of a -tt master: %+v", r)

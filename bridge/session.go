@@ -94,8 +94,9 @@ type started struct {
 	stdin io.WriteCloser
 	conn  *sshConn
 	// noPTY: sshd refused the terminal asked for, and the session goes
-	// on without one.
-	noPTY bool
+	// on without one; unread: it refused it to a master that asked for
+	// one itself, and the session ends unread (ptyRefused).
+	noPTY, unread bool
 }
 
 // start starts command as ssh would on a busy connection of the target:
@@ -143,8 +144,8 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 	if tty {
 		term := iv.getenv("TERM")
 		if err := sess.RequestPty(term, iv.hello.Rows, iv.hello.Cols, r.terminalModes()); err != nil {
-			noPTY = true
 			closing = r.ptyRefused(c)
+			noPTY = !closing
 		}
 	}
 	if err := sess.Start(command); err != nil {
@@ -154,33 +155,40 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 		c.release()
 		return nil, fakessh.ExitSSHError
 	}
-	if closing {
-		// The command runs (ssh's master sent exec with the pty-req),
-		// its output unread.
+	switch {
+	case closing && r.ownSession():
+		// fatal(): the master, and its connection, are gone; the
+		// command runs (exec went out with the pty-req).
+		iv.log.Info("a master without ControlPersist refused the terminal it asked for: its connection closes")
 		sess.Close()
-		if r.ownSession() {
-			// fatal(): the master, and its connection, are gone.
-			r.iv.log.Info("a master without ControlPersist refused the terminal it asked for: its connection closes")
-			c.kill()
-		} else {
-			r.sharedClosed()
-		}
+		c.kill()
 		c.release()
 		return nil, fakessh.ExitSSHError
+	case closing:
+		// The master's chan_write_failed and chan_read_failed:
+		// eow@openssh.com (sshd stops reading the command's stdout),
+		// EOF, and the output dropped until the server closes the
+		// channel; its exit-status still reaches the client.
+		_, _ = sess.SendRequest("eow@openssh.com", false, nil)
+		_ = sess.Stdin().Close()
+		cmd := &relayed{Exec: sess}
+		cmd.relay(io.Discard, io.Discard)
+		return &started{sess: cmd, stdin: sess.Stdin(), conn: c, unread: true}, 0
 	}
 	cmd := &relayed{Exec: sess, copyErrs: true}
 	cmd.relay(stdout, stderr)
-	return &started{cmd, sess.Stdin(), c, noPTY}, 0
+	return &started{sess: cmd, stdin: sess.Stdin(), conn: c, noPTY: noPTY}, 0
 }
 
 // ptyRefused says what ssh says when sshd refuses a session the terminal
 // it asked for (clientloop.c client_status_confirm), and tells whether
 // the session closes: it does where the master asked for a terminal
 // itself (-t, -tt), whose failure is then fatal to a master running its
-// own session and closes a mux client's (which prints no more than
-// "Shared connection to HOST closed."); otherwise the session goes on
-// without one, and the master says so: on its stderr when the session
-// is its own, on the mux client's (unless the master logs below ERROR).
+// own session, and ends a mux client's unread (its exit status, if the
+// command exits rather than dies of SIGPIPE, still comes through);
+// otherwise the session goes on without one, and the master says so: on
+// its stderr when the session is its own, on the mux client's (unless
+// the master logs below ERROR).
 func (r *request) ptyRefused(c *sshConn) (closing bool) {
 	iv := r.iv
 	switch {
@@ -265,7 +273,7 @@ func (r *request) exec(command string, opts execOpts) int {
 	var escaped atomic.Bool // ~. ended the session
 	var stdinDone, stdinStopped atomic.Bool
 	go func() {
-		if inv.NoStdin {
+		if inv.NoStdin || st.unread {
 			_, _ = io.Copy(io.Discard, iv.stdin)
 		} else {
 			in := io.MultiReader(bytes.NewReader(opts.stdinPrefix), iv.stdin)
@@ -358,6 +366,10 @@ wait:
 	}
 	code = exitStatus(werr)
 	iv.log.WithError(werr).WithField("status", code).Debug("session ended")
+	if st.unread {
+		r.sharedClosed()
+		return code
+	}
 	if code == fakessh.ExitSSHError && werr != nil && c.timedOut.Load() && c.master == iv.id {
 		// The master says why it gave up; a multiplexing client only
 		// sees its master go.

@@ -52,8 +52,11 @@
 #   - user abznosftp, shell /bin/bash, key login only, whose ~/.bashrc prints
 #     before its interactive check: its sftp subsystem is broken ("Received
 #     message too long"), as on many a real target ($AB_NOSFTPUSER).
+#   - user abznopty, shell /bin/bash, key login only, passwordless sudo:
+#     sshd refuses it a terminal (PermitTTY no, a Match block), as a key
+#     with no-pty or restrict.
 #   - /etc/sudoers.d/ab-lab with the two rules and !requiretty, and
-#     abzrtty's rule with requiretty, abzms's without.
+#     abzrtty's rule with requiretty, abzms's and abznopty's without.
 #   - $AB_LAB/id_ed25519: the lab key, authorized for both users;
 #     $AB_LAB/wrong_ed25519: a key authorized for no one (auth failures).
 #     Both belong to the invoking user ($SUDO_USER or root), mode 0600.
@@ -80,6 +83,9 @@ PREFIX=${AB_USER_PREFIX:-ab}
 USER_NOPW=${PREFIX}test
 USER_PW=${PREFIX}pw
 USER_NOPY=${PREFIX}nopy
+# A login sshd refuses a terminal (PermitTTY no in a Match block), with
+# passwordless sudo: what ssh -tt does then (integration TestNoPTYLikeOpenSSH).
+USER_NOPTY=${PREFIX}znopty
 # The target zoo (integration/zoo_test.go): a user per login shell, key
 # login only. BusyBox's sh is a symlink named sh (busybox picks its applet
 # from the name).
@@ -218,6 +224,8 @@ Defaults:${PREFIX}zrtty requiretty
 ${PREFIX}zrtty ALL=(ALL:ALL) NOPASSWD: ALL
 Defaults:${PREFIX}zms !requiretty
 ${PREFIX}zms ALL=(ALL:ALL) NOPASSWD: ALL
+Defaults:$USER_NOPTY !requiretty
+$USER_NOPTY ALL=(ALL:ALL) NOPASSWD: ALL
 EOF
 	visudo -q -c -f "$tmp" >/dev/null || die "generated sudoers file is invalid"
 	install -m 0440 -o root -g root "$tmp" "$SUDOERS"
@@ -284,6 +292,9 @@ Match User $USER_NOPY
 # The zoo's MaxSessions case.
 Match User ${PREFIX}zms
 	MaxSessions 2
+# A login that gets no terminal.
+Match User $USER_NOPTY
+	PermitTTY no
 EOF
 }
 
@@ -403,6 +414,8 @@ up() {
 	# '!' that some PAM/sshd combinations refuse even for keys.
 	usermod -p '*' "$USER_NOPW"
 	usermod -p '*' "$USER_NOPY"
+	make_user "$USER_NOPTY" /bin/bash
+	usermod -p '*' "$USER_NOPTY"
 	make_nopy_root
 	make_zoo
 	echo "$USER_PW:$PASSWORD" | chpasswd
@@ -647,6 +660,7 @@ export AB_USER='$USER_NOPW'
 export AB_PWUSER='$USER_PW'
 export AB_PASSWORD='$PASSWORD'
 export AB_NOPYUSER='$USER_NOPY'
+export AB_NOPTYUSER='$(id -u "$USER_NOPTY" >/dev/null 2>&1 && echo "$USER_NOPTY")'
 export AB_ZOO='$(zoo_users)'
 export AB_ZOO_CASES='$(zoo_cases)'
 export AB_NOSFTPUSER='$(id -u "$USER_NOSFTP" >/dev/null 2>&1 && echo "$USER_NOSFTP")'

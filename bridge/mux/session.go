@@ -214,11 +214,17 @@ func (s *session) run(reqs <-chan *ssh.Request, req *sessionRequest, modes wire.
 		s.ch.Close()
 	}
 	if refusedClose {
-		// The command runs (exec went out with the pty-req); the channel
-		// closes as chan_read_failed and chan_write_failed close it, its
-		// output and exit status unread (its message for the client's
-		// stderr, queued as it closes, is not written).
-		s.force()
+		// The command runs (exec went out with the pty-req), unread:
+		// chan_write_failed and chan_read_failed send eow@openssh.com
+		// (sshd stops reading the command's stdout) and EOF, and drop
+		// the output until the server closes the channel; an
+		// exit-status still reaches the client (the master's message
+		// for its stderr, queued, is not written).
+		_, _ = s.ch.SendRequest("eow@openssh.com", false, nil)
+		_ = s.ch.CloseWrite()
+		go func() { _, _ = io.Copy(io.Discard, s.ch.Stderr()) }()
+		_, _ = io.Copy(io.Discard, s.ch)
+		<-exit
 		return
 	}
 	var relays sync.WaitGroup
