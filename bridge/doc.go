@@ -74,11 +74,15 @@
 //   - become (route_become.go): a sudo/su/doas wrapper (package become)
 //     around a module runs in an interpreter of the become user, started
 //     once through Ansible's own wrapper with the password exchange
-//     relayed (becomeagents.go).
+//     relayed (becomeagents.go). Module and become give a -tt step a
+//     PTY only where sshd would: they ask it once per connection
+//     (sshConn.ptyGranted), and a step sshd refuses one runs as sent
+//     (exec).
 //   - exec (route_exec.go): everything else runs as a session channel,
 //     with a PTY for -tt (no terminal modes, size 0x0 unless the shim's
 //     stdin is a terminal: what ssh sends), exit status and `Shared
-//     connection to HOST closed.` as OpenSSH prints them.
+//     connection to HOST closed.` as OpenSSH prints them; a PTY sshd
+//     refuses is answered as the master's options say (ptyRefused).
 //
 // sftp (batch mode) and scp are programs of their own (transfer.go),
 // served by one SFTP channel per connection; files land atomically

@@ -558,6 +558,12 @@ verify() {
 	if lab_ssh -i "$LAB/wrong_ed25519" -o IdentitiesOnly=yes "$USER_NOPW@127.0.0.1" true 2>/dev/null; then
 		die "verify: the wrong key was accepted"
 	fi
+	lab_ssh -i "$LAB/id_ed25519" -o IdentitiesOnly=yes "$USER_NOPTY@127.0.0.1" 'sudo -n true' ||
+		die "verify: $USER_NOPTY key login + sudo -n failed"
+	# ssh -tt without a master: a refused terminal is fatal.
+	if lab_ssh -tt -i "$LAB/id_ed25519" -o IdentitiesOnly=yes "$USER_NOPTY@127.0.0.1" true </dev/null 2>/dev/null; then
+		die "verify: sshd gave $USER_NOPTY a terminal"
+	fi
 	local nopy nopy_home
 	nopy_home=$(getent passwd "$USER_NOPY" | cut -d: -f6)
 	# shellcheck disable=SC2016 # expanded by the remote shell
@@ -635,7 +641,7 @@ down() {
 purge() {
 	down
 	local u
-	for u in "$USER_NOPW" "$USER_PW" "$USER_NOPY" $(zoo_users | sed -E 's/[^ =]+=//g') $(zoo_cases | sed -E 's/[^ =]+=//g') "$USER_NOSFTP"; do
+	for u in "$USER_NOPW" "$USER_PW" "$USER_NOPY" "$USER_NOPTY" $(zoo_users | sed -E 's/[^ =]+=//g') $(zoo_cases | sed -E 's/[^ =]+=//g') "$USER_NOSFTP"; do
 		if id -u "$u" >/dev/null 2>&1; then
 			pkill -KILL -u "$u" 2>/dev/null || true
 			userdel -r "$u" 2>/dev/null || userdel "$u"
