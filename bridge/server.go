@@ -85,8 +85,8 @@ type Server struct {
 	// (buffers, packets), overwritten once collected (GODEBUG=clobberfree=1),
 	// which an idle daemon with connections open may not do for minutes.
 	collectIn atomic.Int32
-	hadConns   bool // a connection was open at the last expireIdle
-	freeAgain  int  // ticks until memory is freed once more (0: none due)
+	hadConns  bool // a connection was open at the last expireIdle
+	freeAgain int  // ticks until memory is freed once more (0: none due)
 	// connected are the labels of the targets with a connection open at
 	// the last expireIdle, whose entries go when it closes.
 	connected map[string]bool
