@@ -256,6 +256,8 @@ func TestTop(t *testing.T) {
 // keeps the kernel's FUSE connection after the daemon's own unmount; the
 // daemon still stops on SIGTERM, and the copy is left dead, not hung.
 func TestDaemonStopsWithMountHeldElsewhere(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
 	requireFUSE(t)
 	if os.Getuid() != 0 {
 		t.Skip("a mount namespace of its own needs root")
