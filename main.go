@@ -112,7 +112,7 @@ environment:
                           (plain passthrough over the persistent connection)
   ANSIBLE_BRIDGE_REAL_SSH (_SCP, _SFTP)
                           the real binary to fall back to (default: the first
-                          on PATH that is not the shim)
+                          on PATH after the shim's directory that is not a shim)
   ANSIBLE_BRIDGE_CPUPROFILE
                           a file the daemon writes a CPU profile to
   ANSIBLE_BRIDGE_MEMPROFILE

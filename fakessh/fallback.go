@@ -12,7 +12,8 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 )
 
-// fallback execs the real prog found on PATH after our own directory. The
+// fallback execs the real prog found on PATH after our own directory
+// (FindReal). The
 // reason goes to the shim log next to the daemon socket (wire.SideFile),
 // not to stderr, which is the real program's own, -v or not. It returns
 // only on failure, with ssh's exit status for errors.
@@ -115,13 +116,26 @@ func IsBridgeBinary(p string) bool {
 	return b == "ansible-bridge" || b == ShimBinary || b == FrontBinary
 }
 
-// FindReal returns the first prog on PATH that is not this binary or
-// another of the bridge's.
+// FindReal returns the prog the caller's ssh (scp, sftp) would be
+// without the bridge: the first on PATH after the directory the shim was
+// run from that is not this binary or another of the bridge's. A wrapper
+// earlier on PATH that execs the shim by its path is skipped: run again,
+// it would exec the shim again, for ever. Where the shim's directory is
+// not on PATH (ssh_executable naming it elsewhere), the whole PATH.
 // ANSIBLE_BRIDGE_REAL_SSH (SCP, SFTP) overrides the search.
 func FindReal(prog string) (string, error) {
 	if p := os.Getenv("ANSIBLE_BRIDGE_REAL_" + strings.ToUpper(prog)); p != "" {
 		return p, nil
 	}
+	argv0 := ""
+	if len(os.Args) > 0 {
+		argv0 = os.Args[0]
+	}
+	return findReal(prog, argv0, os.Getenv("PATH"))
+}
+
+// findReal is FindReal for a shim run as argv0 with PATH path.
+func findReal(prog, argv0, path string) (string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", err
@@ -130,10 +144,13 @@ func FindReal(prog string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+	dirs := filepath.SplitList(path)
+	for i, dir := range dirs {
 		if dir == "" {
-			dir = "."
+			dirs[i] = "."
 		}
+	}
+	for _, dir := range dirs[shimDirIndex(prog, argv0, dirs)+1:] {
 		cand := filepath.Join(dir, prog)
 		fi, err := os.Stat(cand)
 		// The shims' own directory links to the front, not to this binary.
@@ -143,6 +160,32 @@ func FindReal(prog string) (string, error) {
 		return cand, nil
 	}
 	return "", fmt.Errorf("%s not found on PATH", prog)
+}
+
+// shimDirIndex is the index in dirs of the directory the shim was run
+// from, or -1 when it is not among them. argv0 naming prog by a path
+// gives it (the same directory, not the same string); a bare name (found
+// on PATH) or another name (the daemon, ANSIBLE_BRIDGE_ARGV0) means the
+// first directory holding a bridge shim for prog.
+func shimDirIndex(prog, argv0 string, dirs []string) int {
+	if strings.Contains(argv0, "/") && filepath.Base(argv0) == prog {
+		own, err := os.Stat(filepath.Dir(argv0))
+		if err != nil {
+			return -1
+		}
+		for i, dir := range dirs {
+			if fi, err := os.Stat(dir); err == nil && os.SameFile(fi, own) {
+				return i
+			}
+		}
+		return -1
+	}
+	for i, dir := range dirs {
+		if IsBridgeBinary(filepath.Join(dir, prog)) {
+			return i
+		}
+	}
+	return -1
 }
 
 func logFallback(prog string, argv []string, reason, real string, findErr error) {
