@@ -252,12 +252,10 @@ func checkReal(env doctorEnv, prog string) check {
 		c.ok, c.detail = true, p+" (ANSIBLE_BRIDGE_REAL_"+strings.ToUpper(prog)+")"
 		return c
 	}
-	for _, dir := range filepath.SplitList(env.path) {
-		p := filepath.Join(dir, prog)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 && !fakessh.IsBridgeBinary(p) {
-			c.ok, c.detail = true, p
-			return c
-		}
+	// What a shim Ansible runs by name would fall back to.
+	if p, err := fakessh.FindRealIn(prog, prog, env.path); err == nil {
+		c.ok, c.detail = true, p
+		return c
 	}
 	c.detail = "no " + prog + " on PATH besides the shim: fallbacks fail"
 	c.fix = "install OpenSSH's client (apt-get install openssh-client)"

@@ -186,6 +186,21 @@ func TestDoctor(t *testing.T) {
 			t.Errorf("real scp from ANSIBLE_BRIDGE_REAL_SCP: %+v", c)
 		}
 	})
+	t.Run("a wrapper before the shims", func(t *testing.T) {
+		// The fallback runs the ssh after the shims' directory, not a
+		// wrapper before it that execs the shim (a loop).
+		env := doctorFixture(t, true)
+		t.Setenv("ANSIBLE_BRIDGE_REAL_SSH", "")
+		wrap := t.TempDir()
+		if err := os.WriteFile(filepath.Join(wrap, "ssh"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		real := strings.Split(env.path, ":")[1]
+		env.path = wrap + ":" + env.path
+		if c := doctorResult(runDoctor(env), "real ssh"); !c.ok || c.detail != filepath.Join(real, "ssh") {
+			t.Errorf("real ssh: %+v", c)
+		}
+	})
 	t.Run("no FUSE", func(t *testing.T) {
 		env := doctorFixture(t, true)
 		real := strings.Split(env.path, ":")[1]

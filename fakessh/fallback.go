@@ -121,7 +121,8 @@ func IsBridgeBinary(p string) bool {
 // run from that is not this binary or another of the bridge's. A wrapper
 // earlier on PATH that execs the shim by its path is skipped: run again,
 // it would exec the shim again, for ever. Where the shim's directory is
-// not on PATH (ssh_executable naming it elsewhere), the whole PATH.
+// not on PATH (ssh_executable naming it elsewhere), or nothing follows
+// it, the whole PATH.
 // ANSIBLE_BRIDGE_REAL_SSH (SCP, SFTP) overrides the search.
 func FindReal(prog string) (string, error) {
 	if p := os.Getenv("ANSIBLE_BRIDGE_REAL_" + strings.ToUpper(prog)); p != "" {
@@ -131,11 +132,12 @@ func FindReal(prog string) (string, error) {
 	if len(os.Args) > 0 {
 		argv0 = os.Args[0]
 	}
-	return findReal(prog, argv0, os.Getenv("PATH"))
+	return FindRealIn(prog, argv0, os.Getenv("PATH"))
 }
 
-// findReal is FindReal for a shim run as argv0 with PATH path.
-func findReal(prog, argv0, path string) (string, error) {
+// FindRealIn is FindReal, without its override, for a shim run as argv0
+// with PATH path (doctor: argv0 prog, as Ansible runs it).
+func FindRealIn(prog, argv0, path string) (string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", err
@@ -150,7 +152,8 @@ func findReal(prog, argv0, path string) (string, error) {
 			dirs[i] = "."
 		}
 	}
-	for _, dir := range dirs[shimDirIndex(prog, argv0, dirs)+1:] {
+	after := shimDirIndex(prog, argv0, dirs) + 1
+	for _, dir := range append(dirs[after:len(dirs):len(dirs)], dirs[:after]...) {
 		cand := filepath.Join(dir, prog)
 		fi, err := os.Stat(cand)
 		// The shims' own directory links to the front, not to this binary.

@@ -54,11 +54,13 @@ func TestFindRealAfterShimDir(t *testing.T) {
 		// ssh_executable naming a shim elsewhere: the whole PATH, as before.
 		{"shim directory not on PATH", filepath.Join(other, "ssh"), path(wrap, shims, real), filepath.Join(wrap, "ssh")},
 		{"no shims on PATH", "ssh", path(wrap, real), filepath.Join(wrap, "ssh")},
-		{"nothing after the shims", filepath.Join(shims, "ssh"), path(wrap, shims), ""},
+		// PATH=/usr/bin:SHIMS with ssh_executable naming the shim.
+		{"nothing after the shims", filepath.Join(shims, "ssh"), path(real, shims), filepath.Join(real, "ssh")},
+		{"none at all", filepath.Join(shims, "ssh"), path(shims, other), ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := findReal("ssh", tc.argv0, tc.path)
+			got, err := FindRealIn("ssh", tc.argv0, tc.path)
 			if tc.want == "" {
 				if err == nil {
 					t.Errorf("found %s, want none", got)
@@ -66,7 +68,7 @@ func TestFindRealAfterShimDir(t *testing.T) {
 				return
 			}
 			if err != nil || got != tc.want {
-				t.Errorf("findReal = %q, %v; want %q", got, err, tc.want)
+				t.Errorf("FindRealIn = %q, %v; want %q", got, err, tc.want)
 			}
 		})
 	}
