@@ -54,12 +54,15 @@
 //     front's stub mode), whose death by a signal ends that master as
 //     ssh's would end; without, the daemon's.
 //   - dd (route_dd.go): Ansible's piped transfer (`dd of=PATH bs=65536`)
-//     is written through SFTP atomically instead of by dd; where the
-//     connection's sftp subsystem is refused or broken by output
-//     (nosftp.go, remembered per connection), dd runs, as with stock.
+//     into a held temp dir is kept in memory; anything else is the real
+//     dd, run by the login user's interpreter when one is up, else in a
+//     session of its own. Never through SFTP, whose policy (none,
+//     read-only, a umask, request lists) is not a shell command's.
 //   - cached (route_cached.go): Ansible's temp-dir housekeeping (echo ~,
 //     mkdir ansible-tmp, chmod u+x, rm -f -r) answered by the bridge;
-//     uploads into the temp dirs it holds stay in memory (housekeeping.go).
+//     uploads into the temp dirs it holds stay in memory (housekeeping.go),
+//     until written to the target by the login user's interpreter, else
+//     through SFTP, else (sftp refusing) by shell commands.
 //     Permission steps for an unprivileged become user (setfacl, chmod
 //     +a, chgrp, chmod a+rX) run on the target (exec).
 //   - module (route_module.go): an AnsiballZ wrapper (a held file, or

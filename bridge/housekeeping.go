@@ -343,6 +343,40 @@ func (st *sharedTemp) materialize(sc *sftp.Client) error {
 	return nil
 }
 
+// materializeIn is materialize through ag, an interpreter of the login
+// user.
+func (st *sharedTemp) materializeIn(ctx context.Context, ag *interp.Client) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.onTarget {
+		return nil
+	}
+	// Mkdir is mkdir -p: created dirs get 0700, an existing one stays.
+	if err := ag.Mkdir(ctx, st.base, 0o700); err != nil {
+		return fmt.Errorf("mkdir %s: %w", st.base, err)
+	}
+	if err := ag.Mkdir(ctx, st.dir, 0o700); err != nil {
+		return fmt.Errorf("mkdir %s: %w", st.dir, err)
+	}
+	if err := ag.Chmod(ctx, st.dir, 0o700); err != nil {
+		return fmt.Errorf("chmod %s: %w", st.dir, err)
+	}
+	names := make([]string, 0, len(st.files))
+	for n := range st.files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		f := st.files[n]
+		if err := ag.PutFile(ctx, path.Join(st.dir, n), f.data, f.mode); err != nil {
+			return fmt.Errorf("write %s: %w", path.Join(st.dir, n), err)
+		}
+	}
+	st.onTarget = true
+	st.dropData()
+	return nil
+}
+
 // mkdirAllPrivate is `umask 77 && mkdir -p`: missing parents are 0700.
 func mkdirAllPrivate(sc *sftp.Client, dir string) error {
 	st, err := sc.Stat(dir)
@@ -376,7 +410,22 @@ func (t *target) materializeHeld(ctx context.Context, iv *invocation) error {
 	if len(pending) == 0 {
 		return nil
 	}
+	if ag := t.anyAgent(); ag != nil {
+		// The login user's own writes, as Ansible's commands would have
+		// made them: sftp's policy is not theirs (internal-sftp -R, -P).
+		for _, st := range pending {
+			iv.log.WithField("tmp", st.dir).Debug("writing shared temp dir to the target through the interpreter")
+			if err := st.materializeIn(ctx, ag); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	c, sc, err := t.useSFTP(ctx, iv)
+	var ns *noSFTPError
+	if errors.As(err, &ns) {
+		return t.materializeBySession(ctx, iv, pending, ns)
+	}
 	if err != nil {
 		return err
 	}
@@ -384,9 +433,91 @@ func (t *target) materializeHeld(ctx context.Context, iv *invocation) error {
 	for _, st := range pending {
 		iv.log.WithField("tmp", st.dir).Debug("writing shared temp dir to the target")
 		if err := st.materialize(sc); err != nil {
+			// sftp's policy (internal-sftp -R, -P) may forbid what the
+			// login user's own commands may do; if they may not either,
+			// theirs is the error.
+			return t.materializeBySession(ctx, iv, pending, err)
+		}
+	}
+	return nil
+}
+
+// slowHeldBySession is why a held temp dir was written by shell commands.
+const slowHeldBySession = "a held temp dir the target's sftp cannot write (none, read-only, a request it refuses), no interpreter up: written by shell commands"
+
+// materializeBySession writes the pending temp dirs through shell
+// commands, sftp having failed (why): the login user's mkdir and cat,
+// each in a session of its own, as Ansible's commands would.
+func (t *target) materializeBySession(ctx context.Context, iv *invocation, pending []*sharedTemp, why error) error {
+	iv.log.WithError(why).Info("sftp cannot write a held temp dir to the target; shell commands write it")
+	t.countSlow(iv, slowHeldBySession)
+	run := func(script string, stdin []byte) error {
+		c, sess, err := t.newSession(ctx, iv, nil)
+		if err != nil {
+			return err
+		}
+		defer c.release()
+		defer sess.Close()
+		if err := sess.Start("/bin/sh -c " + shQuote(script)); err != nil {
+			return err
+		}
+		var errb bytes.Buffer
+		read := make(chan struct{})
+		go func() {
+			_, _ = io.Copy(&errb, sess.Stderr())
+			close(read)
+		}()
+		go func() { _, _ = io.Copy(io.Discard, sess.Stdout()) }()
+		in := sess.Stdin()
+		_, _ = in.Write(stdin)
+		_ = in.Close()
+		err = sess.Wait()
+		<-read
+		if err != nil {
+			return fmt.Errorf("%s: %w", strings.TrimSpace(errb.String()), err)
+		}
+		return nil
+	}
+	for _, st := range pending {
+		if err := st.writeBy(run); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// shQuote quotes s as one word for sh, and for the login shells that
+// take single quotes as sh does (bash, zsh, fish, csh alike).
+func shQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}
+
+// writeBy is materialize through run, which runs a shell script with
+// stdin on the target.
+func (st *sharedTemp) writeBy(run func(script string, stdin []byte) error) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.onTarget {
+		return nil
+	}
+	q := shQuote
+	if err := run("umask 77 && mkdir -p "+q(st.base)+" "+q(st.dir)+" && chmod 700 "+q(st.dir), nil); err != nil {
+		return fmt.Errorf("mkdir %s: %w", st.dir, err)
+	}
+	names := make([]string, 0, len(st.files))
+	for n := range st.files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		f := st.files[n]
+		p := q(path.Join(st.dir, n))
+		if err := run(fmt.Sprintf("umask 77 && cat > %s && chmod %o %s", p, f.mode.Perm(), p), f.data); err != nil {
+			return fmt.Errorf("write %s: %w", path.Join(st.dir, n), err)
+		}
+	}
+	st.onTarget = true
+	st.dropData()
 	return nil
 }
 

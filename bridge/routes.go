@@ -26,7 +26,7 @@ type route struct {
 //
 //	route    file              serves
 //	control  route_control.go  ssh -O check|stop|exit, as a ControlMaster
-//	dd       route_dd.go       dd of=PATH bs=65536 (piped transfer), through SFTP (or dd, without)
+//	dd       route_dd.go       dd of=PATH bs=65536 (piped transfer): held, or dd in the interpreter (or a session)
 //	cached   route_cached.go   echo ~, mkdir ansible-tmp, chmod u+x, rm -f -r
 //	module   route_module.go   PYTHON [DIR/AnsiballZ_x.py], in the persistent interpreter
 //	become   route_become.go   sudo/su/doas around a module, in the become user's interpreter

@@ -40,6 +40,11 @@ type testServer struct {
 	sftpRefused atomic.Bool
 	sftpNoise   atomic.Value // string
 	sftpAsked   atomic.Int32
+	// sftpReadOnly serves sftp read-only, as `internal-sftp -R`;
+	// loginUmask, if set, is the umask the login shell's rc file gives
+	// commands (not sftp-server here, as under internal-sftp).
+	sftpReadOnly atomic.Bool
+	loginUmask   atomic.Value // string, e.g. "077"
 
 	mu   sync.Mutex
 	live []net.Conn
@@ -181,7 +186,11 @@ func (ts *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			if noise, _ := ts.sftpNoise.Load().(string); noise != "" {
 				_, _ = io.WriteString(ch, noise)
 			}
-			srv, err := sftp.NewServer(ch)
+			var opts []sftp.ServerOption
+			if ts.sftpReadOnly.Load() {
+				opts = append(opts, sftp.ReadOnly())
+			}
+			srv, err := sftp.NewServer(ch, opts...)
 			if err == nil {
 				_ = srv.Serve()
 			}
@@ -193,6 +202,9 @@ func (ts *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 }
 
 func (ts *testServer) run(ch ssh.Channel, command string, env []string) {
+	if u, _ := ts.loginUmask.Load().(string); u != "" {
+		command = "umask " + u + "; " + command
+	}
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
 	// As sshd, the exit status goes out when the command exits, whether

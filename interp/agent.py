@@ -2414,6 +2414,10 @@ class Agent(object):
             user = pwd.getpwuid(os.getuid()).pw_name
         except KeyError:
             user = ''
+        # What the login shell gave it, which its commands (a dd) create
+        # files under.
+        mask = os.umask(0o022)
+        os.umask(mask)
         info = {
             'protocol': PROTOCOL,
             'python': '%d.%d.%d' % sys.version_info[:3],
@@ -2425,6 +2429,7 @@ class Agent(object):
             'home': os.path.expanduser('~'),
             'cwd': self.cwd,
             'tmpdir': self.tmp,
+            'umask': mask,
         }
         self.outbuf.append(MAGIC)
         self.reply(0, info)

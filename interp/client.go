@@ -63,6 +63,7 @@ type AgentInfo struct {
 	Home       string `json:"home"`
 	Cwd        string `json:"cwd"`    // the login directory; tasks run there
 	TmpDir     string `json:"tmpdir"` // the temp root (TMPDIR, /tmp...) where modules' payload dirs go while they run
+	Umask      *int   `json:"umask"`  // the umask it was started with, the login shell's (nil: an agent that did not say)
 }
 
 // Stats counts a client's traffic.
