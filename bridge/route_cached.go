@@ -49,7 +49,7 @@ func (r *request) serveCached() (code int, served bool) {
 		}
 		return code, true
 	case cmdMkTemp:
-		if !t.house.transfersKnown(transferKey(iv.hello.HelloMsg)) || !t.house.baseKnown(c.base) || t.noSFTP() {
+		if !t.house.transfersKnown(transferKey(iv.hello.HelloMsg)) || !t.house.baseKnown(c.base) || t.noSFTP() || t.sftpNoWrite.Load() {
 			// No upload has come through the bridge yet: the uploads may
 			// go to the real sftp or scp, so the directory is made on the
 			// target (see transfers.go). An upload through the bridge into
@@ -58,7 +58,9 @@ func (r *request) serveCached() (code int, served bool) {
 			// only a mkdir in base tells that the login user may write
 			// there (mkdir -p of an existing /etc succeeds), and a base it
 			// may not write fails the task as stock's does. Nor is a dir
-			// held where the target's sftp cannot write it there.
+			// held where the target's sftp cannot write it there, or
+			// refused to write into one (read-only): an sftp or scp
+			// upload into it fails there as stock's.
 			t.countRoute(iv, routeExec)
 			code := r.exec(r.command, execOpts{})
 			if code == 0 {

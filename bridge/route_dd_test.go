@@ -126,3 +126,47 @@ func TestDDNotSFTPPolicy(t *testing.T) {
 		t.Errorf("status slow %v: want the held dir written by commands counted", st.Targets[0].Slow)
 	}
 }
+
+// TestReadOnlySFTPNotHeld: once the target's sftp has refused an upload
+// into a temp dir Ansible made there (read-only, as `internal-sftp -R`),
+// no temp dir is held in memory, where sftp and scp uploads would
+// succeed: they fail as stock's, and Ansible's smart transfer falls back
+// to dd as it does with stock.
+func TestReadOnlySFTPNotHeld(t *testing.T) {
+	h := newHarness(t, 0)
+	h.ts.sftpReadOnly.Store(true)
+	base := filepath.Join(t.TempDir(), ".ansible", "tmp")
+	local := filepath.Join(t.TempDir(), "AnsiballZ_x.py")
+	if err := os.WriteFile(local, []byte("pass\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"ansible-tmp-1", "ansible-tmp-2"} {
+		dir := base + "/" + name
+		if r := h.run("ssh", h.sshArgs("127.0.0.1", ansibleMkdir(base, name)), ""); r.code != 0 {
+			t.Fatalf("mkdir %d: %+v", i, r)
+		}
+		if _, err := os.Stat(dir); err != nil {
+			t.Fatalf("mkdir %d: held, not on the target: %v", i, err)
+		}
+		r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), "put "+local+" "+dir+"/AnsiballZ_x.py\n")
+		if r.code != 1 || !strings.Contains(r.stderr, "Permission denied") {
+			t.Fatalf("put %d: %+v", i, r)
+		}
+		// What Ansible's smart transfer falls back to.
+		if r := h.run("ssh", h.sshArgs("127.0.0.1", "dd of="+dir+"/AnsiballZ_x.py bs=65536"), "pass\n"); r.code != 0 {
+			t.Fatalf("dd %d: %+v", i, r)
+		}
+	}
+	// An upload a writable sftp takes into such a dir is no refusal
+	// (another connection: sftp starts once per connection).
+	h.ts.sftpReadOnly.Store(false)
+	cp := filepath.Join(t.TempDir(), "cp")
+	if r := h.run("ssh", h.sshArgsAt(cp, "127.0.0.1", ansibleMkdir(base, "ansible-tmp-3")), ""); r.code != 0 {
+		t.Fatalf("mkdir: %+v", r)
+	}
+	r := h.run("sftp", append([]string{"-b", "-"}, h.sshArgsAt(cp, "127.0.0.1")...), "put "+local+" "+base+"/ansible-tmp-3/AnsiballZ_y.py\n")
+	if r.code != 0 {
+		t.Fatalf("writable put: %+v", r)
+	}
+	assertFile(t, base+"/ansible-tmp-3/AnsiballZ_y.py", []byte("pass\n"), 0o600)
+}

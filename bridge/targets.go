@@ -166,6 +166,10 @@ type target struct {
 	settings atomic.Pointer[sshclient.Settings]
 	reg      *registry
 	log      logrus.FieldLogger
+	// sftpNoWrite: the target's sftp refused an upload into a temp dir
+	// Ansible made there as the login user (internal-sftp -R, -P):
+	// its temp dirs are not held, so its sftp and scp fail as stock's.
+	sftpNoWrite atomic.Bool
 
 	mu     sync.Mutex // serialises dialing, so that forks share one login
 	conns  []*sshConn

@@ -717,6 +717,9 @@ func (b *batchRun) put(ctx context.Context, src string, p transferPlan) error {
 		n, err = putAtomic(b.sc, p.path, r, st.Mode().Perm())
 	}
 	b.t.bytesIn.Add(n)
+	if p.held && err != nil && sftpErrText(err) == "Permission denied" && !b.t.sftpNoWrite.Swap(true) {
+		b.iv.log.WithError(err).Info("the target's sftp refuses to write into Ansible's temp dir: its temp dirs are no longer held")
+	}
 	var wf *writeFailed
 	switch {
 	case errors.As(err, &wf):
