@@ -118,3 +118,90 @@ func checkNoSFTP(t *testing.T, r *runResult) {
 	}
 	wantTask(t, r, "nosftp", "read back", "ok", "hello")
 }
+
+// sftpPolicyBashrc makes the sftp subsystem of its user read-only with a
+// umask of its own, as `Subsystem sftp internal-sftp -R -u 0077` would
+// (sshd runs the subsystem through the login shell, which reads it), and
+// gives the login shell's commands umask 027.
+const sftpPolicyBashrc = "case \"$BASH_EXECUTION_STRING\" in /usr/lib/openssh/sftp-server) exec /usr/lib/openssh/sftp-server -R -u 0077 ;; esac\n" +
+	"umask 027\ncase $- in *i*) ;; *) return ;; esac\n"
+
+// TestSFTPPolicyLikeOpenSSH: a target whose sftp subsystem is read-only
+// with a umask of its own. Ansible's piped transfer (dd of=PATH
+// bs=65536) is a shell command's dd, which the subsystem's policy does
+// not touch: it writes the file with the login umask's mode, as stock's;
+// sftp fails as stock's; and a copy task without pipelining, transfer
+// method smart, changes the file as stock's does (through dd).
+func TestSFTPPolicyLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	name := zooUsers(t, "AB_ZOO")["bash"]
+	if name == "" {
+		t.Skip("the lab has no bash zoo user (AB_ZOO) to lend its ~/.bashrc")
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := filepath.Join(u.HomeDir, ".bashrc")
+	orig, rerr := os.ReadFile(rc)
+	t.Cleanup(func() {
+		if rerr != nil {
+			_ = os.Remove(rc)
+			return
+		}
+		_ = os.WriteFile(rc, orig, 0o644)
+	})
+	if err := os.WriteFile(rc, []byte(sftpPolicyBashrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.txt")
+	if err := os.WriteFile(src, []byte("data\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kh := labKnownHosts(t)
+	d := newPrivateDaemon(t)
+	dd := regexp.MustCompile(`(?m)^[0-9]+ bytes copied, .*$`)
+	var got [2][]string
+	for i, bin := range []string{filepath.Dir(suite.realSSH), suite.shims} {
+		side := []string{"real", "shim"}[i]
+		cp := filepath.Join(dir, side)
+		dst := "ab-sftppolicy-" + side + ".txt"
+		t.Cleanup(func() {
+			_ = os.Remove(filepath.Join(u.HomeDir, dst))
+			_ = os.Remove(filepath.Join(u.HomeDir, dst+".sftp"))
+		})
+		opts := []string{"-F", "none", "-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+			"-o", "ControlMaster=auto", "-o", "ControlPersist=60", "-o", "ControlPath=" + cp, "-i", suite.lab.Key}
+		say := func(what string, o sshOutcome) {
+			// Each side writes its own file: name them alike.
+			stdout := strings.ReplaceAll(o.stdout, dst, "DST")
+			stderr := strings.ReplaceAll(dd.ReplaceAllString(o.stderr, "N bytes copied"), dst, "DST")
+			got[i] = append(got[i], fmt.Sprintf("%s: rc %d, stdout %q, stderr %q", what, o.rc, stdout, stderr))
+		}
+		ssh := exec.Command(filepath.Join(bin, "ssh"), append(opts, "-p", suite.lab.Port, name+"@127.0.0.1", "dd of="+dst+" bs=65536")...)
+		ssh.Stdin = strings.NewReader("piped\n")
+		say("dd", runOwnSession(t, ssh, d.env()))
+		fi, err := os.Stat(filepath.Join(u.HomeDir, dst))
+		if b, rerr := os.ReadFile(filepath.Join(u.HomeDir, dst)); err != nil || rerr != nil || string(b) != "piped\n" || fi.Mode().Perm() != 0o640 {
+			t.Errorf("%s: dd wrote %q (%v), mode %v, want 0640", side, b, rerr, fi)
+		}
+		sftp := exec.Command(filepath.Join(bin, "sftp"), append(opts, "-P", suite.lab.Port, "-b", "-", name+"@127.0.0.1")...)
+		sftp.Stdin = strings.NewReader("put " + src + " " + dst + ".sftp\n")
+		say("sftp", runOwnSession(t, sftp, d.env()))
+		runOwnSession(t, exec.Command(filepath.Join(bin, "ssh"), "-F", "none", "-o", "ControlPath="+cp, "-O", "exit", "lab"), d.env())
+	}
+	if w, g := strings.Join(got[0], "\n"), strings.Join(got[1], "\n"); w != g {
+		t.Errorf("through the shims:\n%s\nwith OpenSSH:\n%s", g, w)
+	}
+
+	copied := filepath.Join(u.HomeDir, "ab-nosftp-copy.txt")
+	t.Cleanup(func() { _ = os.Remove(copied) })
+	setup := func(*testing.T) map[string]map[string]any {
+		_ = os.Remove(copied) // each run's copy changes it
+		return map[string]map[string]any{"nosftp": labHost(t, name, suite.lab.Key)}
+	}
+	tc := corpusCase{name: "sftppolicy", check: checkNoSFTP, setup: setup}
+	runCompared(t, tc, runSpec{Playbook: "nosftp.yml", Mode: mode{false, "smart"}}, nil)
+}
