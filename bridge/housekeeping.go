@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -323,11 +324,7 @@ func (st *sharedTemp) materialize(sc *sftp.Client) error {
 	if err := sc.Chmod(st.dir, 0o700); err != nil {
 		return fmt.Errorf("chmod %s: %w", st.dir, err)
 	}
-	names := make([]string, 0, len(st.files))
-	for n := range st.files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(st.files))
 	for _, n := range names {
 		f := st.files[n]
 		dst := path.Join(st.dir, n)
@@ -361,11 +358,7 @@ func (st *sharedTemp) materializeIn(ctx context.Context, ag *interp.Client) erro
 	if err := ag.Chmod(ctx, st.dir, 0o700); err != nil {
 		return fmt.Errorf("chmod %s: %w", st.dir, err)
 	}
-	names := make([]string, 0, len(st.files))
-	for n := range st.files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(st.files))
 	for _, n := range names {
 		f := st.files[n]
 		if err := ag.PutFile(ctx, path.Join(st.dir, n), f.data, f.mode); err != nil {
@@ -504,11 +497,7 @@ func (st *sharedTemp) writeBy(run func(script string, stdin []byte) error) error
 	if err := run("umask 77 && mkdir -p "+q(st.base)+" "+q(st.dir)+" && chmod 700 "+q(st.dir), nil); err != nil {
 		return fmt.Errorf("mkdir %s: %w", st.dir, err)
 	}
-	names := make([]string, 0, len(st.files))
-	for n := range st.files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(st.files))
 	for _, n := range names {
 		f := st.files[n]
 		p := q(path.Join(st.dir, n))
@@ -554,11 +543,7 @@ func (st *sharedTemp) onTargetSpec(skip string) ([]interp.DirSpec, []interp.File
 	st.writing++
 	dirs := []interp.DirSpec{{Path: st.dir, Mode: 0o700}}
 	var files []interp.FileSpec
-	names := make([]string, 0, len(st.files))
-	for n := range st.files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(st.files))
 	for _, n := range names {
 		if n == skip {
 			continue
