@@ -181,6 +181,12 @@ func TestDebugMountSurvivesSIGKILL(t *testing.T) {
 	requireBridge(t)
 	requireFUSE(t)
 	d := startDebugDaemon(t, t.TempDir())
+	// Not while go-fuse's start-up still holds a file of the mount open
+	// (its poll probe): the killed daemon would wait in its exit for its
+	// own answer to that file's flush, for ever.
+	waitFor(t, 10*time.Second, "the daemon to log its mount done", func() bool {
+		return strings.Contains(readString(t, d.log), "debug view mounted")
+	})
 	if err := d.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
