@@ -13,10 +13,9 @@ import (
 )
 
 // fallback execs the real prog found on PATH after our own directory
-// (FindReal). The
-// reason goes to the shim log next to the daemon socket (wire.SideFile),
-// not to stderr, which is the real program's own, -v or not. It returns
-// only on failure, with ssh's exit status for errors.
+// (FindReal). The reason goes to the shim log next to the daemon socket
+// (wire.SideFile), not to stderr, which is the real program's own, -v or
+// not. It returns only on failure, with ssh's exit status for errors.
 func fallback(prog string, argv []string, reason string) int {
 	return execReal(prog, argv, reason, true)
 }
