@@ -27,9 +27,16 @@ func noSFTPUser(t *testing.T) string {
 			return name
 		}
 	}
+	return lendBashrc(t, chattyBashrc)
+}
+
+// lendBashrc gives the bash zoo user the ~/.bashrc content until t ends,
+// and returns its name.
+func lendBashrc(t *testing.T, content string) string {
+	t.Helper()
 	name := zooUsers(t, "AB_ZOO")["bash"]
 	if name == "" {
-		t.Skip("the lab has no nosftp user (AB_NOSFTPUSER) nor a bash zoo user (AB_ZOO) to lend its ~/.bashrc")
+		t.Skip("the lab has no bash zoo user (AB_ZOO) to lend its ~/.bashrc")
 	}
 	u, err := user.Lookup(name)
 	if err != nil {
@@ -44,7 +51,7 @@ func noSFTPUser(t *testing.T) string {
 		}
 		_ = os.WriteFile(path, orig, 0o644)
 	})
-	if err := os.WriteFile(path, []byte(chattyBashrc), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return name
@@ -135,24 +142,9 @@ const sftpPolicyBashrc = "case \"$BASH_EXECUTION_STRING\" in /usr/lib/openssh/sf
 func TestSFTPPolicyLikeOpenSSH(t *testing.T) {
 	requireLab(t)
 	requireBridge(t)
-	name := zooUsers(t, "AB_ZOO")["bash"]
-	if name == "" {
-		t.Skip("the lab has no bash zoo user (AB_ZOO) to lend its ~/.bashrc")
-	}
+	name := lendBashrc(t, sftpPolicyBashrc)
 	u, err := user.Lookup(name)
 	if err != nil {
-		t.Fatal(err)
-	}
-	rc := filepath.Join(u.HomeDir, ".bashrc")
-	orig, rerr := os.ReadFile(rc)
-	t.Cleanup(func() {
-		if rerr != nil {
-			_ = os.Remove(rc)
-			return
-		}
-		_ = os.WriteFile(rc, orig, 0o644)
-	})
-	if err := os.WriteFile(rc, []byte(sftpPolicyBashrc), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
