@@ -16,6 +16,25 @@
 # wrappers, warm-up, prefault, task, zygote, agent (why one file:
 # interp/doc.go). Unit tests: interp/agent_test.py.
 
+import os
+
+# A spare's copy ahead (Prefaulter) runs as the first of python's after-fork
+# hooks: before the rest of the fork's return (the other hooks, the code
+# up to spare_main) writes the very pages it would copy, each in a fault
+# of its own. Registered before the imports below register theirs
+# (threading's, random's), as hooks run in the order registered.
+PREFAULT_AT_FORK = []
+
+
+def prefault_after_fork():
+    """Run the copy ahead fork_spare left for this fork, once."""
+    if PREFAULT_AT_FORK:
+        PREFAULT_AT_FORK.pop()()
+
+
+if hasattr(os, 'register_at_fork'):  # python 3.7+
+    os.register_at_fork(after_in_child=prefault_after_fork)
+
 import array
 import atexit
 import base64
@@ -26,7 +45,6 @@ import hashlib
 import io
 import json
 import marshal
-import os
 import pwd
 import selectors
 import shutil
@@ -2050,20 +2068,23 @@ class ZygoteServer(object):
     def fork_spare(self):
         """A new spare: (pid, control socket)."""
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        PREFAULT_AT_FORK.append(self.pf.prefault)
         pid = os.fork()
         if pid == 0:
             a.close()
             self.spare_main(b)
+        del PREFAULT_AT_FORK[:]
         b.close()
         return pid, a
 
     def spare_main(self, ctl):
         """In a spare: wait for the task on ctl, then run it. Never returns."""
         try:
-            # Copy ahead first: the pages detaching writes are among those
-            # learned, and madvise copies a page for less than a write
-            # fault does.
-            self.pf.prefault()
+            # Copy ahead first (done already where python ran it as the
+            # fork's first hook): the pages detaching writes are among
+            # those learned, and madvise copies a page for less than a
+            # write fault does.
+            prefault_after_fork()
             self.detach_spare(ctl)
             msg, tpl = self.receive_task(ctl)
         except BaseException:

@@ -998,6 +998,31 @@ class PrefaultTest(unittest.TestCase):
         pf.learn(b'')
         self.assertFalse(pf.learning())
 
+    @unittest.skipUnless(hasattr(os, 'register_at_fork'), 'python 3.7+')
+    def test_prefault_first_after_fork(self):
+        """A pending copy ahead runs in the child only, once, and first of
+        the after-fork hooks: before random's (random comes with the
+        agent's imports, as in a real agent), which reseeds, and before
+        any registered later."""
+        probe = ('import os, random, sys\n'
+                 'order = []\n'
+                 'os.register_at_fork(after_in_child=lambda: order.append("later"))\n'
+                 'state = random.getstate()\n'
+                 'agent.PREFAULT_AT_FORK.append(lambda: order.append(random.getstate() == state))\n'
+                 'pid = os.fork()\n'
+                 'if pid == 0:\n'
+                 '    agent.prefault_after_fork()\n'  # as spare_main does: nothing left to run
+                 '    os._exit(0 if order == [True, "later"] else 1)\n'
+                 'del agent.PREFAULT_AT_FORK[:]\n'
+                 'st = os.waitpid(pid, 0)[1]\n'
+                 'sys.exit(1 if st else 2 if order else 0)\n')
+        p = subprocess.run([sys.executable, '-c', 'import sys\n'
+                            'if "random" in sys.modules: sys.exit(3)\n'
+                            'sys.path.insert(0, %r); import agent\n' % HERE + probe])
+        if p.returncode == 3:
+            self.skipTest("this python's site imports random before any script runs")
+        self.assertEqual(p.returncode, 0)
+
 
 def wrapper_zip(src):
     """A temp file holding the zip of wrapper source src."""
