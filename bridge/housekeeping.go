@@ -31,7 +31,7 @@ type sharedTemp struct {
 
 	mu       sync.Mutex
 	onTarget bool
-	byAgent  bool                 // (being) written by a module run, not materialize
+	byAgent  bool                 // (being) written by a module run, not writeWith
 	becomeAs string               // the become user whose step ran from it, if any
 	files    map[string]*heldFile // by base name
 	// changes counts uploads and mode changes: a module run that wrote
@@ -302,37 +302,32 @@ func (st *sharedTemp) noteUpload(name string, data []byte, size int64, mode fs.F
 	st.files[name] = &heldFile{data: data, mode: mode, size: size, mtime: time.Now(), onTarget: true}
 }
 
-// materialize writes the dir and its files to the target in order, the
-// way Ansible's own commands would have left them: base and dir 0700
-// (umask 77), files with the modes they were given.
-func (st *sharedTemp) materialize(sc *sftp.Client) error {
+// heldWriter is one way of writing a held temp dir to the target.
+type heldWriter interface {
+	// mkdirs makes base as `umask 77 && mkdir -p` would, and dir in it,
+	// 0700 even if it was there already.
+	mkdirs(base, dir string) error
+	// put writes a file, created with its final mode.
+	put(name string, data []byte, mode fs.FileMode) error
+}
+
+// writeWith writes the dir and its files to the target through w, in
+// order, the way Ansible's own commands would have left them: base and
+// dir 0700 (umask 77), files with the modes they were given.
+func (st *sharedTemp) writeWith(w heldWriter) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.onTarget {
 		return nil
 	}
-	if err := mkdirAllPrivate(sc, st.base); err != nil {
-		return fmt.Errorf("mkdir %s: %w", st.base, err)
+	if err := w.mkdirs(st.base, st.dir); err != nil {
+		return err
 	}
-	if err := sc.Mkdir(st.dir); err != nil {
-		// A module run of a concurrent invocation may have made it (the
-		// interpreter writes the dir it runs from): then it is ours.
-		if fi, serr := sc.Lstat(st.dir); serr != nil || !fi.IsDir() {
-			return fmt.Errorf("mkdir %s: %w", st.dir, err)
-		}
-	}
-	if err := sc.Chmod(st.dir, 0o700); err != nil {
-		return fmt.Errorf("chmod %s: %w", st.dir, err)
-	}
-	names := slices.Sorted(maps.Keys(st.files))
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(st.files)) {
 		f := st.files[n]
 		dst := path.Join(st.dir, n)
-		if _, err := putAtomic(sc, dst, bytes.NewReader(f.data), f.mode); err != nil {
+		if err := w.put(dst, f.data, f.mode); err != nil {
 			return fmt.Errorf("write %s: %w", dst, err)
-		}
-		if err := sc.Chmod(dst, f.mode); err != nil {
-			return fmt.Errorf("chmod %s: %w", dst, err)
 		}
 	}
 	st.onTarget = true
@@ -340,34 +335,71 @@ func (st *sharedTemp) materialize(sc *sftp.Client) error {
 	return nil
 }
 
-// materializeIn is materialize through ag, an interpreter of the login
-// user.
-func (st *sharedTemp) materializeIn(ctx context.Context, ag *interp.Client) error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.onTarget {
-		return nil
+// sftpWriter writes through SFTP.
+type sftpWriter struct{ sc *sftp.Client }
+
+func (w sftpWriter) mkdirs(base, dir string) error {
+	if err := mkdirAllPrivate(w.sc, base); err != nil {
+		return fmt.Errorf("mkdir %s: %w", base, err)
 	}
-	// Mkdir is mkdir -p: created dirs get 0700, an existing one stays.
-	if err := ag.Mkdir(ctx, st.base, 0o700); err != nil {
-		return fmt.Errorf("mkdir %s: %w", st.base, err)
-	}
-	if err := ag.Mkdir(ctx, st.dir, 0o700); err != nil {
-		return fmt.Errorf("mkdir %s: %w", st.dir, err)
-	}
-	if err := ag.Chmod(ctx, st.dir, 0o700); err != nil {
-		return fmt.Errorf("chmod %s: %w", st.dir, err)
-	}
-	names := slices.Sorted(maps.Keys(st.files))
-	for _, n := range names {
-		f := st.files[n]
-		if err := ag.PutFile(ctx, path.Join(st.dir, n), f.data, f.mode); err != nil {
-			return fmt.Errorf("write %s: %w", path.Join(st.dir, n), err)
+	if err := w.sc.Mkdir(dir); err != nil {
+		// A module run of a concurrent invocation may have made it (the
+		// interpreter writes the dir it runs from): then it is ours.
+		if fi, serr := w.sc.Lstat(dir); serr != nil || !fi.IsDir() {
+			return fmt.Errorf("mkdir %s: %w", dir, err)
 		}
 	}
-	st.onTarget = true
-	st.dropData()
+	if err := w.sc.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("chmod %s: %w", dir, err)
+	}
 	return nil
+}
+
+func (w sftpWriter) put(name string, data []byte, mode fs.FileMode) error {
+	if _, err := putAtomic(w.sc, name, bytes.NewReader(data), mode); err != nil {
+		return err
+	}
+	return w.sc.Chmod(name, mode)
+}
+
+// agentWriter writes through an interpreter of the login user.
+type agentWriter struct {
+	ctx context.Context
+	ag  *interp.Client
+}
+
+func (w agentWriter) mkdirs(base, dir string) error {
+	// Mkdir is mkdir -p: created dirs get 0700, an existing one stays.
+	if err := w.ag.Mkdir(w.ctx, base, 0o700); err != nil {
+		return fmt.Errorf("mkdir %s: %w", base, err)
+	}
+	if err := w.ag.Mkdir(w.ctx, dir, 0o700); err != nil {
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	if err := w.ag.Chmod(w.ctx, dir, 0o700); err != nil {
+		return fmt.Errorf("chmod %s: %w", dir, err)
+	}
+	return nil
+}
+
+func (w agentWriter) put(name string, data []byte, mode fs.FileMode) error {
+	return w.ag.PutFile(w.ctx, name, data, mode)
+}
+
+// shellWriter writes through run, which runs a shell script with stdin
+// on the target: the login user's mkdir and cat.
+type shellWriter func(script string, stdin []byte) error
+
+func (run shellWriter) mkdirs(base, dir string) error {
+	if err := run("umask 77 && mkdir -p "+shQuote(base)+" "+shQuote(dir)+" && chmod 700 "+shQuote(dir), nil); err != nil {
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	return nil
+}
+
+func (run shellWriter) put(name string, data []byte, mode fs.FileMode) error {
+	p := shQuote(name)
+	return run(fmt.Sprintf("umask 77 && cat > %s && chmod %o %s", p, mode.Perm(), p), data)
 }
 
 // mkdirAllPrivate is `umask 77 && mkdir -p`: missing parents are 0700.
@@ -408,7 +440,7 @@ func (t *target) materializeHeld(ctx context.Context, iv *invocation) error {
 		// made them: sftp's policy is not theirs (internal-sftp -R, -P).
 		for _, st := range pending {
 			iv.log.WithField("tmp", st.dir).Debug("writing shared temp dir to the target through the interpreter")
-			if err := st.materializeIn(ctx, ag); err != nil {
+			if err := st.writeWith(agentWriter{ctx, ag}); err != nil {
 				return err
 			}
 		}
@@ -425,7 +457,7 @@ func (t *target) materializeHeld(ctx context.Context, iv *invocation) error {
 	defer c.release()
 	for _, st := range pending {
 		iv.log.WithField("tmp", st.dir).Debug("writing shared temp dir to the target")
-		if err := st.materialize(sc); err != nil {
+		if err := st.writeWith(sftpWriter{sc}); err != nil {
 			// sftp's policy (internal-sftp -R, -P) may forbid what the
 			// login user's own commands may do; if they may not either,
 			// theirs is the error.
@@ -444,7 +476,7 @@ const slowHeldBySession = "a held temp dir the target's sftp cannot write (none,
 func (t *target) materializeBySession(ctx context.Context, iv *invocation, pending []*sharedTemp, why error) error {
 	iv.log.WithError(why).Info("sftp cannot write a held temp dir to the target; shell commands write it")
 	t.countSlow(iv, slowHeldBySession)
-	run := func(script string, stdin []byte) error {
+	run := shellWriter(func(script string, stdin []byte) error {
 		c, sess, err := t.newSession(ctx, iv, nil)
 		if err != nil {
 			return err
@@ -470,9 +502,9 @@ func (t *target) materializeBySession(ctx context.Context, iv *invocation, pendi
 			return fmt.Errorf("%s: %w", strings.TrimSpace(errb.String()), err)
 		}
 		return nil
-	}
+	})
 	for _, st := range pending {
-		if err := st.writeBy(run); err != nil {
+		if err := st.writeWith(run); err != nil {
 			return err
 		}
 	}
@@ -483,31 +515,6 @@ func (t *target) materializeBySession(ctx context.Context, iv *invocation, pendi
 // take single quotes as sh does (bash, zsh, fish, csh alike).
 func shQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
-}
-
-// writeBy is materialize through run, which runs a shell script with
-// stdin on the target.
-func (st *sharedTemp) writeBy(run func(script string, stdin []byte) error) error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.onTarget {
-		return nil
-	}
-	q := shQuote
-	if err := run("umask 77 && mkdir -p "+q(st.base)+" "+q(st.dir)+" && chmod 700 "+q(st.dir), nil); err != nil {
-		return fmt.Errorf("mkdir %s: %w", st.dir, err)
-	}
-	names := slices.Sorted(maps.Keys(st.files))
-	for _, n := range names {
-		f := st.files[n]
-		p := q(path.Join(st.dir, n))
-		if err := run(fmt.Sprintf("umask 77 && cat > %s && chmod %o %s", p, f.mode.Perm(), p), f.data); err != nil {
-			return fmt.Errorf("write %s: %w", path.Join(st.dir, n), err)
-		}
-	}
-	st.onTarget = true
-	st.dropData()
-	return nil
 }
 
 // syncRemovals waits until the interpreter has run the removals sent

@@ -89,7 +89,7 @@ func TestHousekeeping(t *testing.T) {
 	// A command naming the dir finds it on disk, with the modes Ansible set.
 	r = ssh(`/bin/sh -c 'cat ` + held + `/AnsiballZ_x.py && sleep 0'`)
 	if r.code != 0 || r.stdout != "print('hi')\n" {
-		t.Fatalf("cat after materialize: %+v", r)
+		t.Fatalf("cat after writeWith: %+v", r)
 	}
 	for p, mode := range map[string]os.FileMode{held: 0o700, held + "/AnsiballZ_x.py": 0o700} {
 		fi, err := os.Stat(p)
@@ -153,7 +153,7 @@ func TestHoldRacesMaterialize(t *testing.T) {
 	}
 	upload := &readThen{r: strings.NewReader("wrapper"), then: func() {
 		st.mu.Lock()
-		st.onTarget = true // as materialize leaves it
+		st.onTarget = true // as writeWith leaves it
 		st.mu.Unlock()
 	}}
 	held, n, err := st.hold(name, upload, -1, 0o600)
@@ -190,8 +190,8 @@ func TestMaterializeAfterModuleRun(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil { // the module run's
 		t.Fatal(err)
 	}
-	if err := st.materialize(sc); err != nil {
-		t.Fatalf("materialize over the dir a module run made: %v", err)
+	if err := st.writeWith(sftpWriter{sc}); err != nil {
+		t.Fatalf("writeWith over the dir a module run made: %v", err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != "wrapper" {
 		t.Errorf("wrapper on the target: %q, %v", b, err)

@@ -977,7 +977,7 @@ func holdUpload(t *target, sc *sftp.Client, iv *invocation, dst string, r io.Rea
 	if ok && !errors.As(err, &read) {
 		return false, nil, err
 	}
-	if err := st.materialize(sc); err != nil {
+	if err := st.writeWith(sftpWriter{sc}); err != nil {
 		return false, nil, err
 	}
 	return false, io.MultiReader(bytes.NewReader(read.prefix), r), nil
