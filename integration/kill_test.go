@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -188,6 +189,7 @@ func killablePlaybook(t *testing.T, sd side, d *privateDaemon, dir, arg, ansible
 	var hostVars map[string]map[string]any
 	if become == "su" {
 		play += fmt.Sprintf("  become_method: su\n  become_user: %s\n  vars:\n    ansible_shell_allow_world_readable_temp: true\n", suite.lab.PWUser)
+		removeWorldReadableTemps(t)
 		hostVars = map[string]map[string]any{"t": {"ansible_become_password": suite.lab.Password}}
 	}
 	play += fmt.Sprintf("  tasks:\n    - command: sleep %s\n", arg)
@@ -218,6 +220,30 @@ func killablePlaybook(t *testing.T, sd side, d *privateDaemon, dir, arg, ansible
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 10 * time.Second
 	return cmd
+}
+
+// removeWorldReadableTemps removes, when t ends, the temp dirs the login
+// user made in /var/tmp from now on: becoming an unprivileged user,
+// Ansible makes them there, and a task killed mid-run leaves them, with
+// stock as with the bridge.
+func removeWorldReadableTemps(t *testing.T) {
+	start := time.Now()
+	u, err := user.Lookup(suite.lab.User)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dirs, _ := filepath.Glob("/var/tmp/ansible-tmp-*")
+		for _, d := range dirs {
+			fi, err := os.Lstat(d)
+			if err != nil || fi.ModTime().Before(start) {
+				continue
+			}
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && strconv.Itoa(int(st.Uid)) == u.Uid {
+				_ = os.RemoveAll(d)
+			}
+		}
+	})
 }
 
 // findProcs returns the pids of the processes whose argv is exactly argv.
