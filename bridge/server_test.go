@@ -414,6 +414,52 @@ func TestDeadConnectionIsRedialled(t *testing.T) {
 	}
 }
 
+// TestConnectionLostAtExec: sshd closes the connection at the exec
+// request, unanswered (its session's monitor was killed). ssh's mux
+// client then only sees its master go: nothing said without a terminal,
+// 255; a master running its own session says the connection closed.
+// Neither says "exec request failed", which is sshd's refusal.
+func TestConnectionLostAtExec(t *testing.T) {
+	h := newHarness(t, 0)
+	cp := filepath.Join(t.TempDir(), "cp")
+	tests := []struct {
+		name   string
+		args   []string
+		stderr string
+	}{
+		{"mux client", h.sshArgs("127.0.0.1", "echo x"), ""},
+		{"mux client -tt", h.sshArgs("-tt", "127.0.0.1", "echo x"), "Shared connection to 127.0.0.1 closed.\r\n"},
+		{"own session", withOption(h.sshArgsAt(cp, "127.0.0.1", "echo x"), "ControlPersist", "no"), "Connection to 127.0.0.1 closed by remote host.\r\n"},
+		{"own session -tt", withOption(h.sshArgsAt(cp, "-tt", "127.0.0.1", "echo x"), "ControlPersist", "no"),
+			"Connection to 127.0.0.1 closed by remote host.\r\nConnection to 127.0.0.1 closed.\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h.ts.dropOnExec.Store(false)
+			if r := h.run("ssh", h.sshArgs("127.0.0.1", "true"), ""); r.code != 0 {
+				t.Fatalf("master: %+v", r)
+			}
+			h.ts.dropOnExec.Store(true)
+			r := h.run("ssh", tt.args, "")
+			if r.stdout != "" || r.stderr != tt.stderr || r.code != 255 {
+				t.Fatalf("got stdout %q stderr %q code %d; want stderr %q, 255", r.stdout, r.stderr, r.code, tt.stderr)
+			}
+		})
+	}
+	// The next invocation logs in anew.
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", "echo x"), ""); r.code != 255 {
+		t.Fatalf("dropped: %+v", r)
+	}
+	h.ts.dropOnExec.Store(false)
+	before := h.ts.conns.Load()
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", "echo again"), ""); r.stdout != "again\n" || r.code != 0 {
+		t.Fatalf("after: %+v", r)
+	}
+	if n := h.ts.conns.Load(); n != before+1 {
+		t.Errorf("%d connections, want %d", n, before+1)
+	}
+}
+
 func TestMaxSessionsOpensSecondConnection(t *testing.T) {
 	h := newHarness(t, 1)
 	started := make(chan struct{})

@@ -143,16 +143,24 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 	noPTY, closing := false, false
 	if tty {
 		term := iv.getenv("TERM")
-		if err := sess.RequestPty(term, iv.hello.Rows, iv.hello.Cols, r.terminalModes()); err != nil {
+		switch err := sess.RequestPty(term, iv.hello.Rows, iv.hello.Cols, r.terminalModes()); {
+		case errors.Is(err, sshclient.ErrPTYRefused):
 			closing = r.ptyRefused(c)
 			noPTY = !closing
+		case err != nil:
+			sess.Close()
+			c.release()
+			return nil, r.lostAtStart(err)
 		}
 	}
 	if err := sess.Start(command); err != nil {
-		iv.log.WithError(err).Warn("starting remote command failed")
-		iv.errorf("exec request failed on channel 0")
 		sess.Close()
 		c.release()
+		if !errors.Is(err, sshclient.ErrStartRefused) {
+			return nil, r.lostAtStart(err)
+		}
+		iv.log.WithError(err).Warn("starting remote command failed")
+		iv.errorf("exec request failed on channel 0")
 		return nil, fakessh.ExitSSHError
 	}
 	switch {
@@ -384,6 +392,24 @@ wait:
 		r.sharedClosed()
 	}
 	return code
+}
+
+// lostAtStart says what ssh says when the connection goes before sshd
+// answers a session's pty-req or exec (sshd's half-dead child when its
+// monitor was killed): a master running its own session "Connection to
+// HOST closed by remote host." (client_process_net_input); a mux client,
+// whose master just goes, nothing, or "Shared connection to HOST
+// closed." with a terminal. Not "exec request failed": that is sshd's
+// refusal.
+func (r *request) lostAtStart(err error) int {
+	r.iv.log.WithError(err).Warn("connection lost starting remote command")
+	if r.ownSession() {
+		r.iv.errorf("Connection to %s closed by remote host.", r.settings.HostName)
+	}
+	if r.tty() {
+		r.sharedClosed()
+	}
+	return fakessh.ExitSSHError
 }
 
 // masterGone ends c as a master's death ends its connection: a master

@@ -45,6 +45,9 @@ type testServer struct {
 	// commands (not sftp-server here, as under internal-sftp).
 	sftpReadOnly atomic.Bool
 	loginUmask   atomic.Value // string, e.g. "077"
+	// dropOnExec closes the TCP connection at an exec request, without
+	// a reply: sshd's child once its monitor was killed.
+	dropOnExec atomic.Bool
 
 	mu   sync.Mutex
 	live []net.Conn
@@ -127,12 +130,12 @@ func (ts *testServer) serve(c net.Conn, cfg *ssh.ServerConfig) {
 		open.Add(1)
 		go func() {
 			defer open.Add(-1)
-			ts.session(ch, creqs)
+			ts.session(c, ch, creqs)
 		}()
 	}
 }
 
-func (ts *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
+func (ts *testServer) session(conn net.Conn, ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer ch.Close()
 	var env []string
 	for req := range reqs {
@@ -154,6 +157,10 @@ func (ts *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			ts.ptys.Add(1)
 			req.Reply(true, nil)
 		case "exec":
+			if ts.dropOnExec.Load() {
+				conn.Close()
+				return
+			}
 			var cmd struct{ C string }
 			_ = ssh.Unmarshal(req.Payload, &cmd)
 			req.Reply(true, nil)

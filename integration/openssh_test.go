@@ -589,3 +589,145 @@ func TestMaxSessionsLikeOpenSSH(t *testing.T) {
 		t.Errorf("through the shims:\n%s\nwith OpenSSH:\n%s", g, w)
 	}
 }
+
+// TestMonitorKilledLikeOpenSSH: the sshd monitor ("sshd: USER [priv]")
+// of a ControlPersist master's connection is killed (SIGKILL, as by the
+// OOM killer); its unprivileged child keeps the connection and closes it
+// at the next session's exec, unanswered. ssh's mux client then sees its
+// master go: 255, nothing said ("Shared connection to HOST closed." with
+// -tt), not "exec request failed" (sshd's refusal); the next invocation
+// logs in anew. Only this test's connections' monitors are killed (the
+// lab's sshd is shared).
+func TestMonitorKilledLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	dir := t.TempDir()
+	kh := labKnownHosts(t)
+	d := newPrivateDaemon(t)
+	var got [2][]string
+	for i, side := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
+		cp := filepath.Join(dir, []string{"real", "shim"}[i])
+		ssh := func(flag string, cmd ...string) sshOutcome {
+			args := []string{"-F", "none", "-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+				"-o", "ControlMaster=auto", "-o", "ControlPersist=60", "-o", "ControlPath=" + cp,
+				"-i", suite.lab.Key, "-p", suite.lab.Port}
+			if flag != "" {
+				args = append(args, strings.Fields(flag)...)
+			}
+			args = append(append(args, suite.lab.User+"@127.0.0.1"), cmd...)
+			o := runOwnSession(t, exec.Command(side, args...), d.env())
+			o.stderr = strings.ReplaceAll(o.stderr, cp, "CP")
+			return o
+		}
+		say := func(what string, o sshOutcome) {
+			got[i] = append(got[i], fmt.Sprintf("%s: rc %d, stdout %q, stderr %q", what, o.rc, o.stdout, o.stderr))
+		}
+		// killMonitors kills the monitors of the master's connections: the
+		// ssh master's (-O check names it), or the private daemon's (the
+		// parent of the process -O check names).
+		killMonitors := func() {
+			o := ssh("-O check")
+			var pid int
+			if _, err := fmt.Sscanf(o.stderr, "Master running (pid=%d)", &pid); err != nil {
+				t.Fatalf("%s: -O check: %+v", side, o)
+			}
+			if i == 1 {
+				pid = parentPID(pid)
+			}
+			mons := labMonitors(t, pid)
+			if len(mons) == 0 {
+				t.Fatalf("%s: no sshd monitor found for the connections of pid %d", side, pid)
+			}
+			for _, m := range mons {
+				_ = syscall.Kill(m, syscall.SIGKILL)
+				waitFor(t, 10*time.Second, "the sshd monitor to go", func() bool { return gone(m) })
+			}
+		}
+		say("master", ssh("", "echo master-up"))
+		killMonitors()
+		say("a session", ssh("", "echo rider"))
+		say("the next", ssh("", "echo again"))
+		killMonitors()
+		say("a session with -tt", ssh("-tt", "echo rider"))
+		say("the next", ssh("", "echo again"))
+		ssh("-O exit")
+	}
+	if w, g := strings.Join(got[0], "\n"), strings.Join(got[1], "\n"); w != g {
+		t.Errorf("through the shims:\n%s\nwith OpenSSH:\n%s", g, w)
+	}
+}
+
+// gone: pid is reaped, or a zombie.
+func gone(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err != nil || strings.Contains(string(b), ") Z ")
+}
+
+// labMonitors are the sshd monitors ("sshd: USER [priv]") of pid's TCP
+// connections to the lab's sshd: the sshd processes holding the server's
+// end of each.
+func labMonitors(t *testing.T, pid int) []int {
+	t.Helper()
+	port, _ := strconv.Atoi(suite.lab.Port)
+	own := socketInodes(pid)
+	conns := tcpConns(t)
+	var mons []int
+	for _, c := range conns {
+		if c.remote != port || !own[c.inode] {
+			continue
+		}
+		for _, s := range conns {
+			if s.local != port || s.remote != c.local {
+				continue
+			}
+			procs, _ := filepath.Glob("/proc/[0-9]*")
+			for _, p := range procs {
+				n, _ := strconv.Atoi(filepath.Base(p))
+				cmd, _ := os.ReadFile(p + "/cmdline")
+				if strings.HasPrefix(string(cmd), "sshd: ") && strings.Contains(string(cmd), "[priv]") && socketInodes(n)[s.inode] {
+					mons = append(mons, n)
+				}
+			}
+		}
+	}
+	return mons
+}
+
+// socketInodes are the inodes of the sockets pid has open.
+func socketInodes(pid int) map[string]bool {
+	fds, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/fd/*")
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		if l, err := os.Readlink(fd); err == nil && strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	return inodes
+}
+
+// tcpConn is a TCP socket of /proc/net/tcp{,6}: its ports and inode.
+type tcpConn struct {
+	local, remote int
+	inode         string
+}
+
+func tcpConns(t *testing.T) []tcpConn {
+	t.Helper()
+	var conns []tcpConn
+	port := func(addr string) int {
+		n, _ := strconv.ParseInt(addr[strings.LastIndexByte(addr, ':')+1:], 16, 32)
+		return int(n)
+	}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			if fs := strings.Fields(line); len(fs) >= 10 {
+				conns = append(conns, tcpConn{local: port(fs[1]), remote: port(fs[2]), inode: fs[9]})
+			}
+		}
+	}
+	return conns
+}

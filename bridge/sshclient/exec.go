@@ -142,10 +142,14 @@ func (e *Exec) Start(command string) error {
 	}
 	ok, err := e.ch.SendRequest(kind, true, payload)
 	if err == nil && !ok {
-		err = fmt.Errorf("ssh: %s request failed", kind)
+		err = fmt.Errorf("ssh: %s request: %w", kind, ErrStartRefused)
 	}
 	return err
 }
+
+// ErrStartRefused is the server's refusal of an exec or shell request;
+// any other error of Start is the connection lost before the answer.
+var ErrStartRefused = errors.New("refused by the server")
 
 // EOW is closed when the server sends eow@openssh.com: the command has
 // closed its stdin, and ssh stops reading its own (chan_rcvd_eow).
