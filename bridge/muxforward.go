@@ -26,6 +26,7 @@ func (c *sshConn) forward(ctx context.Context, cancel bool, f mux.Forward) (int,
 			StreamLocalBindUnlink: s.StreamLocalBindUnlink,
 			Log:                   c.t.log.WithField("forwards", s.ControlPath),
 			Busy:                  c.forwarding,
+			Say:                   c.sayForeground,
 		})
 	}
 	set := c.forwards.set
@@ -50,6 +51,23 @@ func (c *sshConn) forwarding(delta int) {
 	}
 	c.t.muxBusy(delta)
 	c.release()
+}
+
+// sayForeground writes line on the stderr of c's master where that ssh
+// runs in the foreground (no ControlPersist) and is still there, as
+// ssh's error() does at its LogLevel; a ControlPersist master has
+// detached, its stderr /dev/null.
+func (c *sshConn) sayForeground(line string) {
+	iv := c.foreground
+	if iv == nil || iv.settings == nil || !iv.settings.Says("ERROR") {
+		return
+	}
+	select {
+	case <-iv.gone:
+		return
+	default:
+	}
+	iv.errorf("%s", line)
 }
 
 // close ends the forwards (the connection has closed).

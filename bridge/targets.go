@@ -227,6 +227,10 @@ type sshConn struct {
 	// master is the id of the invocation that made the connection: ssh's
 	// master, which alone says why the connection ended.
 	master uint64
+	// foreground is that invocation where it made the connection without
+	// ControlPersist: ssh's master then stays in the foreground, its
+	// stderr showing what it logs (sayForeground).
+	foreground *invocation
 
 	mu       sync.Mutex
 	active   int
@@ -499,6 +503,9 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 	if master != nil {
 		c.master = master.id
 		master.master.Store(true)
+		if s.ControlPersist == sshclient.PersistNo {
+			c.foreground = master
+		}
 		if s.ControlPersist == sshclient.PersistNo && master.pid > 0 {
 			// Held by pidfd: a pid used again is not the shim.
 			if p, err := os.FindProcess(master.pid); err == nil {

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -730,4 +731,58 @@ func tcpConns(t *testing.T) []tcpConn {
 		}
 	}
 	return conns
+}
+
+// TestForegroundMasterSaysForwardFailureLikeOpenSSH: a master made
+// without ControlPersist stays in the foreground, and its stderr shows
+// what ssh's master logs about its clients' forwarded connections: a
+// rider's -R to a port where nothing listens, connected to from the
+// remote, is "connect_to 127.0.0.1 port Q: failed.". (Its -L lines carry
+// ssh's channel numbers, which the daemon cannot give: docs/limits.md.)
+func TestForegroundMasterSaysForwardFailureLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	dir := t.TempDir()
+	kh := labKnownHosts(t)
+	d := newPrivateDaemon(t)
+	var got [2][]string
+	for i, side := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
+		cp := filepath.Join(dir, []string{"real", "shim"}[i])
+		listen, refused := unusedPort(t), unusedPort(t)
+		ssh := func(flags []string, cmd ...string) *exec.Cmd {
+			args := append([]string{"-F", "none", "-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+				"-o", "ControlMaster=auto", "-o", "ControlPersist=no", "-o", "ControlPath=" + cp,
+				"-i", suite.lab.Key, "-p", suite.lab.Port}, flags...)
+			return exec.Command(side, append(append(args, suite.lab.User+"@127.0.0.1"), cmd...)...)
+		}
+		norm := func(s string) string {
+			return strings.NewReplacer(strconv.Itoa(listen), "P", strconv.Itoa(refused), "Q", cp, "CP").Replace(s)
+		}
+		master := ssh(nil, "echo up; cat >/dev/null")
+		master.Env = append(cleanEnv(os.Environ()), append([]string{"HOME=" + suite.home, "PATH=" + suite.basePATH}, d.env()...)...)
+		var masterErr bytes.Buffer
+		master.Stderr = &masterErr
+		in := startHeld(t, master, "up\n")
+		connect := fmt.Sprintf(`python3 -c 'import socket; print(repr(socket.create_connection(("127.0.0.1", %d)).recv(9)))'`, listen)
+		rider := ssh([]string{"-R", fmt.Sprintf("%d:127.0.0.1:%d", listen, refused)}, connect)
+		o := runOwnSession(t, rider, d.env())
+		got[i] = append(got[i], fmt.Sprintf("rider: rc %d, stdout %q, stderr %q", o.rc, norm(o.stdout), norm(o.stderr)))
+		_ = in.Close()
+		err := master.Wait()
+		got[i] = append(got[i], fmt.Sprintf("master: %v, stderr %q", err, norm(masterErr.String())))
+	}
+	if w, g := strings.Join(got[0], "\n"), strings.Join(got[1], "\n"); w != g {
+		t.Errorf("through the shims:\n%s\nwith OpenSSH:\n%s", g, w)
+	}
+}
+
+// unusedPort is a TCP port nothing listens on at 127.0.0.1 (just freed).
+func unusedPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

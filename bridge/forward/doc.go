@@ -53,9 +53,13 @@
 // cancel-tcpip-forward (or cancel-streamlocal-forward@openssh.com) without
 // asking for a reply. A forwarded channel is matched by the host string
 // and port the server names, then its target is connected before the
-// channel is confirmed; failing that it is refused with "open failed"
-// (administratively prohibited) or, for a failure learnt from the network,
-// "connect failed" and the error. A remote forward whose connect port is 0
+// channel is confirmed, as channels.c's connect_to: each address in turn
+// with a non-blocking connect(2). Where every address failed in
+// connect(2) itself (or the name did not resolve), it is refused with
+// "open failed" (administratively prohibited) and Options.Say is told
+// "connect to HOST port PORT failed: REASON"; where a connect in progress
+// failed (a refused loopback port is one), "connect failed" with the
+// error, and "connect_to HOST port PORT: failed.". A remote forward whose connect port is 0
 // (ssh -R [addr:]port; the connect host is "socks") is dynamic: the
 // channel is confirmed at once, carries a SOCKS request, and is connected
 // where it asks.

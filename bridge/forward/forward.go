@@ -47,6 +47,10 @@ type Options struct {
 	// Log receives what OpenSSH's master would print on its stderr; nil
 	// discards it.
 	Log logrus.FieldLogger
+	// Say, if set, is given the lines OpenSSH's master writes on its
+	// stderr at LogLevel ERROR about a forwarded connection (without the
+	// line ending), for a master in the foreground to show.
+	Say func(line string)
 	// Busy, if set, is told of each forwarded connection as its channel
 	// opens (+1) and ends (-1): an open channel keeps ssh's master past
 	// ControlPersist.

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -361,6 +363,56 @@ func TestRemoteRefused(t *testing.T) {
 	}
 	if len(s.remote) != 0 {
 		t.Errorf("failed forwards kept: %d", len(s.remote))
+	}
+}
+
+// TestRemoteConnectFailure: a forwarded channel whose target cannot be
+// connected is refused and said as ssh's master does (channels.c): a
+// connect in progress that then fails, as to a refused loopback port, is
+// "connect_to HOST port PORT: failed." and "connect failed" with
+// strerror; one failing in connect(2) itself, as to a missing socket
+// path, is "connect to HOST port PORT failed: REASON" and
+// "administratively prohibited: open failed".
+func TestRemoteConnectFailure(t *testing.T) {
+	m := startMock(t)
+	var mu sync.Mutex
+	var said []string
+	s := newSet(t, m.dial(t), Options{Say: func(line string) {
+		mu.Lock()
+		said = append(said, line)
+		mu.Unlock()
+	}})
+	closed := target(t, "tcp", "127.0.0.1:0")
+	refused := port(closed)
+	closed.Close()
+	missing := filepath.Join(t.TempDir(), "missing")
+	for i, tt := range []struct {
+		spec         Spec
+		say, refusal string
+	}{
+		{Spec{Kind: Remote, ConnectHost: "127.0.0.1", ConnectPort: refused},
+			fmt.Sprintf("connect_to 127.0.0.1 port %d: failed.", refused), "connect failed: Connection refused"},
+		{Spec{Kind: Remote, ConnectHost: missing, ConnectPort: PortIsPath},
+			"connect to " + missing + " port -2 failed: No such file or directory", "administratively prohibited: open failed"},
+	} {
+		allocated, err := s.Open(t.Context(), tt.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := dialOK(t, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: allocated})
+		if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
+			t.Errorf("%s: the connection was not closed: %d, %v", tt.say, n, err)
+		}
+		m.waitFor(t, func() bool { return len(m.refusals) > i })
+		m.mu.Lock()
+		got := m.refusals[i]
+		m.mu.Unlock()
+		mu.Lock()
+		line := said[i]
+		mu.Unlock()
+		if got != tt.refusal || line != tt.say {
+			t.Errorf("refused %q, said %q; want %q, %q", got, line, tt.refusal, tt.say)
+		}
 	}
 }
 

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"strconv"
-	"strings"
-	"syscall"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/crypto/ssh"
@@ -311,10 +308,15 @@ func (s *Set) serveForwarded(nc ssh.NewChannel, spec Spec) {
 		s.serveRemoteDynamic(nc, log)
 		return
 	}
-	conn, err := s.dial(spec.ConnectHost, spec.ConnectPort)
+	conn, err := connectTo(s.ctx, spec.ConnectHost, spec.ConnectPort)
 	if err != nil {
-		log.Errorf("connect_to %s port %d: failed: %v", spec.ConnectHost, spec.ConnectPort, err)
-		nc.Reject(rejection(err))
+		var cf *connectFailure
+		if !errors.As(err, &cf) {
+			nc.Reject(ssh.Prohibited, "open failed")
+			return
+		}
+		s.connectFailed(cf, log)
+		nc.Reject(cf.rejection())
 		return
 	}
 	if !s.track(conn) {
@@ -345,7 +347,11 @@ func (s *Set) serveRemoteDynamic(nc ssh.NewChannel, log logrus.FieldLogger) {
 	req, err := readSOCKS(ch, ch)
 	var conn net.Conn
 	if err == nil {
-		conn, err = s.dial(req.host, int(req.port))
+		conn, err = connectTo(s.ctx, req.host, int(req.port))
+		var cf *connectFailure
+		if errors.As(err, &cf) {
+			s.connectFailed(cf, log)
+		}
 	}
 	if err == nil && !s.track(conn) {
 		err = net.ErrClosed
@@ -361,32 +367,13 @@ func (s *Set) serveRemoteDynamic(nc ssh.NewChannel, log logrus.FieldLogger) {
 	s.relay(conn, ch, reqs, req.rest, req.reply)
 }
 
-func (s *Set) dial(host string, port int) (net.Conn, error) {
-	var d net.Dialer
-	if port == PortIsPath {
-		return d.DialContext(s.ctx, "unix", host)
+// connectFailed says what ssh's master says of a forwarded channel's
+// target it could not connect: in the log, and on the stderr of a master
+// in the foreground (Options.Say).
+func (s *Set) connectFailed(cf *connectFailure, log logrus.FieldLogger) {
+	msg := cf.message()
+	log.WithError(cf.err).Errorf("connect_to %s port %d: failed", cf.host, cf.port)
+	if msg != "" && s.opts.Say != nil {
+		s.opts.Say(msg)
 	}
-	return d.DialContext(s.ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
-}
-
-// rejection is how OpenSSH refuses a forwarded channel it could not
-// connect: a failure getaddrinfo or connect(2) reports at once (unknown
-// host, a refused loopback port, a missing socket path) gives
-// "administratively prohibited: open failed"; one learnt later from the
-// network gives "connect failed" with strerror.
-func rejection(err error) (ssh.RejectionReason, string) {
-	var errno syscall.Errno
-	var op *net.OpError
-	if !errors.As(err, &errno) || !errors.As(err, &op) || op.Net == "unix" {
-		return ssh.Prohibited, "open failed"
-	}
-	if errno == syscall.ECONNREFUSED {
-		if a, ok := op.Addr.(*net.TCPAddr); ok {
-			if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap().IsLoopback() {
-				return ssh.Prohibited, "open failed"
-			}
-		}
-	}
-	msg := errno.Error()
-	return ssh.ConnectionFailed, strings.ToUpper(msg[:1]) + msg[1:]
 }

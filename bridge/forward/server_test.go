@@ -26,7 +26,10 @@ type mockServer struct {
 	globals []*ssh.Request // every global request, in order
 	opens   []openRecord   // every direct-* channel
 	fwds    map[string]net.Listener
-	changed chan struct{} // closed and replaced whenever the above change
+	// refusals are the client's refusals of forwarded channels: reason
+	// and message.
+	refusals []string
+	changed  chan struct{} // closed and replaced whenever the above change
 }
 
 type openRecord struct {
@@ -214,6 +217,13 @@ func (m *mockServer) global(sc *ssh.ServerConn, r *ssh.Request, wg *sync.WaitGro
 			wg.Go(func() {
 				ch, reqs, err := sc.OpenChannel(kind, msg(c))
 				if err != nil {
+					var oe *ssh.OpenChannelError
+					if errors.As(err, &oe) {
+						m.mu.Lock()
+						m.refusals = append(m.refusals, oe.Reason.String()+": "+oe.Message)
+						m.notify()
+						m.mu.Unlock()
+					}
 					c.Close()
 					return
 				}
