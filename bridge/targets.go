@@ -239,9 +239,11 @@ type sshConn struct {
 	// timedOut is set when keepalives went unanswered (ServerAliveInterval
 	// × ServerAliveCountMax) and the connection was closed for it.
 	timedOut atomic.Bool
-	sftp     *sftp.Client
-	home     string // the SFTP server's starting directory
-	counted  bool   // in t.alive
+	// killed: the daemon closed c (keepalive timeout, -O exit, stop).
+	killed  atomic.Bool
+	sftp    *sftp.Client
+	home    string // the SFTP server's starting directory
+	counted bool   // in t.alive
 	// noSFTP is why c's sftp subsystem cannot be had, once found: the
 	// server's answer holds for the connection, and no step asks again.
 	noSFTP *noSFTPError
@@ -429,7 +431,11 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 		c.mu.Lock()
 		c.active++
 		c.mu.Unlock()
+		// The open waits on the server: t.mu, which status, control
+		// requests and the connection's close take, must not wait too.
+		t.mu.Unlock()
 		err := open(c)
+		t.mu.Lock()
 		if err == nil {
 			return c, nil
 		}
@@ -448,6 +454,16 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 		var ns *noSFTPError
 		if errors.Is(err, sshclient.ErrSubsystemRefused) || errors.As(err, &ns) {
 			return nil, err // an answer: the connection is alive
+		}
+		if kind == forInvocation && iv != nil && !dialled && !redialled && c.killed.Load() {
+			// The connection ended under the pending request (a
+			// keepalive timeout, -O exit): ssh's mux client loses its
+			// master and logs in itself (ssh.c), nothing of its session
+			// having reached the server.
+			if iv.settings != nil && iv.settings.Says("ERROR") {
+				iv.errorf("mux_client_request_session: read from master failed: Broken pipe")
+			}
+			ownLogin = true
 		}
 		// The connection may have died silently since last use: redial once.
 		if c.alive() && !redialled {
@@ -759,8 +775,12 @@ func (c *sshConn) release() {
 }
 
 func (c *sshConn) kill() {
-	c.markDead()
+	// Closed first: a session open pending on a hung server fails at
+	// once, and markDead waits for no lock held across it.
+	c.killed.Store(true)
+	c.mux.Close()
 	_ = c.client.Close()
+	c.markDead()
 }
 
 // dropLocked closes c while t.mu is held.
