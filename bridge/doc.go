@@ -26,7 +26,12 @@
 // refused too: the invocation says so and logs in itself, on a connection
 // only it rides, which ends with it. Where the interpreters hold sessions
 // the refusal may be theirs alone, and the target opens a second shared
-// connection. A connection found dead is redialled on next use.
+// connection. A connection found dead is redialled on next use. Session
+// opens wait on the server without the target's lock, so that control
+// requests and a keepalive timeout never wait behind a hung server; a
+// client whose session was pending on a connection the daemon then
+// closed says "read from master failed" and logs in itself, as ssh's mux
+// client does.
 // A target is named user@host:port (parts clipped), with #2, #3… for
 // other targets to the same place through other control paths; it keeps its name
 // for its life. A target that never connected is forgotten once nothing
