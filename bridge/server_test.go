@@ -460,6 +460,56 @@ func TestConnectionLostAtExec(t *testing.T) {
 	}
 }
 
+// TestHungServerPendingOpen: with a session open pending on a hung server,
+// -O check answers at once, and -O exit ends the connection at once; the
+// pending client then says what ssh's mux client says when its master
+// dies, and logs in itself.
+func TestHungServerPendingOpen(t *testing.T) {
+	h := newHarness(t, 0)
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", "echo one"), ""); r.stdout != "one\n" {
+		t.Fatalf("first: %+v", r)
+	}
+	h.ts.hang.Store(true)
+	rider := make(chan result, 1)
+	go func() { rider <- h.run("ssh", h.sshArgs("127.0.0.1", "echo rider"), "") }()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.ts.held.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // polling the server
+	}
+	h.ts.hang.Store(false) // a new login is served
+	within := func(what string, args []string) result {
+		t.Helper()
+		done := make(chan result, 1)
+		go func() { done <- h.run("ssh", args, "") }()
+		select {
+		case r := <-done:
+			return r
+		case <-time.After(10 * time.Second):
+			h.ts.dropAll() // so that the daemon can stop
+			t.Fatalf("%s hangs behind the pending session", what)
+			return result{}
+		}
+	}
+	if r := within("-O check", h.sshArgs("-O", "check", "127.0.0.1")); r.code != 0 || !strings.HasPrefix(r.stderr, "Master running (pid=") {
+		t.Fatalf("check: %+v", r)
+	}
+	if r := within("-O exit", h.sshArgs("-O", "exit", "127.0.0.1")); r.code != 0 || r.stderr != "Exit request sent.\r\n" {
+		t.Fatalf("exit: %+v", r)
+	}
+	select {
+	case r := <-rider:
+		if r.code != 0 || r.stdout != "rider\n" || r.stderr != "mux_client_request_session: read from master failed: Broken pipe\r\n" {
+			t.Fatalf("rider: %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		h.ts.dropAll()
+		t.Fatal("the rider hangs on the closed connection")
+	}
+	if n := h.ts.conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+}
+
 func TestMaxSessionsOpensSecondConnection(t *testing.T) {
 	h := newHarness(t, 1)
 	started := make(chan struct{})

@@ -49,6 +49,11 @@ type testServer struct {
 	// a reply: sshd's child once its monitor was killed.
 	dropOnExec atomic.Bool
 
+	// hang holds the channel opens that come while set unanswered, as a
+	// hung sshd (SIGSTOP); held counts them. They stay held.
+	hang atomic.Bool
+	held atomic.Int32
+
 	mu   sync.Mutex
 	live []net.Conn
 }
@@ -115,6 +120,10 @@ func (ts *testServer) serve(c net.Conn, cfg *ssh.ServerConfig) {
 	go ssh.DiscardRequests(reqs)
 	var open atomic.Int32
 	for nc := range chans {
+		if ts.hang.Load() {
+			ts.held.Add(1)
+			continue
+		}
 		if nc.ChannelType() != "session" {
 			nc.Reject(ssh.UnknownChannelType, "no")
 			continue
