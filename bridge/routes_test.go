@@ -4,8 +4,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/journal"
 )
 
 // pong is in the output of pingWrapper's module.
@@ -82,9 +86,16 @@ func TestModuleRoute(t *testing.T) {
 		t.Fatalf("routes %v, want module=3", h.routes())
 	}
 	// The journal shows each run's module and arguments, from the
-	// wrapper the route took apart, and a pipelined one's stdin.
+	// wrapper the route took apart, and a pipelined one's stdin: their
+	// values once the run is done, which the journal notes just after
+	// the shim has its answer.
+	views := h.srv.journal.Snapshot()
+	running := func(v journal.EntryView) bool { return !v.Done }
+	for deadline := time.Now().Add(10 * time.Second); slices.ContainsFunc(views, running) && time.Now().Before(deadline); views = h.srv.journal.Snapshot() {
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
 	var modules int
-	for _, v := range h.srv.journal.Snapshot() {
+	for _, v := range views {
 		if v.Route != routeModule {
 			continue
 		}
