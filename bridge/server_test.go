@@ -510,6 +510,42 @@ func TestHungServerPendingOpen(t *testing.T) {
 	}
 }
 
+// TestStoppedMasterDropped: -O stop while a session open is pending on a
+// hung server, then the server drops the connection. The failed open
+// closes the connection -O stop detached without holding up the daemon
+// (it once did so under the target's lock, which markDead then waited
+// for: status, -O requests and the idle exit hung for good).
+func TestStoppedMasterDropped(t *testing.T) {
+	h := newHarness(t, 0)
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", "echo one"), ""); r.stdout != "one\n" {
+		t.Fatalf("first: %+v", r)
+	}
+	h.ts.hang.Store(true)
+	rider := make(chan result, 1)
+	go func() { rider <- h.run("ssh", h.sshArgs("127.0.0.1", "echo rider"), "") }()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.ts.held.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // polling the server
+	}
+	h.ts.hang.Store(false)
+	if r := h.run("ssh", h.sshArgs("-O", "stop", "127.0.0.1"), ""); r.code != 0 {
+		t.Fatalf("stop: %+v", r)
+	}
+	h.ts.dropAll()
+	select {
+	case <-rider:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rider hangs on the dropped connection")
+	}
+	status := make(chan struct{})
+	go func() { h.srv.Status(); close(status) }()
+	select {
+	case <-status:
+	case <-time.After(10 * time.Second):
+		t.Fatal("status hangs: the target's lock is held for good")
+	}
+}
+
 func TestMaxSessionsOpensSecondConnection(t *testing.T) {
 	h := newHarness(t, 1)
 	started := make(chan struct{})

@@ -435,11 +435,16 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 		// requests and the connection's close take, must not wait too.
 		t.mu.Unlock()
 		err := open(c)
+		if err != nil {
+			// Before t.mu: a connection -O stop detached meanwhile, or
+			// one of this invocation's own, closes here, and its
+			// markDead takes t.mu.
+			c.release()
+		}
 		t.mu.Lock()
 		if err == nil {
 			return c, nil
 		}
-		c.release()
 		var refused *ssh.OpenChannelError
 		if errors.As(err, &refused) {
 			t.log.WithError(err).Info("server refused another channel; using another connection")
