@@ -460,12 +460,11 @@ func TestConnectionLostAtExec(t *testing.T) {
 	}
 }
 
-// TestHungServerPendingOpen: with a session open pending on a hung server,
-// -O check answers at once, and -O exit ends the connection at once; the
-// pending client then says what ssh's mux client says when its master
-// dies, and logs in itself.
-func TestHungServerPendingOpen(t *testing.T) {
-	h := newHarness(t, 0)
+// pendOnHungServer makes a master, then hangs the server and starts a
+// rider whose session open the server holds unanswered; it returns once
+// the server holds it, with the rider's result to come.
+func pendOnHungServer(t *testing.T, h *harness) chan result {
+	t.Helper()
 	if r := h.run("ssh", h.sshArgs("127.0.0.1", "echo one"), ""); r.stdout != "one\n" {
 		t.Fatalf("first: %+v", r)
 	}
@@ -476,6 +475,16 @@ func TestHungServerPendingOpen(t *testing.T) {
 	for h.ts.held.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond) // polling the server
 	}
+	return rider
+}
+
+// TestHungServerPendingOpen: with a session open pending on a hung server,
+// -O check answers at once, and -O exit ends the connection at once; the
+// pending client then says what ssh's mux client says when its master
+// dies, and logs in itself.
+func TestHungServerPendingOpen(t *testing.T) {
+	h := newHarness(t, 0)
+	rider := pendOnHungServer(t, h)
 	h.ts.hang.Store(false) // a new login is served
 	within := func(what string, args []string) result {
 		t.Helper()
@@ -517,16 +526,7 @@ func TestHungServerPendingOpen(t *testing.T) {
 // for: status, -O requests and the idle exit hung for good).
 func TestStoppedMasterDropped(t *testing.T) {
 	h := newHarness(t, 0)
-	if r := h.run("ssh", h.sshArgs("127.0.0.1", "echo one"), ""); r.stdout != "one\n" {
-		t.Fatalf("first: %+v", r)
-	}
-	h.ts.hang.Store(true)
-	rider := make(chan result, 1)
-	go func() { rider <- h.run("ssh", h.sshArgs("127.0.0.1", "echo rider"), "") }()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.ts.held.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond) // polling the server
-	}
+	rider := pendOnHungServer(t, h)
 	h.ts.hang.Store(false)
 	if r := h.run("ssh", h.sshArgs("-O", "stop", "127.0.0.1"), ""); r.code != 0 {
 		t.Fatalf("stop: %+v", r)
