@@ -554,9 +554,7 @@ func TestMaxSessionsLikeOpenSSH(t *testing.T) {
 	for i, side := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
 		cp := filepath.Join(dir, []string{"real", "shim"}[i])
 		ssh := func(key string, cmd ...string) *exec.Cmd {
-			args := []string{"-F", "none", "-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-				"-o", "ControlMaster=auto", "-o", "ControlPersist=60", "-o", "ControlPath=" + cp,
-				"-i", key, "-p", suite.lab.Port, user + "@127.0.0.1"}
+			args := append(labMuxArgs(kh, cp, "60", key), user+"@127.0.0.1")
 			return exec.Command(side, append(args, cmd...)...)
 		}
 		say := func(what string, o sshOutcome) {
@@ -609,9 +607,7 @@ func TestMonitorKilledLikeOpenSSH(t *testing.T) {
 	for i, side := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
 		cp := filepath.Join(dir, []string{"real", "shim"}[i])
 		ssh := func(flag string, cmd ...string) sshOutcome {
-			args := []string{"-F", "none", "-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-				"-o", "ControlMaster=auto", "-o", "ControlPersist=60", "-o", "ControlPath=" + cp,
-				"-i", suite.lab.Key, "-p", suite.lab.Port}
+			args := labMuxArgs(kh, cp, "60", suite.lab.Key)
 			if flag != "" {
 				args = append(args, strings.Fields(flag)...)
 			}
@@ -750,9 +746,7 @@ func TestForegroundMasterSaysForwardFailureLikeOpenSSH(t *testing.T) {
 		cp := filepath.Join(dir, []string{"real", "shim"}[i])
 		listen, refused := unusedPort(t), unusedPort(t)
 		ssh := func(flags []string, cmd ...string) *exec.Cmd {
-			args := append([]string{"-F", "none", "-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-				"-o", "ControlMaster=auto", "-o", "ControlPersist=no", "-o", "ControlPath=" + cp,
-				"-i", suite.lab.Key, "-p", suite.lab.Port}, flags...)
+			args := append(labMuxArgs(kh, cp, "no", suite.lab.Key), flags...)
 			return exec.Command(side, append(append(args, suite.lab.User+"@127.0.0.1"), cmd...)...)
 		}
 		norm := func(s string) string {
@@ -774,6 +768,15 @@ func TestForegroundMasterSaysForwardFailureLikeOpenSSH(t *testing.T) {
 	if w, g := strings.Join(got[0], "\n"), strings.Join(got[1], "\n"); w != g {
 		t.Errorf("through the shims:\n%s\nwith OpenSSH:\n%s", g, w)
 	}
+}
+
+// labMuxArgs is ssh's options for the lab's sshd in the *LikeOpenSSH
+// tests: no config file, known_hosts kh, batch mode, only key, and a
+// master (ControlMaster auto, ControlPersist persist) on cp.
+func labMuxArgs(kh, cp, persist, key string) []string {
+	return []string{"-F", "none", "-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+		"-o", "ControlMaster=auto", "-o", "ControlPersist=" + persist, "-o", "ControlPath=" + cp,
+		"-i", key, "-p", suite.lab.Port}
 }
 
 // unusedPort is a TCP port nothing listens on at 127.0.0.1 (just freed).
