@@ -34,6 +34,9 @@ func TestClientKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Here, not in a subtest: the su subtests run in parallel, and one
+	// that ended first would remove the temp dirs of one still running.
+	removeWorldReadableTemps(t)
 	type kill struct {
 		name    string
 		ansible bool
@@ -189,7 +192,6 @@ func killablePlaybook(t *testing.T, sd side, d *privateDaemon, dir, arg, ansible
 	var hostVars map[string]map[string]any
 	if become == "su" {
 		play += fmt.Sprintf("  become_method: su\n  become_user: %s\n  vars:\n    ansible_shell_allow_world_readable_temp: true\n", suite.lab.PWUser)
-		removeWorldReadableTemps(t)
 		hostVars = map[string]map[string]any{"t": {"ansible_become_password": suite.lab.Password}}
 	}
 	play += fmt.Sprintf("  tasks:\n    - command: sleep %s\n", arg)
@@ -222,10 +224,10 @@ func killablePlaybook(t *testing.T, sd side, d *privateDaemon, dir, arg, ansible
 	return cmd
 }
 
-// removeWorldReadableTemps removes, when t ends, the temp dirs the login
-// user made in /var/tmp from now on: becoming an unprivileged user,
-// Ansible makes them there, and a task killed mid-run leaves them, with
-// stock as with the bridge.
+// removeWorldReadableTemps removes, when t and its subtests end, the temp
+// dirs the login user made in /var/tmp from now on: becoming an
+// unprivileged user, Ansible makes them there, and a task killed mid-run
+// leaves them, with stock as with the bridge.
 func removeWorldReadableTemps(t *testing.T) {
 	start := time.Now()
 	u, err := user.Lookup(suite.lab.User)
