@@ -71,7 +71,7 @@ func strerror(err error) string {
 // channels.c's connect_to does: each address of host in turn, with a
 // non-blocking connect(2), the next tried when one fails. Failing, it
 // returns a *connectFailure.
-func connectTo(ctx context.Context, host string, port int) (net.Conn, error) {
+func connectTo(ctx context.Context, host string, port int) (net.Conn, *connectFailure) {
 	fail := &connectFailure{host: host, port: port, atOnce: true}
 	if port == PortIsPath {
 		c, _, err := connectOne(ctx, unix.AF_UNIX, &unix.SockaddrUnix{Name: host}, &net.UnixAddr{Name: host, Net: "unix"})
@@ -82,6 +82,9 @@ func connectTo(ctx context.Context, host string, port int) (net.Conn, error) {
 		return c, nil
 	}
 	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err == nil && len(ips) == 0 {
+		err = &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
 	if err != nil {
 		fail.err = err
 		return nil, fail

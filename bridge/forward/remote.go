@@ -308,13 +308,8 @@ func (s *Set) serveForwarded(nc ssh.NewChannel, spec Spec) {
 		s.serveRemoteDynamic(nc, log)
 		return
 	}
-	conn, err := connectTo(s.ctx, spec.ConnectHost, spec.ConnectPort)
-	if err != nil {
-		var cf *connectFailure
-		if !errors.As(err, &cf) {
-			nc.Reject(ssh.Prohibited, "open failed")
-			return
-		}
+	conn, cf := connectTo(s.ctx, spec.ConnectHost, spec.ConnectPort)
+	if cf != nil {
 		s.connectFailed(cf, log)
 		nc.Reject(cf.rejection())
 		return
@@ -347,10 +342,10 @@ func (s *Set) serveRemoteDynamic(nc ssh.NewChannel, log logrus.FieldLogger) {
 	req, err := readSOCKS(ch, ch)
 	var conn net.Conn
 	if err == nil {
-		conn, err = connectTo(s.ctx, req.host, int(req.port))
 		var cf *connectFailure
-		if errors.As(err, &cf) {
+		if conn, cf = connectTo(s.ctx, req.host, int(req.port)); cf != nil {
 			s.connectFailed(cf, log)
+			err = cf
 		}
 	}
 	if err == nil && !s.track(conn) {
