@@ -81,9 +81,7 @@ func TestNoPTYLikeOpenSSH(t *testing.T) {
 	var got [2][]string
 	for i, side := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
 		ssh := func(cp, persist string, args ...string) sshOutcome {
-			base := []string{"-F", "none", "-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-				"-o", "ControlMaster=auto", "-o", "ControlPersist=" + persist, "-o", "ControlPath=" + cp, "-i", key, "-p", suite.lab.Port}
-			return runOwnSession(t, exec.Command(side, append(base, args...)...), d.env())
+			return runOwnSession(t, exec.Command(side, append(labMuxArgs(kh, cp, persist, key), args...)...), d.env())
 		}
 		say := func(what string, o sshOutcome) {
 			got[i] = append(got[i], fmt.Sprintf("%s: rc %d, stdout %q, stderr %q", what, o.rc, o.stdout, o.stderr))

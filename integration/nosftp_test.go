@@ -85,8 +85,7 @@ func TestNoSFTPLikeOpenSSH(t *testing.T) {
 		cp := filepath.Join(dir, side)
 		dst := "ab-nosftp-" + side + ".txt"
 		t.Cleanup(func() { _ = os.Remove(filepath.Join(u.HomeDir, dst)) })
-		opts := []string{"-F", "none", "-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-			"-o", "ControlMaster=auto", "-o", "ControlPersist=60", "-o", "ControlPath=" + cp, "-i", suite.lab.Key}
+		opts := labMuxOpts(kh, cp, "60", suite.lab.Key)
 		say := func(what string, o sshOutcome) {
 			// scp names itself as called: by its path here.
 			stderr := dd.ReplaceAllString(strings.ReplaceAll(o.stderr, bin+"/", "BIN/"), "N bytes copied")
@@ -164,8 +163,7 @@ func TestSFTPPolicyLikeOpenSSH(t *testing.T) {
 			_ = os.Remove(filepath.Join(u.HomeDir, dst))
 			_ = os.Remove(filepath.Join(u.HomeDir, dst+".sftp"))
 		})
-		opts := []string{"-F", "none", "-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-			"-o", "ControlMaster=auto", "-o", "ControlPersist=60", "-o", "ControlPath=" + cp, "-i", suite.lab.Key}
+		opts := labMuxOpts(kh, cp, "60", suite.lab.Key)
 		say := func(what string, o sshOutcome) {
 			// Each side writes its own file: name them alike.
 			stdout := strings.ReplaceAll(o.stdout, dst, "DST")

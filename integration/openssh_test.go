@@ -771,12 +771,18 @@ func TestForegroundMasterSaysForwardFailureLikeOpenSSH(t *testing.T) {
 }
 
 // labMuxArgs is ssh's options for the lab's sshd in the *LikeOpenSSH
-// tests: no config file, known_hosts kh, batch mode, only key, and a
-// master (ControlMaster auto, ControlPersist persist) on cp.
+// tests: labMuxOpts and the lab's port.
 func labMuxArgs(kh, cp, persist, key string) []string {
+	return append(labMuxOpts(kh, cp, persist, key), "-p", suite.lab.Port)
+}
+
+// labMuxOpts is the options ssh, scp and sftp share in those tests (each
+// names the port its own way): no config file, known_hosts kh, batch
+// mode, only key, and a master (ControlMaster auto, ControlPersist
+// persist) on cp.
+func labMuxOpts(kh, cp, persist, key string) []string {
 	return []string{"-F", "none", "-o", "UserKnownHostsFile=" + kh, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-		"-o", "ControlMaster=auto", "-o", "ControlPersist=" + persist, "-o", "ControlPath=" + cp,
-		"-i", key, "-p", suite.lab.Port}
+		"-o", "ControlMaster=auto", "-o", "ControlPersist=" + persist, "-o", "ControlPath=" + cp, "-i", key}
 }
 
 // unusedPort is a TCP port nothing listens on at 127.0.0.1 (just freed).
