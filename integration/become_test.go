@@ -71,7 +71,7 @@ func TestNoPasswordLeaks(t *testing.T) {
 		}
 		b, err := os.ReadFile(p)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil // a journal entry dropped since its dir was listed
+			return nil // an entry dropped, or renamed as its route became known, since listed
 		}
 		if err != nil {
 			return err
