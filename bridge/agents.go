@@ -39,6 +39,10 @@ const (
 type slotKey struct {
 	become string // become.Wrapper.Identity (never empty); "" for the login user
 	python string
+	// terminal: the become tool ran on a terminal. It serves only steps
+	// it would run on one too, as a tool's policy may differ with or
+	// without one (sudo's requiretty).
+	terminal bool
 }
 
 // String is the key as status shows it: the become identity, if any,
@@ -46,6 +50,9 @@ type slotKey struct {
 func (k slotKey) String() string {
 	if k.become == "" {
 		return k.python
+	}
+	if k.terminal {
+		return k.become + " on a terminal " + k.python
 	}
 	return k.become + " " + k.python
 }

@@ -15,6 +15,13 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/interp"
 )
 
+// becomeOnTerminal tells whether the become tool runs on a terminal: a
+// tool that reads passwords from a terminal only (su) gets one; -tt asks
+// for one anyway.
+func becomeOnTerminal(w *become.Wrapper, tty bool) bool {
+	return tty || w.Method.TerminalPassword
+}
+
 // startBecomeAgent runs Ansible's become wrapper with the interpreter's
 // first stage inside, relaying everything up to the success marker
 // between the tool and Ansible: its password prompt, the password Ansible
@@ -22,17 +29,15 @@ import (
 // When the tool fails, its output and exit status are Ansible's answer
 // and no interpreter is kept.
 //
+// The tool runs on a terminal where pty is set (becomeOnTerminal).
 // shimIn, if set, is the shim's stdin as accepted already (with a
 // password typed ahead).
-func (r *request) startBecomeAgent(w *become.Wrapper, python string, tty bool, shimIn io.Reader) (becomeStarted, error) {
+func (r *request) startBecomeAgent(w *become.Wrapper, python string, pty bool, shimIn io.Reader) (becomeStarted, error) {
 	ctx, iv, t := r.ctx, r.iv, r.t
 	startCmd, err := w.WithInner(r.command, bootstrap.Inline(python))
 	if err != nil {
 		return becomeStarted{}, err
 	}
-	// A tool that reads passwords from a terminal only (su) gets one;
-	// -tt asks for one anyway.
-	pty := tty || w.Method.TerminalPassword
 	var term *sshclient.PTY
 	if pty {
 		term = &sshclient.PTY{Term: iv.getenv("TERM"), Rows: iv.hello.Rows, Cols: iv.hello.Cols}

@@ -65,8 +65,8 @@ func (r *request) serveBecome() (code int, served bool) {
 		}
 	}
 	python := strings.Join(c.python, " ")
-	key := slotKey{become: w.Identity(), python: python}
 	tty := r.tty()
+	key := slotKey{become: w.Identity(), python: python, terminal: becomeOnTerminal(w, tty)}
 	ag, secret, seen := t.runningAgent(ctx, key)
 	if ag != nil && !t.keepBecomeAgent(ctx, iv, key, ag, seen) {
 		ag, secret = nil, nil // the tool runs again, as for stock's every step
@@ -119,7 +119,7 @@ func (r *request) serveBecome() (code int, served bool) {
 			}()
 			defer func() { <-loginUp }()
 		}
-		st, err := r.startBecomeAgent(w, python, tty, stdin)
+		st, err := r.startBecomeAgent(w, python, key.terminal, stdin)
 		recorded := res.done(t, st.ag, st.password, err)
 		if st.ag == nil {
 			if err != nil {
@@ -260,7 +260,7 @@ func (r *wipingReader) Read(p []byte) (int, error) {
 // be given to the real tool.
 func askPassword(iv *invocation, w *become.Wrapper, tty bool, secret *passwordHash) (answer []byte, ok bool) {
 	prompt := w.PasswordPrompt()
-	onTerminal := tty || w.Method.TerminalPassword
+	onTerminal := becomeOnTerminal(w, tty)
 	if onTerminal {
 		_, _ = io.WriteString(iv.stdout(), prompt)
 	} else {
