@@ -19,8 +19,13 @@
 // A target is a ControlPath's (expanded as ssh does, from the command
 // line merged with ssh_config, see package sshclient): invocations share
 // it where ssh would multiplex them over a master (share.go), and the
-// invocation that logs in does so with its own settings. Dialing is serialised per
-// target, so Ansible's forks starting at once log in once. When the
+// invocation that logs in does so with its own settings. A login holds
+// no lock of the target's: one waiting at a password prompt holds up
+// neither status, control requests (which find no socket yet, as ssh's
+// master listens once logged in) nor another invocation's login beside
+// it, as two ssh log in side by side; the one that finishes second
+// finds the socket taken and, as ssh, goes on without multiplexing, on
+// a connection of its own. When the
 // server refuses a session (OpenSSH's MaxSessions) and the bridge's own
 // interpreters hold none on that connection, ssh's mux client would be
 // refused too: the invocation says so and logs in itself, on a connection

@@ -16,7 +16,9 @@ import (
 //     mux client would, without logging in;
 //   - ControlMaster auto (or yes) with no live connection logs in with its
 //     own settings and credentials, even when another's login completes
-//     meanwhile (two ssh racing to be master each log in), and its
+//     meanwhile (two ssh racing to be master each log in, side by side:
+//     the second to finish finds the socket taken and keeps its
+//     connection to itself), and its
 //     connection becomes the path's master, kept for ControlPersist
 //     after its last session (none: it ends with that session, or
 //     with its ssh, killed: masterGone, endOrphanedOwnSessions);

@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
@@ -199,6 +201,96 @@ func TestNoMasterMeansOwnLogin(t *testing.T) {
 	// Now a master is up: the next one multiplexes over it.
 	run()
 	if r := <-results; r.code != 0 || dials.Load() != 2 {
+		t.Fatalf("over the master: %+v, %d logins", r, dials.Load())
+	}
+}
+
+// TestLoginHeldAtPrompt: a login waiting at a password prompt holds up
+// nothing else on its ControlPath, as an ssh authenticating holds up no
+// other ssh. Meanwhile -O check finds no socket (ssh's master listens
+// only once logged in), status answers, and a second invocation logs in
+// itself and becomes the master; the held login, once through, finds
+// the socket taken and runs without multiplexing, its connection ending
+// with it.
+func TestLoginHeldAtPrompt(t *testing.T) {
+	h := newHarness(t, 0)
+	dial := h.srv.targets.dial
+	prompting, answer := make(chan struct{}), make(chan struct{})
+	var dials atomic.Int32
+	var answered sync.Once
+	t.Cleanup(func() { answered.Do(func() { close(answer) }) }) // so that the daemon can stop
+	h.srv.targets.dial = func(ctx context.Context, s *sshclient.Settings, p sshclient.Prompter, log logrus.FieldLogger) (*sshclient.Client, error) {
+		if dials.Add(1) == 1 {
+			close(prompting)
+			select { // a person yet to type the password
+			case <-answer:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return dial(ctx, s, p, log)
+	}
+	within := func(what string, f func() result) result {
+		t.Helper()
+		done := make(chan result, 1)
+		go func() { done <- f() }()
+		select {
+		case r := <-done:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s waits behind the login at its prompt", what)
+			return result{}
+		}
+	}
+	held := make(chan result, 1)
+	go func() { held <- h.run("ssh", h.sshArgs("127.0.0.1", "echo held"), "") }()
+	select {
+	case <-prompting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first login did not start")
+	}
+
+	noSocket := "Control socket connect(" + h.cp + "): No such file or directory\r\n"
+	for _, op := range []string{"check", "stop", "exit"} {
+		r := within("-O "+op, func() result { return h.run("ssh", h.sshArgs("-O", op, "127.0.0.1"), "") })
+		if r.code != 255 || r.stdout != "" || r.stderr != noSocket {
+			t.Errorf("-O %s during the login: %+v, want %q and 255", op, r, noSocket)
+		}
+	}
+	st := within("status", func() result {
+		for _, ts := range h.srv.Status().Targets {
+			if ts.ControlPath == h.cp {
+				return result{code: ts.Connections}
+			}
+		}
+		return result{code: -1}
+	})
+	if st.code != 0 {
+		t.Errorf("status during the login: %d connections, want 0", st.code)
+	}
+	if r := within("a second login", func() result { return h.run("ssh", h.sshArgs("127.0.0.1", "echo second"), "") }); r.code != 0 || r.stdout != "second\n" || r.stderr != "" {
+		t.Fatalf("second login during the first: %+v", r)
+	}
+	if r := h.run("ssh", h.sshArgs("-O", "check", "127.0.0.1"), ""); r.code != 0 || !strings.HasPrefix(r.stderr, "Master running (pid=") {
+		t.Fatalf("-O check once the second is master: %+v", r)
+	}
+
+	answered.Do(func() { close(answer) })
+	r := <-held
+	if want := "ControlSocket " + h.cp + " already exists, disabling multiplexing\r\n"; r.code != 0 || r.stdout != "held\n" || r.stderr != want {
+		t.Fatalf("the held login: %+v, want stderr %q", r, want)
+	}
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("%d logins, want 2", n)
+	}
+	// Its connection was its own: it ended with it. The master rides on.
+	tg := h.srv.targets.lookup(h.cp)
+	waitFor(t, "the held login's connection to close", func() bool {
+		tg.mu.Lock()
+		defer tg.mu.Unlock()
+		return len(tg.conns) == 1
+	})
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", "echo rider"), ""); r.code != 0 || r.stdout != "rider\n" || dials.Load() != 2 {
 		t.Fatalf("over the master: %+v, %d logins", r, dials.Load())
 	}
 }

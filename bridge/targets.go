@@ -171,7 +171,7 @@ type target struct {
 	// its temp dirs are not held, so its sftp and scp fail as stock's.
 	sftpNoWrite atomic.Bool
 
-	mu     sync.Mutex // serialises dialing, so that forks share one login
+	mu     sync.Mutex // never held across a login or a server's answer
 	conns  []*sshConn
 	routes map[string]int
 	// slow counts invocations that took the slow path (passthrough) for a
@@ -397,8 +397,6 @@ func (t *target) use(ctx context.Context, p sshclient.Prompter, open func(*sshCo
 // bridge's interpreters hold sessions, the refusal may be theirs alone:
 // another shared connection takes the session, as the master would have.
 func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionKind, open func(*sshConn) error) (*sshConn, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	tried := map[*sshConn]bool{}
 	redialled := false
 	// An invocation that found no master logs in itself, as ssh does
@@ -409,42 +407,41 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 	ownLogin := false // refused by its master: a connection of its own
 	for {
 		var c *sshConn
+		t.mu.Lock()
 		for _, cand := range t.conns {
 			if !mustLogin && !ownLogin && !tried[cand] && cand.alive() && cand.serves(iv, kind) {
 				c = cand
 				break
 			}
 		}
+		if c != nil {
+			c.mu.Lock()
+			c.active++
+			c.mu.Unlock()
+		}
+		t.mu.Unlock()
 		mustLogin = false
 		dialled := c == nil
 		if dialled {
+			// Busy once made: a stop in between detaches it, as a
+			// master's clients finish on it.
 			var err error
-			if c, err = t.dialLocked(ctx, p); err != nil {
+			if c, err = t.dial(ctx, p, kind, ownLogin); err != nil {
 				return nil, err
-			}
-			if ownLogin && c.mux == nil {
-				c.owner = iv.id
 			}
 			ownLogin = false
 		}
 		tried[c] = true
-		c.mu.Lock()
-		c.active++
-		c.mu.Unlock()
 		// The open waits on the server: t.mu, which status, control
 		// requests and the connection's close take, must not wait too.
-		t.mu.Unlock()
 		err := open(c)
-		if err != nil {
-			// Before t.mu: a connection -O stop detached meanwhile, or
-			// one of this invocation's own, closes here, and its
-			// markDead takes t.mu.
-			c.release()
-		}
-		t.mu.Lock()
 		if err == nil {
 			return c, nil
 		}
+		// Without t.mu: a connection -O stop detached meanwhile, or one
+		// of this invocation's own, closes here, and its markDead takes
+		// t.mu.
+		c.release()
 		var refused *ssh.OpenChannelError
 		if errors.As(err, &refused) {
 			t.log.WithError(err).Info("server refused another channel; using another connection")
@@ -472,7 +469,9 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 		}
 		// The connection may have died silently since last use: redial once.
 		if c.alive() && !redialled {
+			t.mu.Lock()
 			t.dropLocked(c)
+			t.mu.Unlock()
 		}
 		if redialled {
 			return nil, err
@@ -481,10 +480,15 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 	}
 }
 
-// dialLocked connects with the settings of the invocation asking (p), as
-// the ssh that becomes a master logs in with its own options and
-// credentials; those become the target's.
-func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn, error) {
+// dial connects with the settings of the invocation asking (p), as the
+// ssh that becomes a master logs in with its own options and
+// credentials; those become the target's. The login (a password prompt
+// may wait on a person) runs without t.mu, as two ssh log in side by
+// side: status, control requests and other logins do not wait for it.
+// The connection it returns is busy (active), for the caller to release.
+// own: its master refused the invocation a session, and a connection it
+// makes is its own unless it becomes the master.
+func (t *target) dial(ctx context.Context, p sshclient.Prompter, kind sessionKind, own bool) (*sshConn, error) {
 	settings := t.settings.Load()
 	master, _ := p.(*invocation)
 	if master != nil && master.settings != nil {
@@ -507,7 +511,9 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 		client.Close()
 		return nil, err
 	}
-	c := &sshConn{t: t, client: client, counted: true, sendEnv: settings.SendEnv}
+	c := &sshConn{t: t, client: client, counted: true, sendEnv: settings.SendEnv, active: 1}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if master != nil && (s.ControlMaster == "auto" || s.ControlMaster == "yes") {
 		// A new master listens on its ControlPath once logged in, and
 		// fails there as ssh's does.
@@ -515,9 +521,18 @@ func (t *target) dialLocked(ctx context.Context, p sshclient.Prompter) (*sshConn
 			client.Close()
 			return nil, err
 		}
+		// Another's socket there (a login beside this one finished
+		// first): ssh goes on without multiplexing, on a connection no
+		// other client finds, which ends with it.
+		own = own || c.mux == nil && kind == forInvocation
+	}
+	if own && master != nil && c.mux == nil {
+		c.owner = master.id
 	}
 	c.masterOptions(master, settings)
-	t.settings.Store(settings)
+	if c.owner == 0 {
+		t.settings.Store(settings)
+	}
 	t.dials++
 	t.connected.Store(true)
 	t.alive.Add(1)
