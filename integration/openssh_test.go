@@ -795,3 +795,88 @@ func unusedPort(t *testing.T) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// TestLoginAtPromptLikeOpenSSH: while one ssh's password login waits at
+// its SSH_ASKPASS prompt, nothing else on its ControlPath waits for it:
+// -O check finds no control socket (a master listens once logged in), a
+// second ssh logs in with its key and becomes the master, and the first,
+// once answered, finds the socket taken and runs without multiplexing.
+// Through the shims the same (the daemon once held the target's lock
+// across the login, so -O check and the second login hung behind it).
+func TestLoginAtPromptLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	dir := t.TempDir()
+	kh := labKnownHosts(t)
+	d := newPrivateDaemon(t)
+	pid := regexp.MustCompile(`pid=[0-9]+`)
+	var got [2][]string
+	for i, side := range []string{suite.realSSH, filepath.Join(suite.shims, "ssh")} {
+		name := []string{"real", "shim"}[i]
+		cp := filepath.Join(dir, name)
+		asked, answer := filepath.Join(dir, name+".asked"), filepath.Join(dir, name+".answer")
+		askpass := filepath.Join(dir, name+".askpass")
+		// Polls for the test's answer, as a person yet to type.
+		script := fmt.Sprintf("#!/bin/sh\n: > '%s'\nwhile [ ! -e '%s' ]; do sleep 0.05; done\nprintf '%%s\\n' '%s'\n", asked, answer, suite.lab.Password)
+		if err := os.WriteFile(askpass, []byte(script), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		say := func(what string, o sshOutcome) {
+			stderr := pid.ReplaceAllString(strings.ReplaceAll(o.stderr, cp, "CP"), "pid=N")
+			got[i] = append(got[i], fmt.Sprintf("%s: rc %d, stdout %q, stderr %q", what, o.rc, o.stdout, stderr))
+		}
+		// Each run is bounded: a wait behind the login shows as a kill.
+		ssh := func(env []string, args ...string) sshOutcome {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			return runOwnSession(t, exec.CommandContext(ctx, side, args...), append(d.env(), env...))
+		}
+		held := make(chan sshOutcome, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, side, "-F", "none", "-o", "UserKnownHostsFile="+kh, "-o", "PubkeyAuthentication=no",
+				"-o", "ControlMaster=auto", "-o", "ControlPersist=60", "-o", "ControlPath="+cp, "-p", suite.lab.Port,
+				suite.lab.PWUser+"@127.0.0.1", "whoami")
+			cmd.Env = append(cleanEnv(os.Environ()), append([]string{"HOME=" + suite.home, "PATH=" + suite.basePATH,
+				"SSH_ASKPASS=" + askpass, "SSH_ASKPASS_REQUIRE=force"}, d.env()...)...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			o := sshOutcome{rc: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+			if _, ok := err.(*exec.ExitError); err != nil && !ok {
+				o.stderr += err.Error()
+			}
+			held <- o
+		}()
+		waitFor(t, 30*time.Second, name+": the password prompt", func() bool {
+			_, err := os.Stat(asked)
+			return err == nil
+		})
+		say("-O check at the prompt", ssh(nil, "-F", "none", "-o", "ControlPath="+cp, "-O", "check", "lab"))
+		say("a key login at the prompt", ssh(nil, append(labMuxArgs(kh, cp, "60", suite.lab.Key), suite.lab.PWUser+"@127.0.0.1", "echo", "second")...))
+		say("-O check after it", ssh(nil, "-F", "none", "-o", "ControlPath="+cp, "-O", "check", "lab"))
+		if err := os.WriteFile(answer, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		say("the password login", <-held)
+		if i == 1 {
+			// Its connection was its own, and ended with it.
+			deadline := time.Now().Add(10 * time.Second)
+			for st := d.mustStatus(t); len(st.Targets) != 1 || st.Targets[0].Connections != 1; st = d.mustStatus(t) {
+				if time.Now().After(deadline) {
+					t.Errorf("the daemon keeps the connection of the login that found the socket taken: %+v", st.Targets)
+					break
+				}
+				time.Sleep(20 * time.Millisecond) // polling a condition, not timing
+			}
+		}
+		say("-O exit", ssh(nil, "-F", "none", "-o", "ControlPath="+cp, "-O", "exit", "lab"))
+	}
+	w, g := strings.Join(got[0], "\n"), strings.Join(got[1], "\n")
+	t.Logf("with OpenSSH:\n%s", w)
+	if w != g {
+		t.Errorf("through the shims:\n%s\nwith OpenSSH:\n%s", g, w)
+	}
+}
