@@ -60,7 +60,11 @@ type invocation struct {
 	// becomes a ControlMaster does. mustLogin: it found no master, so
 	// its first connection is its own (see target.use).
 	master, mustLogin atomic.Bool
-	started           time.Time
+	// found is the master's connection it found instead, as ssh's mux
+	// client connects to its socket: gone by its first session, the
+	// invocation logs in itself, as that client does.
+	found   atomic.Pointer[sshConn]
+	started time.Time
 	// pid is the shim's, where the daemon sees it (sandboxReason).
 	pid int
 

@@ -108,6 +108,9 @@ func (s *Server) share(iv *invocation, settings *sshclient.Settings) (t *target,
 	}
 	t = s.targets.get(settings, iv)
 	iv.mustLogin.Store(!live)
+	if live {
+		iv.found.Store(t.masterConn())
+	}
 	iv.log = iv.log.WithField("target", t.label)
 	return t, "", nil
 }

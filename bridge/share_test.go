@@ -17,6 +17,7 @@ import (
 
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 	"github.com/sirupsen/logrus"
 )
 
@@ -292,6 +293,58 @@ func TestLoginHeldAtPrompt(t *testing.T) {
 	})
 	if r := h.run("ssh", h.sshArgs("127.0.0.1", "echo rider"), ""); r.code != 0 || r.stdout != "rider\n" || dials.Load() != 2 {
 		t.Fatalf("over the master: %+v, %d logins", r, dials.Load())
+	}
+}
+
+// TestMasterGoneMeansOwnLogin: an invocation found a master, which went
+// (-O exit) before the invocation asked it for a session, and meanwhile
+// another logged in and became the master. ssh's mux client, its master
+// gone, logs in itself: so does the invocation, rather than ride the
+// connection another's login made, and finding the new master's socket
+// there it goes on without multiplexing.
+func TestMasterGoneMeansOwnLogin(t *testing.T) {
+	h := newHarness(t, 0)
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", "echo one"), ""); r.stdout != "one\n" {
+		t.Fatalf("master: %+v", r)
+	}
+	conn, shim := net.Pipe()
+	said := make(chan string, 1)
+	go func() {
+		var stderr strings.Builder
+		for {
+			f, err := wire.Read(shim)
+			if err != nil {
+				said <- stderr.String()
+				return
+			}
+			if f.Type == wire.Stderr {
+				stderr.Write(f.Payload)
+			}
+		}
+	}()
+	iv := &invocation{id: 1 << 40, conn: conn, log: logrus.New()}
+	tg, fallback, err := h.srv.share(iv, &sshclient.Settings{ControlPath: h.cp, ControlMaster: "auto"})
+	if err != nil || fallback != "" || iv.mustLogin.Load() {
+		t.Fatalf("share: %v %q, mustLogin %v: want the master found", err, fallback, iv.mustLogin.Load())
+	}
+	if r := h.run("ssh", h.sshArgs("-O", "exit", "127.0.0.1"), ""); r.code != 0 {
+		t.Fatalf("-O exit: %+v", r)
+	}
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", "echo two"), ""); r.stdout != "two\n" || h.dialsTo(h.cp) != 2 {
+		t.Fatalf("the next master: %+v, %d logins", r, h.dialsTo(h.cp))
+	}
+	c, err := tg.use(context.Background(), iv, func(*sshConn) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := h.dialsTo(h.cp); n != 3 || c.owner != iv.id {
+		t.Errorf("%d logins, connection's owner %d: want the invocation's own login (3, %d)", n, c.owner, iv.id)
+	}
+	c.release()
+	tg.invocationDone(iv)
+	conn.Close()
+	if got, want := <-said, "ControlSocket "+h.cp+" already exists, disabling multiplexing\r\n"; got != want {
+		t.Errorf("said %q, want %q", got, want)
 	}
 }
 

@@ -404,6 +404,13 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 	// are checked for it as OpenSSH checks them.
 	iv, _ := p.(*invocation)
 	mustLogin := iv != nil && iv.mustLogin.Swap(false)
+	if iv != nil {
+		// Its master went before it asked for anything: not another's
+		// connection, made since, but a login of its own.
+		if f := iv.found.Swap(nil); f != nil && f.gone() {
+			mustLogin = true
+		}
+	}
 	ownLogin := false // refused by its master: a connection of its own
 	for {
 		var c *sshConn
@@ -770,6 +777,27 @@ func (t *target) expireIdle(now time.Time) bool {
 	t.house.reset()
 	t.stop(false)
 	return true
+}
+
+// masterConn is the connection whose control socket ssh's clients
+// reach, if any.
+func (t *target) masterConn() *sshConn {
+	l := t.control.Load()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.conns {
+		if l != nil && c.mux == l {
+			return c
+		}
+	}
+	return nil
+}
+
+// gone reports whether c has closed (not merely detached by -O stop).
+func (c *sshConn) gone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dead
 }
 
 func (c *sshConn) alive() bool {
