@@ -77,10 +77,12 @@ type invocation struct {
 	// noStdinCapture keeps stdin out of the journal; set before accept.
 	noStdinCapture bool
 	// outputGone is closed when the shim could not write stdout
-	// (wire.OutputClosed): stdout is dropped from then on.
-	outputGone     chan struct{}
-	outputGoneOnce sync.Once
-	secrets        secretSink
+	// (wire.OutputClosed): stdout is dropped from then on. Made on first
+	// use (outputGoneChan): a session's output may be relayed before
+	// accept starts the shim's reader.
+	outputGone               chan struct{}
+	outputGoneMade, goneOnce sync.Once
+	secrets                  secretSink
 	// sawSecret: a password was typed (secrets learnt one).
 	sawSecret atomic.Bool
 }
@@ -344,7 +346,6 @@ func (iv *invocation) listen() {
 	iv.signals = make(chan string, 4)
 	iv.winch = make(chan [2]int, 4)
 	iv.gone = make(chan struct{})
-	iv.outputGone = make(chan struct{})
 	go iv.readShim(w)
 }
 
@@ -382,7 +383,7 @@ func (iv *invocation) readShim(w *io.PipeWriter) {
 				clear(f.Payload)
 			}
 		case wire.OutputClosed:
-			iv.outputGoneOnce.Do(func() { close(iv.outputGone) })
+			iv.goneOnce.Do(func() { close(iv.outputGoneChan()) })
 		case wire.StdinEOF:
 			if stdinOpen {
 				w.Close()
@@ -463,10 +464,16 @@ func (iv *invocation) stopStdin() {
 	iv.stdin.CloseWithError(errStdinStopped)
 }
 
+// outputGoneChan is closed once the shim could not write stdout.
+func (iv *invocation) outputGoneChan() chan struct{} {
+	iv.outputGoneMade.Do(func() { iv.outputGone = make(chan struct{}) })
+	return iv.outputGone
+}
+
 // outputClosed tells whether the shim could not write stdout.
 func (iv *invocation) outputClosed() bool {
 	select {
-	case <-iv.outputGone:
+	case <-iv.outputGoneChan():
 		return true
 	default:
 		return false

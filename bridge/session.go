@@ -307,7 +307,7 @@ func (r *request) exec(command string, opts execOpts) int {
 	}()
 	done := make(chan error, 1)
 	go func() { done <- sess.Wait() }()
-	outputGone := iv.outputGone
+	outputGone := iv.outputGoneChan()
 	eow := sess.EOW()
 	var werr error
 wait:
