@@ -34,9 +34,11 @@
 // connection. A connection found dead is redialled on next use. Session
 // opens wait on the server without the target's lock, so that control
 // requests and a keepalive timeout never wait behind a hung server; a
-// client whose session was pending on a connection the daemon then
-// closed says "read from master failed" and logs in itself, as ssh's mux
-// client does.
+// client whose session open was pending on a connection that then ended
+// (closed by the daemon or by the server) says "read from master failed"
+// and logs in itself, as ssh's mux client does. A subsystem is asked for
+// after its channel's open, as ssh's master does: a connection lost then
+// ends the client with 255, as a lost exec does.
 // A target is named user@host:port (parts clipped), with #2, #3… for
 // other targets to the same place through other control paths; it keeps its name
 // for its life. A target that never connected is forgotten once nothing

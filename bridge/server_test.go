@@ -461,16 +461,20 @@ func TestConnectionLostAtExec(t *testing.T) {
 }
 
 // pendOnHungServer makes a master, then hangs the server and starts a
-// rider whose session open the server holds unanswered; it returns once
-// the server holds it, with the rider's result to come.
-func pendOnHungServer(t *testing.T, h *harness) chan result {
+// rider (ssh with args, `echo rider` if none) whose session open the
+// server holds unanswered; it returns once the server holds it, with the
+// rider's result to come.
+func pendOnHungServer(t *testing.T, h *harness, args ...string) chan result {
 	t.Helper()
 	if r := h.run("ssh", h.sshArgs("127.0.0.1", "echo one"), ""); r.stdout != "one\n" {
 		t.Fatalf("first: %+v", r)
 	}
+	if args == nil {
+		args = h.sshArgs("127.0.0.1", "echo rider")
+	}
 	h.ts.hang.Store(true)
 	rider := make(chan result, 1)
-	go func() { rider <- h.run("ssh", h.sshArgs("127.0.0.1", "echo rider"), "") }()
+	go func() { rider <- h.run("ssh", args, "") }()
 	deadline := time.Now().Add(10 * time.Second)
 	for h.ts.held.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond) // polling the server
@@ -516,6 +520,77 @@ func TestHungServerPendingOpen(t *testing.T) {
 	}
 	if n := h.ts.conns.Load(); n != 2 {
 		t.Fatalf("%d connections, want 2", n)
+	}
+}
+
+// TestServerGoneUnderPendingOpen: the server drops the connection while
+// a client's session open (a command's, a subsystem's) is pending on it.
+// ssh's master exits with the open unanswered: its mux client says
+// "read from master failed" and logs in itself, the session running
+// there. The bridge once redialled in silence unless it had closed the
+// connection itself.
+func TestServerGoneUnderPendingOpen(t *testing.T) {
+	// The test server's sftp sends no exit status: 255.
+	for _, tc := range []struct {
+		name, subsystem string
+		code            int
+	}{{"command", "", 0}, {"subsystem", "sftp", 255}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 0)
+			var args []string
+			if tc.subsystem != "" {
+				args = h.sshArgs("-s", "127.0.0.1", tc.subsystem)
+			}
+			rider := pendOnHungServer(t, h, args...)
+			h.ts.hang.Store(false) // a new login is served
+			h.ts.dropAll()
+			select {
+			case r := <-rider:
+				if r.stderr != "mux_client_request_session: read from master failed: Broken pipe\r\n" || r.code != tc.code ||
+					tc.subsystem == "" && r.stdout != "rider\n" {
+					t.Fatalf("rider: %+v", r)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the rider hangs on the dropped connection")
+			}
+			if n := h.ts.conns.Load(); n != 2 {
+				t.Fatalf("%d connections, want 2", n)
+			}
+			if tc.subsystem != "" && h.ts.sftpAsked.Load() != 1 {
+				t.Fatalf("sftp asked for %d times, want once", h.ts.sftpAsked.Load())
+			}
+		})
+	}
+}
+
+// TestConnectionLostAtSubsystem: the connection goes while the subsystem
+// request is pending, its channel open. ssh's master had given its mux
+// client the session at the open (mux_session_confirm): the client only
+// sees its master go, 255 and nothing said, and logs in no more.
+func TestConnectionLostAtSubsystem(t *testing.T) {
+	h := newHarness(t, 0)
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", "true"), ""); r.code != 0 {
+		t.Fatalf("master: %+v", r)
+	}
+	h.ts.holdSubsystem.Store(true)
+	rider := make(chan result, 1)
+	go func() { rider <- h.run("ssh", h.sshArgs("-s", "127.0.0.1", "sftp"), "") }()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.ts.held.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // polling the server
+	}
+	h.ts.holdSubsystem.Store(false)
+	h.ts.dropAll()
+	select {
+	case r := <-rider:
+		if r.code != 255 || r.stdout != "" || r.stderr != "" {
+			t.Fatalf("rider: %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rider hangs on the dropped connection")
+	}
+	if n := h.ts.conns.Load(); n != 1 {
+		t.Fatalf("%d connections, want 1", n)
 	}
 }
 

@@ -117,9 +117,19 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 		t.touched() // a subsystem, run as the login user
 		c, err := t.use(ctx, iv, func(c *sshConn) error {
 			var err error
-			e, err = sshclient.StartSubsystem(c.client.Client, r.sendEnv(), command)
+			e, err = sshclient.OpenSession(c.client.Client)
 			return err
 		})
+		if err != nil {
+			return nil, connFailure(iv, err)
+		}
+		// After the open, as ssh's master asks for it once the channel is
+		// confirmed and its mux client has its session: a connection
+		// lost now is lost under a started session.
+		err = e.Subsystem(r.sendEnv(), command)
+		if err != nil {
+			c.release()
+		}
 		switch {
 		case errors.Is(err, sshclient.ErrSubsystemRefused):
 			// The master says it (channel 0 is its control socket); a
@@ -130,7 +140,7 @@ func (r *request) start(command string, tty bool, opts execOpts) (*started, int)
 			}
 			return nil, fakessh.ExitSSHError
 		case err != nil:
-			return nil, connFailure(iv, err)
+			return nil, r.lostAtStart(err)
 		}
 		sub := &relayed{Exec: e}
 		sub.relay(stdout, stderr)

@@ -50,9 +50,10 @@ type testServer struct {
 	dropOnExec atomic.Bool
 
 	// hang holds the channel opens that come while set unanswered, as a
-	// hung sshd (SIGSTOP); held counts them. They stay held.
-	hang atomic.Bool
-	held atomic.Int32
+	// hung sshd (SIGSTOP); holdSubsystem holds subsystem requests so; held
+	// counts them. They stay held.
+	hang, holdSubsystem atomic.Bool
+	held                atomic.Int32
 
 	mu   sync.Mutex
 	live []net.Conn
@@ -188,6 +189,10 @@ func (ts *testServer) session(conn net.Conn, ch ssh.Channel, reqs <-chan *ssh.Re
 			ts.run(ch, cmd.C, env)
 			return
 		case "subsystem":
+			if ts.holdSubsystem.Load() {
+				ts.held.Add(1)
+				continue
+			}
 			var name struct{ N string }
 			_ = ssh.Unmarshal(req.Payload, &name)
 			if name.N == "sftp" {

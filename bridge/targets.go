@@ -239,11 +239,9 @@ type sshConn struct {
 	// timedOut is set when keepalives went unanswered (ServerAliveInterval
 	// × ServerAliveCountMax) and the connection was closed for it.
 	timedOut atomic.Bool
-	// killed: the daemon closed c (keepalive timeout, -O exit, stop).
-	killed  atomic.Bool
-	sftp    *sftp.Client
-	home    string // the SFTP server's starting directory
-	counted bool   // in t.alive
+	sftp     *sftp.Client
+	home     string // the SFTP server's starting directory
+	counted  bool   // in t.alive
 	// noSFTP is why c's sftp subsystem cannot be had, once found: the
 	// server's answer holds for the connection, and no step asks again.
 	noSFTP *noSFTPError
@@ -464,10 +462,11 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 		if errors.Is(err, sshclient.ErrSubsystemRefused) || errors.As(err, &ns) {
 			return nil, err // an answer: the connection is alive
 		}
-		if kind == forInvocation && iv != nil && !dialled && !redialled && c.killed.Load() {
-			// The connection ended under the pending request (a
-			// keepalive timeout, -O exit): ssh's mux client loses its
-			// master and logs in itself (ssh.c), nothing of its session
+		if kind == forInvocation && iv != nil && !dialled && !redialled && ctx.Err() == nil {
+			// The connection, alive when chosen, ended under the pending
+			// open (a keepalive timeout, -O exit, the server gone): ssh's
+			// master exits with the open unanswered, its mux client says
+			// so and logs in itself (ssh.c), nothing of its session
 			// having reached the server.
 			if iv.settings != nil && iv.settings.Says("ERROR") {
 				iv.errorf("mux_client_request_session: read from master failed: Broken pipe")
@@ -825,7 +824,6 @@ func (c *sshConn) release() {
 func (c *sshConn) kill() {
 	// Closed first: a session open pending on a hung server fails at
 	// once, and markDead waits for no lock held across it.
-	c.killed.Store(true)
 	c.mux.Close()
 	_ = c.client.Close()
 	c.markDead()

@@ -160,26 +160,35 @@ func (e *Exec) EOW() <-chan struct{} { return e.eow }
 // refusal is "subsystem request failed"). x/crypto's Session can run a
 // subsystem but not wait for its exit status.
 func StartSubsystem(c *ssh.Client, env [][2]string, name string) (*Exec, error) {
-	ch, reqs, err := c.OpenChannel("session", nil)
+	e, err := OpenSession(c)
 	if err != nil {
-		return nil, fmt.Errorf("open session: %w", err)
+		return nil, err
 	}
-	e := newExec(ch, reqs)
+	if err := e.Subsystem(env, name); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Subsystem sends env as StartExec does and asks for subsystem name on
+// the opened session e, closing it if that fails: ErrSubsystemRefused
+// is the server's refusal.
+func (e *Exec) Subsystem(env [][2]string, name string) error {
 	for _, kv := range env {
-		if _, err := ch.SendRequest("env", false, ssh.Marshal(&struct{ Name, Value string }{kv[0], kv[1]})); err != nil {
-			ch.Close()
-			return nil, fmt.Errorf("env request: %w", err)
+		if _, err := e.ch.SendRequest("env", false, ssh.Marshal(&struct{ Name, Value string }{kv[0], kv[1]})); err != nil {
+			e.ch.Close()
+			return fmt.Errorf("env request: %w", err)
 		}
 	}
-	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(&struct{ Name string }{name}))
+	ok, err := e.ch.SendRequest("subsystem", true, ssh.Marshal(&struct{ Name string }{name}))
 	if err == nil && !ok {
 		err = ErrSubsystemRefused
 	}
 	if err != nil {
-		ch.Close()
-		return nil, fmt.Errorf("subsystem %s: %w", name, err)
+		e.ch.Close()
+		return fmt.Errorf("subsystem %s: %w", name, err)
 	}
-	return e, nil
+	return nil
 }
 
 // ErrSubsystemRefused is the server's refusal of a subsystem.
