@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ansible-bridge/ansible-bridge/bridge/forward"
 	"github.com/ansible-bridge/ansible-bridge/bridge/mux"
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"golang.org/x/crypto/ssh"
@@ -115,7 +116,7 @@ func (m muxMaster) OpenChannel(ctx context.Context, kind string, payload []byte)
 	c.mu.Lock()
 	if c.dead {
 		c.mu.Unlock()
-		return nil, nil, nil, errors.New("the master's connection has closed")
+		return nil, nil, nil, mux.ErrMasterGone
 	}
 	c.active++
 	c.mu.Unlock()
@@ -123,6 +124,11 @@ func (m muxMaster) OpenChannel(ctx context.Context, kind string, payload []byte)
 	ch, reqs, err := c.client.OpenChannel(kind, payload)
 	if err != nil {
 		c.release()
+		var refused *ssh.OpenChannelError
+		if !errors.As(err, &refused) {
+			// No answer: the connection ended under the open.
+			err = fmt.Errorf("%w: %w", mux.ErrMasterGone, err)
+		}
 		return nil, nil, nil, fmt.Errorf("open %s channel: %w", kind, err)
 	}
 	t.mu.Lock()
@@ -152,7 +158,11 @@ func (m muxMaster) SendEnv() []string { return m.c.sendEnv }
 func (m muxMaster) PTYRefusal() (closes, quiet bool) { return m.c.ttyRequired, m.c.masterQuiet }
 
 func (m muxMaster) Forward(ctx context.Context, cancel bool, f mux.Forward) (int, error) {
-	return m.c.forward(ctx, cancel, f)
+	port, err := m.c.forward(ctx, cancel, f)
+	if errors.Is(err, forward.ErrConnectionLost) {
+		err = fmt.Errorf("%w: %w", mux.ErrMasterGone, err)
+	}
+	return port, err
 }
 
 func (m muxMaster) Terminate() {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestRealSSHJoinsTheMaster: a real ssh given the daemon master's
@@ -78,6 +79,57 @@ func TestRealSSHJoinsTheMaster(t *testing.T) {
 		_, err := os.Lstat(h.cp)
 		return err != nil
 	})
+}
+
+// TestRealSSHMasterGone: the connection ends while a real ssh's request
+// waits on the daemon's master (a -W forward's channel open, a remote
+// forward's global request). ssh's master exits with it unanswered: its
+// client reads EOF, and -W says "read from master failed" (and exits 0),
+// -O forward that the request failed. The daemon once answered them as
+// refusals.
+func TestRealSSHMasterGone(t *testing.T) {
+	realSSH, err := exec.LookPath("/usr/bin/ssh")
+	if err != nil {
+		t.Skip("no OpenSSH client")
+	}
+	for _, tc := range []struct {
+		name   string
+		opts   []string
+		stderr string
+		code   int
+	}{
+		{"-W", []string{"-W", "127.0.0.1:1"}, "mux_client_request_stdio_fwd: read from master failed: Broken pipe\r\n", 0},
+		{"-O forward -R", []string{"-O", "forward", "-R", "127.0.0.1:0:127.0.0.1:1"}, "muxclient: master forward request failed\r\n", 255},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 0)
+			if r := h.run("ssh", h.sshArgs("127.0.0.1", "true"), ""); r.code != 0 {
+				t.Fatalf("the master: %+v", r)
+			}
+			h.ts.hang.Store(true)
+			args := append([]string{"-F", "none", "-o", "ControlMaster=no", "-o", "ControlPath=" + h.cp, "-o", "BatchMode=yes", "-p", h.port}, tc.opts...)
+			cmd := exec.Command(realSSH, append(args, "tester@127.0.0.1")...)
+			var stderr bytes.Buffer
+			cmd.Stdin, cmd.Stderr = strings.NewReader(""), &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the request to reach the server", func() bool { return h.ts.held.Load() > 0 })
+			h.ts.hang.Store(false)
+			h.ts.dropAll()
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatal("ssh hangs on the dropped connection")
+			}
+			if got := cmd.ProcessState.ExitCode(); stderr.String() != tc.stderr || got != tc.code {
+				t.Errorf("got %q %d, want %q %d", stderr.String(), got, tc.stderr, tc.code)
+			}
+		})
+	}
 }
 
 // TestServedTerminalEscapes: a served -tt session is a mux client's, so

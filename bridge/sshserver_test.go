@@ -49,7 +49,8 @@ type testServer struct {
 	// a reply: sshd's child once its monitor was killed.
 	dropOnExec atomic.Bool
 
-	// hang holds the channel opens that come while set unanswered, as a
+	// hang holds the channel opens and global requests that come while
+	// set unanswered, as a
 	// hung sshd (SIGSTOP); holdSubsystem holds subsystem requests so; held
 	// counts them. They stay held.
 	hang, holdSubsystem atomic.Bool
@@ -118,7 +119,17 @@ func (ts *testServer) serve(c net.Conn, cfg *ssh.ServerConfig) {
 		return
 	}
 	defer sc.Close()
-	go ssh.DiscardRequests(reqs)
+	go func() {
+		for req := range reqs {
+			if ts.hang.Load() {
+				ts.held.Add(1) // unanswered, as by a hung sshd
+				continue
+			}
+			if req.WantReply {
+				_ = req.Reply(false, nil)
+			}
+		}
+	}()
 	var open atomic.Int32
 	for nc := range chans {
 		if ts.hang.Load() {

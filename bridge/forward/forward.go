@@ -67,6 +67,10 @@ type Error struct {
 func (e *Error) Error() string { return e.Reason }
 func (e *Error) Unwrap() error { return e.Err }
 
+// ErrConnectionLost is a remote forward's request that the connection's
+// end left unanswered.
+var ErrConnectionLost = errors.New("the connection ended")
+
 // ErrMalformed reports a port that is neither PortIsPath nor 0-65535: the
 // master drops a mux client that sends one instead of replying.
 var ErrMalformed = errors.New("malformed message")

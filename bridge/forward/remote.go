@@ -54,7 +54,7 @@ func (s *Set) openRemote(ctx context.Context, spec Spec, log logrus.FieldLogger)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
-			return 0, remoteFailure(spec, net.ErrClosed)
+			return 0, remoteFailure(spec, fmt.Errorf("%w: %w", ErrConnectionLost, net.ErrClosed))
 		}
 		f := s.findRemote(spec)
 		if f == nil {
@@ -134,7 +134,7 @@ func (s *Set) request(f *remoteFwd, log logrus.FieldLogger) {
 	allocated := 0
 	switch {
 	case err != nil:
-		err = fmt.Errorf("forward: %s: %w", s.describe(f.spec), err)
+		err = fmt.Errorf("forward: %s: %w: %w", s.describe(f.spec), ErrConnectionLost, err)
 	case !ok:
 		err = errors.New("refused by the server")
 	case f.spec.ListenPort == 0:

@@ -24,6 +24,11 @@
 //   - port forwarding requests (-L, -R, -D, `-O forward|cancel`), handed to
 //     the Master, which owns the forwards as the master process does.
 //
+// A request the Master's connection ended under (ErrMasterGone) drops its
+// client unanswered, as ssh's master exits then: the client says "read
+// from master failed" (a session's then logs in itself), not that the
+// server refused.
+//
 // Proxy mode (MUX_C_PROXY, used by `ssh -O proxy`) is refused as
 // "unsupported request" (the reply a master gives to a request it does not
 // know).

@@ -54,6 +54,12 @@ type Forward struct {
 // PortIsPath marks a port whose host is a unix socket path.
 const PortIsPath = -2
 
+// ErrMasterGone is what a Master's OpenChannel or Forward returns (wraps)
+// when its connection ended under the request: ssh's master exits then
+// with the request unanswered, and the client, dropped without a reply,
+// says "read from master failed".
+var ErrMasterGone = errors.New("the master's connection ended")
+
 // Serve answers clients until the listener is closed; ctx is given to
 // what they ask of m.
 func (l *Listener) Serve(ctx context.Context, m Master, log logrus.FieldLogger) {
@@ -176,6 +182,8 @@ func (cl *client) handle(ctx context.Context, typ, rid uint32, p *packet) error 
 		}
 		port, err := cl.m.Forward(ctx, typ == msgCloseFwd, f)
 		switch {
+		case errors.Is(err, ErrMasterGone):
+			return err
 		case err != nil:
 			return cl.fail(rid, err.Error())
 		case port != 0:

@@ -109,6 +109,9 @@ func (cl *client) newSession(ctx context.Context, rid uint32, p *packet) error {
 	if err != nil {
 		closeAll(fds)
 		cl.log.WithError(err).Info("mux session: channel open failed")
+		if errors.Is(err, ErrMasterGone) {
+			return err
+		}
 		return cl.fail(rid, "Session open refused by peer")
 	}
 	s, err := cl.startSession(ch, release, fds, req.tty)

@@ -2,6 +2,7 @@ package mux
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 
@@ -37,6 +38,9 @@ func (cl *client) stdioForward(ctx context.Context, rid uint32, p *packet) error
 	if err != nil {
 		closeAll(fds)
 		cl.log.WithError(err).Info("mux stdio forward: channel open failed")
+		if errors.Is(err, ErrMasterGone) {
+			return err
+		}
 		return cl.fail(rid, "Session open refused by peer")
 	}
 	closed := make(chan struct{})
