@@ -18,8 +18,8 @@ import (
 // ControlPath in dir) on the lab's sshd and stops (SIGSTOP) sshd's
 // processes of its connection, as a hung server: its listener still
 // accepts logins. It returns the server's end of the connection, for
-// pendingOpen. The processes are killed when t ends.
-func hangMaster(t *testing.T, sd side, d *privateDaemon, dir string, opts []string) string {
+// pendingOpen, and those processes. They are killed when t ends.
+func hangMaster(t *testing.T, sd side, d *privateDaemon, dir string, opts []string) (string, []int) {
 	t.Helper()
 	port, err := strconv.Atoi(suite.lab.Port)
 	if err != nil {
@@ -49,7 +49,7 @@ func hangMaster(t *testing.T, sd side, d *privateDaemon, dir string, opts []stri
 			_ = syscall.Kill(p, syscall.SIGCONT)
 		}
 	})
-	return fmt.Sprintf("src 127.0.0.1:%d dst %s:%s", port, f[1], f[2])
+	return fmt.Sprintf("src 127.0.0.1:%d dst %s:%s", port, f[1], f[2]), procs
 }
 
 // pendingOpen reports whether the hung server has unread data on the
@@ -67,9 +67,11 @@ func pendingOpen(t *testing.T, conn string) bool {
 // TestHungServerLikeOpenSSH: with the target's sshd hung (its processes
 // of the master's connection stopped) while a client's session request
 // waits on the connection, -O check and -O stop answer at once, as ssh's
-// master does; and a master with ServerAliveInterval times out, its mux
-// client then saying so and logging in itself. The bridge's control
-// requests and its connection's close waited behind the pending open.
+// master does; and a master with ServerAliveInterval times out, or the
+// server's processes die, its mux client (a command's, a subsystem's)
+// then saying so and logging in itself. The bridge's control requests
+// and its connection's close waited behind the pending open, and it
+// said nothing when the server ended the connection.
 func TestHungServerLikeOpenSSH(t *testing.T) {
 	requireLab(t)
 	requireBridge(t)
@@ -100,7 +102,7 @@ func TestHungServerLikeOpenSSH(t *testing.T) {
 		got := map[side][]outcome{}
 		for _, sd := range []side{stock, bridgeSide()} {
 			dir := shortTempDir(t)
-			conn := hangMaster(t, sd, d, dir, mux(dir))
+			conn, _ := hangMaster(t, sd, d, dir, mux(dir))
 			ctx, cancel := context.WithCancel(context.Background())
 			rider := sshCmd(ctx, sd, d, port, mux(dir), "echo rider")
 			if err := rider.Start(); err != nil {
@@ -117,21 +119,66 @@ func TestHungServerLikeOpenSSH(t *testing.T) {
 			t.Errorf("through the shim: %s\nwith OpenSSH: %s", g, w)
 		}
 	})
-	t.Run("ServerAlive master times out", func(t *testing.T) {
-		got := map[side][]outcome{}
-		for _, sd := range []side{stock, bridgeSide()} {
-			dir := shortTempDir(t)
-			hangMaster(t, sd, d, dir, mux(dir, "-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=2"))
-			got[sd] = append(got[sd], run(t, sd, mux(dir), "echo rider"), run(t, sd, append(mux(dir), "-O", "exit"), ""))
-		}
-		t.Logf("OpenSSH: %+v", got[stock])
-		if g, w := fmt.Sprint(got[bridgeSide()]), fmt.Sprint(got[stock]); g != w {
-			t.Errorf("through the shim: %s\nwith OpenSSH: %s", g, w)
-		}
-		if w := got[stock][0]; w.code != 0 || w.stdout != "rider\n" || !strings.Contains(w.stderr, "read from master failed") {
+	// The riders: a command, and a subsystem (what sftp runs), the
+	// subsystem's command line ssh's after its options.
+	riders := []struct {
+		name, command, stdout string
+		opts                  []string
+	}{
+		{"command", "echo rider", "rider\n", nil},
+		{"subsystem", "sftp", "", []string{"-s"}},
+	}
+	wantLoggedIn := func(t *testing.T, w outcome, stdout string) {
+		t.Helper()
+		if w.code != 0 || w.stdout != stdout || w.stderr != "mux_client_request_session: read from master failed: Broken pipe" {
 			t.Errorf("OpenSSH's rider: %+v, want it logged in itself", w)
 		}
-	})
+	}
+	for _, rd := range riders {
+		t.Run("ServerAlive master times out/"+rd.name, func(t *testing.T) {
+			got := map[side][]outcome{}
+			for _, sd := range []side{stock, bridgeSide()} {
+				dir := shortTempDir(t)
+				hangMaster(t, sd, d, dir, mux(dir, "-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=2"))
+				got[sd] = append(got[sd], run(t, sd, mux(dir, rd.opts...), rd.command), run(t, sd, append(mux(dir), "-O", "exit"), ""))
+			}
+			t.Logf("OpenSSH: %+v", got[stock])
+			if g, w := fmt.Sprint(got[bridgeSide()]), fmt.Sprint(got[stock]); g != w {
+				t.Errorf("through the shim: %s\nwith OpenSSH: %s", g, w)
+			}
+			wantLoggedIn(t, got[stock][0], rd.stdout)
+		})
+		t.Run("server gone/"+rd.name, func(t *testing.T) {
+			got := map[side][]outcome{}
+			for _, sd := range []side{stock, bridgeSide()} {
+				dir := shortTempDir(t)
+				conn, procs := hangMaster(t, sd, d, dir, mux(dir))
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				rider := sshCmd(ctx, sd, d, port, mux(dir, rd.opts...), rd.command)
+				var stdout, stderr bytes.Buffer
+				rider.Stdout, rider.Stderr = &stdout, &stderr
+				if err := rider.Start(); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, 20*time.Second, "the rider's session request to reach the hung server", func() bool { return pendingOpen(t, conn) })
+				for _, p := range procs {
+					_ = syscall.Kill(p, syscall.SIGKILL)
+				}
+				_ = rider.Wait()
+				if ctx.Err() != nil {
+					t.Fatalf("%s: the rider hangs", sd)
+				}
+				got[sd] = append(got[sd], outcome{rider.ProcessState.ExitCode(), stdout.String(), sshMessage(stderr.String())},
+					run(t, sd, append(mux(dir), "-O", "exit"), ""))
+			}
+			t.Logf("OpenSSH: %+v", got[stock])
+			if g, w := fmt.Sprint(got[bridgeSide()]), fmt.Sprint(got[stock]); g != w {
+				t.Errorf("through the shim: %s\nwith OpenSSH: %s", g, w)
+			}
+			wantLoggedIn(t, got[stock][0], rd.stdout)
+		})
+	}
 }
 
 // shortTempDir is a temporary directory short enough for a socket path.
