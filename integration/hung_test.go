@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -25,13 +26,30 @@ func hangMaster(t *testing.T, sd side, d *privateDaemon, dir string, opts []stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	t.Cleanup(func() { stopMasters(t, dir) })
 	// $PPID is the session's sshd process; its parent the connection's
-	// monitor. $SSH_CLIENT names the master's end of the connection.
-	out, err := sshCmd(ctx, sd, d, port, opts, `echo $PPID $SSH_CLIENT`).Output()
-	f := strings.Fields(string(out))
+	// monitor. $SSH_CLIENT names the master's end of the connection. The
+	// session stays open (read waits on the stdin t holds) while the
+	// server is stopped: the close of a finished one could reach the
+	// server after the stop, unread, and pass for a rider's request.
+	ctx, cancel := context.WithCancel(context.Background())
+	setup := sshCmd(ctx, sd, d, port, opts, `echo $PPID $SSH_CLIENT; read x`)
+	stdin, err := setup.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := setup.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setup.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cancel(); _ = setup.Wait() })
+	timer := time.AfterFunc(time.Minute, cancel)
+	out, err := bufio.NewReader(stdout).ReadString('\n')
+	timer.Stop()
+	f := strings.Fields(out)
 	if err != nil || len(f) != 4 {
 		t.Fatalf("%s: master: %q, %v", sd, out, err)
 	}
@@ -53,7 +71,7 @@ func hangMaster(t *testing.T, sd side, d *privateDaemon, dir string, opts []stri
 }
 
 // pendingOpen reports whether the hung server has unread data on the
-// connection conn (hangMaster's): a session request waiting on it.
+// connection conn (hangMaster's): a rider's request waiting on it.
 func pendingOpen(t *testing.T, conn string) bool {
 	t.Helper()
 	out, err := exec.Command("sh", "-c", "ss -tnH state established "+conn).Output()
@@ -69,7 +87,7 @@ func pendingOpen(t *testing.T, conn string) bool {
 // waits on the connection, -O check and -O stop answer at once, as ssh's
 // master does; and a master with ServerAliveInterval times out, or the
 // server's processes die, its mux client (a command's, a subsystem's)
-// then saying so and logging in itself. The bridge's control requests
+// then saying so and logging in itself (-W and -O forward say so too). The bridge's control requests
 // and its connection's close waited behind the pending open, and it
 // said nothing when the server ended the connection.
 func TestHungServerLikeOpenSSH(t *testing.T) {
@@ -119,20 +137,25 @@ func TestHungServerLikeOpenSSH(t *testing.T) {
 			t.Errorf("through the shim: %s\nwith OpenSSH: %s", g, w)
 		}
 	})
-	// The riders: a command, and a subsystem (what sftp runs), the
-	// subsystem's command line ssh's after its options.
+	// The riders: a command, a subsystem (what sftp asks for), a stdio
+	// forward and a remote forward, with what OpenSSH's says: a
+	// session's client logs in itself.
+	const lost = "read from master failed: Broken pipe"
 	riders := []struct {
-		name, command, stdout string
-		opts                  []string
+		name, command string
+		opts          []string
+		want          outcome
 	}{
-		{"command", "echo rider", "rider\n", nil},
-		{"subsystem", "sftp", "", []string{"-s"}},
+		{"command", "echo rider", nil, outcome{0, "rider\n", "mux_client_request_session: " + lost}},
+		{"subsystem", "sftp", []string{"-s"}, outcome{0, "", "mux_client_request_session: " + lost}},
+		{"-W", "", []string{"-W", "127.0.0.1:" + suite.lab.Port}, outcome{0, "", "mux_client_request_stdio_fwd: " + lost}},
+		{"-O forward -R", "", []string{"-O", "forward", "-R", "127.0.0.1:0:127.0.0.1:" + suite.lab.Port}, outcome{255, "", "muxclient: master forward request failed"}},
 	}
-	wantLoggedIn := func(t *testing.T, w outcome, stdout string) {
-		t.Helper()
-		if w.code != 0 || w.stdout != stdout || w.stderr != "mux_client_request_session: read from master failed: Broken pipe" {
-			t.Errorf("OpenSSH's rider: %+v, want it logged in itself", w)
-		}
+	// exit is -O exit after the rider, its socket's directory named DIR.
+	exit := func(t *testing.T, sd side, dir string) outcome {
+		o := run(t, sd, append(mux(dir), "-O", "exit"), "")
+		o.stderr = strings.ReplaceAll(o.stderr, dir, "DIR")
+		return o
 	}
 	for _, rd := range riders {
 		t.Run("ServerAlive master times out/"+rd.name, func(t *testing.T) {
@@ -140,13 +163,15 @@ func TestHungServerLikeOpenSSH(t *testing.T) {
 			for _, sd := range []side{stock, bridgeSide()} {
 				dir := shortTempDir(t)
 				hangMaster(t, sd, d, dir, mux(dir, "-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=2"))
-				got[sd] = append(got[sd], run(t, sd, mux(dir, rd.opts...), rd.command), run(t, sd, append(mux(dir), "-O", "exit"), ""))
+				got[sd] = append(got[sd], run(t, sd, mux(dir, rd.opts...), rd.command), exit(t, sd, dir))
 			}
 			t.Logf("OpenSSH: %+v", got[stock])
 			if g, w := fmt.Sprint(got[bridgeSide()]), fmt.Sprint(got[stock]); g != w {
 				t.Errorf("through the shim: %s\nwith OpenSSH: %s", g, w)
 			}
-			wantLoggedIn(t, got[stock][0], rd.stdout)
+			if w := got[stock][0]; w != rd.want {
+				t.Errorf("OpenSSH's rider: %+v, want %+v", w, rd.want)
+			}
 		})
 		t.Run("server gone/"+rd.name, func(t *testing.T) {
 			got := map[side][]outcome{}
@@ -161,7 +186,7 @@ func TestHungServerLikeOpenSSH(t *testing.T) {
 				if err := rider.Start(); err != nil {
 					t.Fatal(err)
 				}
-				waitFor(t, 20*time.Second, "the rider's session request to reach the hung server", func() bool { return pendingOpen(t, conn) })
+				waitFor(t, 20*time.Second, "the rider's request to reach the hung server", func() bool { return pendingOpen(t, conn) })
 				for _, p := range procs {
 					_ = syscall.Kill(p, syscall.SIGKILL)
 				}
@@ -169,14 +194,15 @@ func TestHungServerLikeOpenSSH(t *testing.T) {
 				if ctx.Err() != nil {
 					t.Fatalf("%s: the rider hangs", sd)
 				}
-				got[sd] = append(got[sd], outcome{rider.ProcessState.ExitCode(), stdout.String(), sshMessage(stderr.String())},
-					run(t, sd, append(mux(dir), "-O", "exit"), ""))
+				got[sd] = append(got[sd], outcome{rider.ProcessState.ExitCode(), stdout.String(), sshMessage(stderr.String())}, exit(t, sd, dir))
 			}
 			t.Logf("OpenSSH: %+v", got[stock])
 			if g, w := fmt.Sprint(got[bridgeSide()]), fmt.Sprint(got[stock]); g != w {
 				t.Errorf("through the shim: %s\nwith OpenSSH: %s", g, w)
 			}
-			wantLoggedIn(t, got[stock][0], rd.stdout)
+			if w := got[stock][0]; w != rd.want {
+				t.Errorf("OpenSSH's rider: %+v, want %+v", w, rd.want)
+			}
 		})
 	}
 }
