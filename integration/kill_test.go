@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -34,6 +35,12 @@ func TestClientKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Run under nohup, the test and the clients it signals would ignore
+	// SIGHUP (ssh keeps an ignored SIGHUP ignored): handled here, it is
+	// the default again in the clients.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	t.Cleanup(func() { signal.Stop(hup) })
 	// Here, not in a subtest: the su subtests run in parallel, and one
 	// that ended first would remove the temp dirs of one still running.
 	removeWorldReadableTemps(t)
