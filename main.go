@@ -125,6 +125,8 @@ environment:
   ANSIBLE_BRIDGE_IGNORED_SIGNALS
                           set by the shim's C front for the Go shim: the
                           signals its caller left ignored; not for users
+  ANSIBLE_BRIDGE_FALLBACK set by the shim for the real binary it falls back to, so
+                          that a wrapper running the shim again is skipped: not for users
   ANSIBLE_BRIDGE_MASTER_STUB
                           set by the daemon for the C front it starts as a
                           ControlPersist master's process: not for users

@@ -1,10 +1,14 @@
 package fakessh
 
 import (
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,13 +28,25 @@ func fallback(prog string, argv []string, reason string) int {
 // binary, so that the shims it runs (a loop) go to the real ones too.
 // Unset, an scp or sftp given -S the ssh shim reaches the daemon again.
 func execReal(prog string, argv []string, reason string, disable bool) int {
-	real, err := FindReal(prog)
+	// A candidate that ran this shim again (a wrapper execing it by its
+	// path, the shims' directory not on PATH) is skipped, with those
+	// before it: run again, it would exec the shim again, for ever.
+	var skip []string
+	if m, ok := parseFallbackMark(os.Getenv(FallbackEnv)); ok && m.loopedBack(prog, os.Getpid(), os.Getppid(), os.Args[1:]) {
+		skip = m.tried
+	}
+	real, err := findReal(prog, skip)
 	logFallback(prog, argv, reason, real, err)
+	if errors.Is(err, errLoop) {
+		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %s, and %v\r\n", prog, reason, err)
+		return ExitSSHError
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %s, and no real %s found: %v\r\n", prog, reason, prog, err)
 		return ExitSSHError
 	}
-	env := os.Environ()
+	mark := fallbackMark{prog: prog, pid: os.Getpid(), digest: argvDigest(argv), tried: append(skip, real)}
+	env := append(withoutEnv(os.Environ(), FallbackEnv), FallbackEnv+"="+mark.String())
 	if disable {
 		env = append(env, DisableEnv+"=1")
 	}
@@ -121,22 +137,45 @@ func IsBridgeBinary(p string) bool {
 // earlier on PATH that execs the shim by its path is skipped: run again,
 // it would exec the shim again, for ever. Where the shim's directory is
 // not on PATH (ssh_executable naming it elsewhere), or nothing follows
-// it, the whole PATH.
+// it, the whole PATH, where a wrapper that execs the shim by its path is
+// found again: execReal's FallbackEnv then skips it.
 // ANSIBLE_BRIDGE_REAL_SSH (SCP, SFTP) overrides the search.
 func FindReal(prog string) (string, error) {
-	if p := os.Getenv("ANSIBLE_BRIDGE_REAL_" + strings.ToUpper(prog)); p != "" {
+	return findReal(prog, nil)
+}
+
+// errLoop: every candidate for the real binary ran the shim again.
+var errLoop = errors.New("fallback loop")
+
+// findReal is FindReal without the candidates in skip, which ran the shim
+// again; with none left, an error wrapping errLoop.
+func findReal(prog string, skip []string) (string, error) {
+	override := "ANSIBLE_BRIDGE_REAL_" + strings.ToUpper(prog)
+	if p := os.Getenv(override); p != "" {
+		if slices.Contains(skip, p) {
+			return "", fmt.Errorf("%w: %s=%s runs this shim again; set it to the real %s", errLoop, override, p, prog)
+		}
 		return p, nil
 	}
 	argv0 := ""
 	if len(os.Args) > 0 {
 		argv0 = os.Args[0]
 	}
-	return FindRealIn(prog, argv0, os.Getenv("PATH"))
+	real, err := findRealIn(prog, argv0, os.Getenv("PATH"), skip)
+	if err != nil && len(skip) > 0 {
+		return "", fmt.Errorf("%w: %s runs this shim again and no other %s is on PATH; set %s to the real %s",
+			errLoop, strings.Join(skip, ", "), prog, override, prog)
+	}
+	return real, err
 }
 
 // FindRealIn is FindReal, without its override, for a shim run as argv0
 // with PATH path (doctor: argv0 prog, as Ansible runs it).
 func FindRealIn(prog, argv0, path string) (string, error) {
+	return findRealIn(prog, argv0, path, nil)
+}
+
+func findRealIn(prog, argv0, path string, skip []string) (string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", err
@@ -156,7 +195,7 @@ func FindRealIn(prog, argv0, path string) (string, error) {
 		cand := filepath.Join(dir, prog)
 		fi, err := os.Stat(cand)
 		// The shims' own directory links to the front, not to this binary.
-		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 || os.SameFile(fi, selfInfo) || IsBridgeBinary(cand) {
+		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 || os.SameFile(fi, selfInfo) || IsBridgeBinary(cand) || isTried(cand, fi, skip) {
 			continue
 		}
 		return cand, nil
@@ -209,4 +248,78 @@ func logFallback(prog string, argv []string, reason, real string, findErr error)
 	}
 	fmt.Fprintf(f, "%s fallback prog=%s real=%s reason=%q argc=%d\n",
 		time.Now().Format(time.RFC3339), prog, target, reason, len(argv))
+}
+
+// FallbackEnv marks the environment of the real binary a fallback execs:
+// the program, this process's pid, a digest of the argv it was given and
+// the candidates tried so far. A shim started with that argv in the same
+// process (a wrapper that execs the shim) or as its child (one that runs
+// it) was run again by that candidate, and skips it. A ProxyCommand's
+// ssh -W, or the ssh an scp or sftp runs, has another argv (or program)
+// and is served as any call.
+const FallbackEnv = "ANSIBLE_BRIDGE_FALLBACK"
+
+type fallbackMark struct {
+	prog   string
+	pid    int
+	digest string
+	tried  []string
+}
+
+// String is the mark as FallbackEnv holds it: "PROG PID DIGEST" and the
+// candidates as a PATH list (no PATH entry holds its separator).
+func (m fallbackMark) String() string {
+	return fmt.Sprintf("%s %d %s %s", m.prog, m.pid, m.digest, strings.Join(m.tried, string(os.PathListSeparator)))
+}
+
+func parseFallbackMark(s string) (fallbackMark, bool) {
+	f := strings.SplitN(s, " ", 4)
+	if len(f) != 4 {
+		return fallbackMark{}, false
+	}
+	pid, err := strconv.Atoi(f[1])
+	if err != nil || pid <= 0 || f[3] == "" {
+		return fallbackMark{}, false
+	}
+	return fallbackMark{prog: f[0], pid: pid, digest: f[2], tried: filepath.SplitList(f[3])}, true
+}
+
+// loopedBack reports whether a shim for prog with argv, in process pid
+// with parent ppid, is the marked fallback's candidate running the shim
+// again.
+func (m fallbackMark) loopedBack(prog string, pid, ppid int, argv []string) bool {
+	return m.prog == prog && (m.pid == pid || m.pid == ppid) && m.digest == argvDigest(argv)
+}
+
+func argvDigest(argv []string) string {
+	h := fnv.New64a()
+	for _, a := range argv {
+		h.Write([]byte(a))
+		h.Write([]byte{0})
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// isTried reports whether cand (fi) is one of tried, by name or, should
+// a wrapper have changed PATH, as the same file.
+func isTried(cand string, fi os.FileInfo, tried []string) bool {
+	for _, p := range tried {
+		if p == cand {
+			return true
+		}
+		if ti, err := os.Stat(p); err == nil && os.SameFile(ti, fi) {
+			return true
+		}
+	}
+	return false
+}
+
+func withoutEnv(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

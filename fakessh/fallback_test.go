@@ -1,6 +1,7 @@
 package fakessh
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,4 +81,83 @@ func TestFindRealAfterShimDir(t *testing.T) {
 			t.Errorf("FindReal = %q, %v; want the override", got, err)
 		}
 	})
+}
+
+// TestFallbackLoopDecision: a shim skips the candidate a fallback ran
+// only when that candidate ran the shim again (same program and argv, in
+// the fallback's process or a child of it), not for the ssh -W of a
+// ProxyCommand or the ssh an scp runs, which inherit the mark.
+func TestFallbackLoopDecision(t *testing.T) {
+	argv := []string{"-o", "ControlPersist"}
+	m := fallbackMark{prog: "ssh", pid: 100, digest: argvDigest(argv), tried: []string{"/w/ssh", "/x y/ssh"}}
+	got, ok := parseFallbackMark(m.String())
+	if !ok || got.prog != m.prog || got.pid != m.pid || got.digest != m.digest || strings.Join(got.tried, "|") != "/w/ssh|/x y/ssh" {
+		t.Fatalf("parseFallbackMark(%q) = %+v, %v", m.String(), got, ok)
+	}
+	for _, bad := range []string{"", "ssh", "ssh 100 abc", "ssh x abc /w/ssh", "ssh 0 abc /w/ssh", "ssh 100 abc "} {
+		if _, ok := parseFallbackMark(bad); ok {
+			t.Errorf("parseFallbackMark(%q) accepted", bad)
+		}
+	}
+	tests := []struct {
+		name      string
+		prog      string
+		pid, ppid int
+		argv      []string
+		want      bool
+	}{
+		{"a wrapper execs the shim", "ssh", 100, 1, argv, true},
+		{"a wrapper runs the shim", "ssh", 101, 100, argv, true},
+		{"ProxyCommand's ssh -W", "ssh", 101, 100, []string{"-W", "h:22", "jump"}, false},
+		{"the ssh the real scp runs", "scp", 101, 100, argv, false},
+		{"unrelated", "ssh", 102, 101, argv, false},
+		{"argv split otherwise", "ssh", 100, 1, []string{"-oControlPersist"}, false},
+	}
+	for _, tc := range tests {
+		if got := m.loopedBack(tc.prog, tc.pid, tc.ppid, tc.argv); got != tc.want {
+			t.Errorf("%s: loopedBack = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestFindRealSkipping: after a loop, the next candidate on PATH; with
+// none left, or the override itself looping, an error naming the loop
+// and the override.
+func TestFindRealSkipping(t *testing.T) {
+	root := t.TempDir()
+	var dirs []string
+	for _, name := range []string{"w1", "w2", "real"} {
+		d := filepath.Join(root, name)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "ssh"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	w1, w2, real := filepath.Join(dirs[0], "ssh"), filepath.Join(dirs[1], "ssh"), filepath.Join(dirs[2], "ssh")
+	t.Setenv("PATH", strings.Join(dirs, string(os.PathListSeparator)))
+	t.Setenv("ANSIBLE_BRIDGE_REAL_SSH", "")
+	for _, tc := range []struct {
+		skip []string
+		want string
+	}{
+		{nil, w1},
+		{[]string{w1}, w2},
+		{[]string{w1, w2}, real},
+		{[]string{filepath.Join(root, "w1", ".", "ssh")}, w2}, // the same file by another name
+	} {
+		if got, err := findReal("ssh", tc.skip); err != nil || got != tc.want {
+			t.Errorf("findReal(skip %q) = %q, %v; want %q", tc.skip, got, err, tc.want)
+		}
+	}
+	_, err := findReal("ssh", []string{w1, w2, real})
+	if !errors.Is(err, errLoop) || !strings.Contains(err.Error(), "ANSIBLE_BRIDGE_REAL_SSH") {
+		t.Errorf("all looping: %v, want a loop naming ANSIBLE_BRIDGE_REAL_SSH", err)
+	}
+	t.Setenv("ANSIBLE_BRIDGE_REAL_SSH", w1)
+	if got, err := findReal("ssh", []string{w1}); !errors.Is(err, errLoop) || !strings.Contains(err.Error(), "ANSIBLE_BRIDGE_REAL_SSH="+w1) {
+		t.Errorf("the override looping: %q, %v; want a loop naming the override", got, err)
+	}
 }

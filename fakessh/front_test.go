@@ -537,3 +537,86 @@ func TestFrontDaemonStopsReading(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errb)
 	}
 }
+
+// TestWrapperLoop: a wrapper on PATH that runs the shim by its path (the
+// shims' directory not on PATH) is what a fallback finds first; run
+// again, the shim skips it, so the call ends in the real ssh after it
+// with the wrapper run twice, or fails at once, naming the loop, where
+// nothing follows. The wrapper refuses past 8 runs: a loop fails.
+func TestWrapperLoop(t *testing.T) {
+	l := newFrontLab(t)
+	dir := t.TempDir()
+	realDir, wrapDir, childDir := filepath.Join(dir, "real"), filepath.Join(dir, "wrap"), filepath.Join(dir, "child")
+	count := filepath.Join(dir, "runs")
+	// A ProxyCommand's ssh -W: the real ssh runs ssh (the wrapper) as its
+	// child, which must be served as any call, not taken for a loop.
+	scripts := map[string]string{
+		realDir: "#!/bin/sh\necho \"real: $*\"\nif [ \"$1\" = proxy ]; then ssh -W h:22 jump; fi\n",
+		wrapDir: fmt.Sprintf("#!/bin/sh\nn=0; [ -f %[1]s ] && read n <%[1]s; n=$((n+1)); echo $n >%[1]s\n"+
+			"if [ $n -gt 8 ]; then echo \"wrapper: run $n times: a loop\" >&2; exit 99; fi\nexec %[2]s \"$@\"\n", count, filepath.Join(l.bin, "ssh")),
+	}
+	// The same wrapper running the shim as its child.
+	scripts[childDir] = strings.Replace(scripts[wrapDir], "exec ", "", 1)
+	for d, s := range scripts {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "ssh"), []byte(s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := func(dirs ...string) string { return "PATH=" + strings.Join(dirs, string(os.PathListSeparator)) }
+	disabled := fakessh.DisableEnv + "=1"
+	for _, tc := range []struct {
+		name     string
+		argv     []string
+		env      []string
+		handover bool // the daemon hands the call over
+		code     int
+		stdout   string
+		stderr   []string
+		runs     string
+	}{
+		{"ssh -V", []string{"-V"}, []string{path(wrapDir, realDir)}, true, 0, "real: -V\n", nil, "2"},
+		{"the wrapper runs the shim", []string{"host", "true"}, []string{path(childDir, realDir), disabled}, false, 0, "real: host true\n", nil, "2"},
+		{"ProxyCommand", []string{"proxy"}, []string{path(wrapDir, realDir), disabled}, false, 0, "real: proxy\nreal: -W h:22 jump\n", nil, "4"},
+		{"nothing after the wrapper", []string{"-V"}, []string{path(wrapDir), disabled}, false, 255, "",
+			[]string{"fallback loop", wrapDir, "ANSIBLE_BRIDGE_REAL_SSH"}, "2"},
+		{"ANSIBLE_BRIDGE_REAL_SSH names the wrapper", []string{"-V"}, []string{path(wrapDir, realDir), disabled, "ANSIBLE_BRIDGE_REAL_SSH=" + filepath.Join(wrapDir, "ssh")}, false, 255, "",
+			[]string{"fallback loop", "ANSIBLE_BRIDGE_REAL_SSH=" + filepath.Join(wrapDir, "ssh")}, "2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.Remove(count); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+			wrapper := filepath.Join(wrapDir, "ssh")
+			if strings.Contains(tc.env[0], childDir) {
+				wrapper = filepath.Join(childDir, "ssh")
+			}
+			cmd := exec.Command(wrapper, tc.argv...)
+			cmd.Env = append(append([]string{}, l.env...), tc.env...)
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.handover {
+				c, _ := l.accept(t)
+				send(t, c, wire.Handover, nil)
+				defer c.Close()
+			}
+			code := exitCode(t, cmd)
+			if code != tc.code || out.String() != tc.stdout {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d, stdout %q", code, out.String(), errb.String(), tc.code, tc.stdout)
+			}
+			for _, s := range tc.stderr {
+				if !strings.Contains(errb.String(), s) {
+					t.Errorf("stderr %q does not name %q", errb.String(), s)
+				}
+			}
+			if b, _ := os.ReadFile(count); strings.TrimSpace(string(b)) != tc.runs {
+				t.Errorf("the wrapper ran %s times, want %s", strings.TrimSpace(string(b)), tc.runs)
+			}
+		})
+	}
+}
