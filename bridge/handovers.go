@@ -33,12 +33,12 @@ func (h *handoverCounts) snapshot() map[string]uint64 {
 
 // frontHandover is why the C front hands its call to the Go shim when it
 // reads frame t with payload p, or "" where it carries on itself: it
-// serves output, the exit status, the line for a signal and a plain
-// accept, and leaves the rest
-// to the Go shim (fakessh/front/front.c, its frame loop).
+// serves output, the exit status, the line for a signal, the end of
+// stdin's reading (sshd's eow@openssh.com) and a plain accept, and leaves
+// the rest to the Go shim (fakessh/front/front.c, its frame loop).
 func frontHandover(t wire.Type, p []byte, stdinTTY bool) string {
 	switch t {
-	case wire.Stdout, wire.Stderr, wire.Exit, wire.OnSignal:
+	case wire.Stdout, wire.Stderr, wire.Exit, wire.OnSignal, wire.StopStdin:
 		return ""
 	case wire.Accept:
 		if stdinTTY && string(p) == "raw" {

@@ -3,6 +3,10 @@ package bridge
 import (
 	"io"
 	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -29,10 +33,40 @@ func TestFrontHandoverFrames(t *testing.T) {
 		{wire.ViaBridge, "", false, "fallback"},
 		{wire.Fallback, "reason", false, "fallback"},
 		{wire.Handover, "", false, "command line"},
+		{wire.StopStdin, "", false, ""},
 	}
 	for _, c := range cases {
 		if got := frontHandover(c.t, []byte(c.p), c.stdinTTY); got != c.want {
 			t.Errorf("frame %c %q (stdin tty %v): %q, want %q", c.t, c.p, c.stdinTTY, got, c.want)
+		}
+	}
+}
+
+// TestFrontHandoverFramesAsFront: the frames the C front's frame loop
+// serves itself (its cases, but 'G', the handover) count none; every other
+// frame the daemon sends a shim is a handover.
+func TestFrontHandoverFramesAsFront(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "fakessh", "front", "front.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, loop, ok := strings.Cut(string(src), "char type = peek_type();")
+	if !ok {
+		t.Fatal("front.c: no frame loop (peek_type)")
+	}
+	served := map[wire.Type]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\t\tcase '(.)':`).FindAllStringSubmatch(loop, -1) {
+		served[wire.Type(m[1][0])] = true
+	}
+	if !served[wire.Stdout] || !served[wire.Handover] {
+		t.Fatalf("front.c's frame loop: cases %v, not found as expected", served)
+	}
+	toShim := []wire.Type{wire.Accept, wire.Fallback, wire.Replay, wire.ViaBridge, wire.Stdout, wire.Stderr, wire.Exit,
+		wire.Prompt, wire.Handover, wire.OnSignal, wire.StopStdin, wire.ProxyCommand}
+	for _, f := range toShim {
+		got := frontHandover(f, nil, false)
+		if want := served[f] && f != wire.Handover; (got == "") != want {
+			t.Errorf("frame %c: handover %q; served by the front itself: %v", f, got, want)
 		}
 	}
 }
@@ -56,6 +90,7 @@ func TestFrontHandoversCounted(t *testing.T) {
 		}
 	}
 	call(true, wire.Stderr, wire.Accept, wire.Stdout, wire.Exit)
+	call(true, wire.Accept, wire.StopStdin, wire.Stdout, wire.Exit) // sshd's eow@openssh.com
 	call(true, wire.Stderr, wire.Prompt, wire.Prompt, wire.Fallback)
 	call(true, wire.Replay, wire.ViaBridge, wire.Fallback)
 	call(false, wire.Prompt, wire.Fallback)
