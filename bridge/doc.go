@@ -112,8 +112,9 @@
 //
 // Every invocation but the control requests goes into a journal (package
 // journal; passwords typed at prompts are registered as secrets and
-// masked). Status reports targets, interpreters and the invocations in
-// flight (RenderTop draws it for `ansible-bridge top`); Mount exposes the
+// masked). Status reports targets, interpreters, each invocation in one
+// route (or, with no target's row, by outcome: Status.NoTarget) and the
+// invocations in flight (RenderTop draws it for `ansible-bridge top`); Mount exposes the
 // journal, the shared temp dirs and the status as a read-only file system
 // (package fusefs, mount.go). An ssh -v on the shim logs that invocation
 // at debug level.

@@ -68,10 +68,19 @@ type invocation struct {
 	// pid is the shim's, where the daemon sees it (sandboxReason).
 	pid int
 
-	mu     sync.Mutex
-	route  string  // set by countRoute
-	target *target // set by countRoute
-	epoch  uint64  // the target's drain epoch when attached
+	// reg counts, for status, the invocations no target's row shows
+	// (nil: a control request, not counted).
+	reg *registry
+
+	mu      sync.Mutex
+	route   string  // set by countRoute
+	routeOn *target // where countRoute counted route
+	target  *target // set by countRoute
+	epoch   uint64  // the target's drain epoch when attached
+	// trying is the route serving the invocation (serveSSH), counted
+	// for it if it ends uncounted; noTarget: counted without a target.
+	trying   string
+	noTarget bool
 
 	entry *journal.Entry // nil-safe: nil records nothing
 	// noStdinCapture keeps stdin out of the journal; set before accept.
@@ -172,11 +181,41 @@ func (iv *invocation) exit(code int) {
 }
 
 func (iv *invocation) fallback(reason string) {
+	iv.countUnrouted(routeFallback)
 	iv.entry.SetRoute(routeFallback)
 	iv.entry.HideCommand()
 	iv.entry.AppendStderr([]byte("ansible-bridge: handed to the real " + iv.hello.Prog + ": " + reason + "\n"))
 	_ = iv.send(wire.Fallback, []byte(reason))
 }
+
+// countUnrouted counts, for status, an invocation no route counted (a
+// become step whose client was killed at sudo's password prompt, a
+// failed login, a fallback): on its target, in the route serving it
+// (trying), or outcome; without a target, by outcome (the route serving
+// it, or "failed") in the daemon's row. Each invocation is counted once:
+// invocations = routes (but mux) + that row.
+func (iv *invocation) countUnrouted(outcome string) {
+	iv.mu.Lock()
+	counted, t := iv.route != "" || iv.noTarget, iv.target
+	if outcome == "" {
+		outcome = cmpOr(iv.trying, outcomeFailed)
+	}
+	if !counted && t == nil && iv.reg != nil {
+		iv.noTarget = true
+	}
+	iv.mu.Unlock()
+	switch {
+	case counted || iv.reg == nil:
+	case t != nil:
+		t.countRoute(iv, outcome)
+	default:
+		iv.reg.countNoTarget(outcome, 1)
+	}
+}
+
+// outcomeFailed counts an invocation that ended before any route took
+// it (a configuration error ssh reports, a login that failed).
+const outcomeFailed = "failed"
 
 // handBack hands a transfer the bridge does not serve in full to the
 // real scp or sftp, which reaches the target through the shim's ssh: over

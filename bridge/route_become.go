@@ -119,6 +119,9 @@ func (r *request) serveBecome() (code int, served bool) {
 			}()
 			defer func() { <-loginUp }()
 		}
+		// Counted before the tool runs: Ansible kills its ssh at a
+		// password prompt it has no password for.
+		t.countRoute(iv, routeBecome)
 		st, err := r.startBecomeAgent(w, python, key.terminal, stdin)
 		recorded := res.done(t, st.ag, st.password, err)
 		if st.ag == nil {

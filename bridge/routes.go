@@ -54,6 +54,9 @@ func (s *Server) serveSSH(ctx context.Context, iv *invocation) int {
 		if !rt.match(r) {
 			continue
 		}
+		iv.mu.Lock()
+		iv.trying = rt.name
+		iv.mu.Unlock()
 		if code, served := rt.serve(r); served {
 			return code
 		}

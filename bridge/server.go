@@ -62,6 +62,9 @@ type Server struct {
 	started time.Time
 
 	nextID atomic.Uint64
+	// invocations counts the shims' calls (ssh, scp, sftp), not the
+	// control requests (status, top, stop, mount).
+	invocations atomic.Uint64
 	// acceptWaits counts the shims that waited to be accepted: for the
 	// budget of shims served at once (inFlightBudget), or after an accept
 	// failed for want of descriptors or memory (status shows it).
@@ -465,9 +468,15 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	iv.log = log.WithField("prog", iv.hello.Prog)
+	if iv.hello.Prog != "ctl" {
+		s.invocations.Add(1)
+		iv.reg = s.targets
+	}
 	if iv.hello.Front && iv.hello.Parse() != "" {
 		// What the front cannot pass on, the Go shim falls back on or
-		// explains, as it would have from the start.
+		// explains, as it would have from the start: the real binary
+		// runs it (ssh -V, Ansible's ControlPersist probe).
+		iv.countUnrouted(routeFallback)
 		_ = iv.send(wire.Handover, nil)
 		return
 	}
@@ -478,6 +487,9 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		iv.mu.Unlock()
 	}
 	code := s.dispatch(ctx, iv)
+	// Before the exit status: the shim, and who waits for it, see the
+	// invocation counted.
+	iv.countUnrouted("")
 	if code >= 0 {
 		iv.exit(code)
 	}

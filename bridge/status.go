@@ -29,20 +29,44 @@ const StatusColumns = `columns, one row per target (user@host:port):
             become (run in a persistent interpreter), exec (passthrough), dd,
             sftp and scp (file transfers), control (ssh -O), fallback (handed
             to the real binary), mux (sessions and -W of real ssh clients
-            over the master's control socket)
+            over the master's control socket: no invocations). Each
+            invocation is in one route, the last that took it, whether it
+            succeeded or not (a become step killed at sudo's password
+            prompt: become)
 then, per target, the invocations that took the slow path with the reason,
-and what the shims ran the real binary for (from the shim log). Above the
-table: the calls the C front handed to the Go shim, by why (prompt,
-fallback, terminal, command line), each a Go program's start more.
+and what the shims ran the real binary for since the daemon started (from
+the shim log, which also has the calls that never reached the daemon).
+Above the table: the invocations of ssh, scp and sftp (status requests are
+not counted), those in no target's row by outcome (fallback: handed to the
+real binary before a target; not connected: their target never connected,
+and is not kept; failed: ended before a route took it; control: ssh -O
+without a master), so that invocations = routes but mux + those; and the
+calls the C front handed to the Go shim, by why (prompt, fallback,
+terminal, command line), each a Go program's start more.
 `
 
 // Status is the daemon's state as reported by `ansible-bridge status`.
 type Status struct {
-	PID         int    `json:"pid"`
-	Uptime      string `json:"uptime"`
+	PID    int    `json:"pid"`
+	Uptime string `json:"uptime"`
+	// Started is when the daemon started (the shim log's fallbacks that
+	// status shows are those since).
+	Started time.Time `json:"started"`
+	// Invocations counts the shims' calls (ssh, scp, sftp) since the
+	// daemon started, not control requests (status, top, stop, mount).
+	// Each is counted once: in a target's routes (mux aside: sessions of
+	// real ssh clients over a master's socket), or in NoTarget.
 	Invocations uint64 `json:"invocations"`
-	Active      int64  `json:"active"`
-	Goroutines  int    `json:"goroutines"`
+	// NoTarget counts, by outcome, the invocations no target's row
+	// shows: handed to the real binary before a target ("fallback": no
+	// ControlPath, -V, an option the bridge does not serve, Ansible's
+	// ControlPersist probe), of a target that never connected ("not
+	// connected": a failed login, a refused connection; such a target is
+	// not kept), ended before a route took it ("failed"), or a route that
+	// needs no target ("control": ssh -O without a master).
+	NoTarget   map[string]uint64 `json:"no_target,omitempty"`
+	Active     int64             `json:"active"`
+	Goroutines int               `json:"goroutines"`
 	// AcceptWaits counts the shims' connections the daemon did not
 	// accept at once, for want of file descriptors (ulimit -n) or
 	// memory: each waited until an invocation ended.
@@ -134,14 +158,19 @@ func (s *Server) Status() Status {
 	st := Status{
 		PID:            os.Getpid(),
 		Uptime:         time.Since(s.started).Round(time.Second).String(),
-		Invocations:    s.nextID.Load(),
+		Invocations:    s.invocations.Load(),
+		Started:        s.started,
 		Active:         s.active.Load(),
 		Goroutines:     runtime.NumGoroutine(),
 		AcceptWaits:    s.acceptWaits.Load(),
 		FrontHandovers: s.handovers.snapshot(),
 		Memory:         readMemoryStatus(),
 	}
-	for _, t := range s.targets.all() {
+	targets, noTarget := s.targets.snapshot()
+	if len(noTarget) > 0 {
+		st.NoTarget = noTarget
+	}
+	for _, t := range targets {
 		t.mu.Lock()
 		ts := TargetStatus{Target: t.label, ControlPath: t.key, Dials: t.dials, Routes: map[string]int{}}
 		for _, c := range t.conns {
@@ -250,7 +279,7 @@ func (s *Server) serveCtl(ctx context.Context, iv *invocation) int {
 
 func writeStatus(iv *invocation, st Status) {
 	w := iv.stdout()
-	fmt.Fprintf(w, "daemon pid %d, up %s, %d invocations (%d active)\n", st.PID, st.Uptime, st.Invocations, st.Active)
+	fmt.Fprintf(w, "daemon pid %d, up %s, %d invocations of ssh, scp and sftp (status requests not counted; %d active)\n", st.PID, st.Uptime, st.Invocations, st.Active)
 	if st.AcceptWaits > 0 {
 		fmt.Fprintf(w, "%d shim connections waited for a file descriptor (raise ulimit -n)\n", st.AcceptWaits)
 	}
@@ -261,6 +290,14 @@ func writeStatus(iv *invocation, st Status) {
 		}
 		sort.Strings(whys)
 		fmt.Fprintf(w, "calls the C front handed to the Go shim (a Go start, ~5 ms, each): %s\n", strings.Join(whys, ", "))
+	}
+	if len(st.NoTarget) > 0 {
+		var outcomes []string
+		for o, n := range st.NoTarget {
+			outcomes = append(outcomes, fmt.Sprintf("%s %d", o, n))
+		}
+		sort.Strings(outcomes)
+		fmt.Fprintf(w, "invocations in no target's row: %s\n", strings.Join(outcomes, ", "))
 	}
 	if len(st.Targets) == 0 {
 		fmt.Fprintln(w, "no targets")

@@ -1,10 +1,19 @@
 package bridge
 
 import (
+	"bytes"
 	"encoding/json"
+	"maps"
+	"net"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
+	"github.com/ansible-bridge/ansible-bridge/fakessh"
+	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
 )
 
 // TestStatusWireBytes: status counts the bytes on the target's connection
@@ -69,5 +78,122 @@ func TestStatusConcealsInFlight(t *testing.T) {
 	b, _ := json.Marshal(st)
 	if strings.Contains(string(b), secret) {
 		t.Errorf("status shows the command: %s", b)
+	}
+}
+
+// TestStatusCountsEveryInvocation: each shim invocation is in exactly
+// one row of status (a target's route, or the daemon's no_target by
+// outcome), whether it was served, handed to the real binary, killed at
+// a become tool's password prompt (Ansible's "Missing sudo password") or
+// failed to log in; status requests are not invocations.
+func TestStatusCountsEveryInvocation(t *testing.T) {
+	h := newHarness(t, 0)
+	sudo := writeFakeSudo(t)
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", "true"), ""); r.code != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	// Ansible 2.14's ControlPersist probe, from the C front: its command
+	// line goes back to the shim, which runs the real ssh.
+	func() {
+		c, err := net.Dial("unix", h.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		hello, _ := json.Marshal(fakessh.Hello{HelloMsg: wire.HelloMsg{Prog: "ssh", Argv: []string{"-o", "ControlPersist"}, Front: true}})
+		if err := wire.Write(c, wire.Hello, hello); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := wire.Read(c); err != nil || f.Type != wire.Handover {
+			t.Fatalf("probe: frame %v, %v; want a handover", f, err)
+		}
+	}()
+	if r := h.run("ssh", withOption(h.sshArgs("127.0.0.1", "true"), "ControlPath", "none"), ""); r.fallback == "" {
+		t.Fatalf("no ControlPath: %+v, want a fallback", r)
+	}
+	// A become step whose client is killed at sudo's prompt.
+	func() {
+		c, err := net.Dial("unix", h.sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		cmd := sudoCmd(sudo, `-H -S -p "`+sudoPrompt+`"`, "/usr/bin/python3")
+		if err := wire.Write(c, wire.Hello, shimHello("ssh", h.sshArgs("127.0.0.1", cmd), h.cwd, []string{"HOME=" + h.home, "PATH=" + h.path})); err != nil {
+			t.Fatal(err)
+		}
+		var errb bytes.Buffer
+		for !strings.Contains(errb.String(), sudoPrompt) {
+			f, err := wire.Read(c)
+			if err != nil {
+				t.Fatalf("become: %v before the prompt (stderr %q)", err, errb.String())
+			}
+			if f.Type == wire.Stderr {
+				errb.Write(f.Payload)
+			}
+		}
+	}()
+	// A refused connection: its target is not kept.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, closed, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	if r := h.run("ssh", withOption(h.sshArgsAt(h.cp+"-refused", "127.0.0.1", "true"), "Port", closed), ""); r.code != 255 {
+		t.Fatalf("refused: %+v", r)
+	}
+	// ssh -O check without a master.
+	if r := h.run("ssh", h.sshArgsAt(h.cp+"-none", "-O", "check", "127.0.0.1"), ""); r.code != 255 {
+		t.Fatalf("-O check: %+v", r)
+	}
+	if r := h.run("ctl", []string{"status"}, ""); r.code != 0 {
+		t.Fatalf("status: %+v", r)
+	}
+	waitFor(t, "the invocations to end", func() bool {
+		st := h.srv.Status()
+		return len(st.InFlight) == 0 && len(st.Targets) == 1
+	})
+	st := h.srv.Status()
+	sum := uint64(0)
+	for _, ts := range st.Targets {
+		for r, n := range ts.Routes {
+			if r != routeMux {
+				sum += uint64(n)
+			}
+		}
+	}
+	for _, n := range st.NoTarget {
+		sum += n
+	}
+	if st.Invocations != 6 || sum != st.Invocations {
+		t.Errorf("%d invocations, %d in routes and no_target; want 6 each (routes %v, no_target %v)", st.Invocations, sum, st.Targets[0].Routes, st.NoTarget)
+	}
+	if r := st.Targets[0].Routes; r[routeExec] != 1 || r[routeBecome] != 1 {
+		t.Errorf("routes %v, want exec 1, become 1", r)
+	}
+	want := map[string]uint64{routeFallback: 2, outcomeNotConnected: 1, routeControl: 1}
+	if !maps.Equal(st.NoTarget, want) {
+		t.Errorf("no_target %v, want %v", st.NoTarget, want)
+	}
+	r := h.run("ctl", []string{"status"}, "")
+	for _, line := range []string{"6 invocations of ssh, scp and sftp (status requests not counted", "invocations in no target's row: control 1, fallback 2, not connected 1"} {
+		if !strings.Contains(r.stdout, line) {
+			t.Errorf("status does not say %q:\n%s", line, r.stdout)
+		}
+	}
+}
+
+// TestRouteCountedOnce: an invocation a route hands on (a module run
+// that falls back to passthrough) is counted in the last route only.
+func TestRouteCountedOnce(t *testing.T) {
+	reg := newRegistry(logrus.New(), nil, 1)
+	iv := &invocation{log: logrus.New()}
+	tg := reg.get(&sshclient.Settings{ControlPath: "/cp", User: "u", HostName: "h", Port: 22}, iv)
+	tg.countRoute(iv, routeModule)
+	tg.countRoute(iv, routeExec)
+	tg.countRoute(iv, routeExec)
+	if !maps.Equal(tg.routes, map[string]int{routeExec: 1}) {
+		t.Errorf("routes %v, want exec 1", tg.routes)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -40,10 +41,33 @@ type registry struct {
 
 	mu      sync.Mutex
 	targets map[string]*target
+	// noTarget counts the invocations no target's row shows, by
+	// outcome: those that ended without one (a fallback, an error), and
+	// those of the targets forgotten as never connected.
+	noTarget map[string]uint64
 }
 
 func newRegistry(log logrus.FieldLogger, dial DialFunc, maxAgents int) *registry {
-	return &registry{log: log, dial: dial, maxAgents: maxAgents, targets: map[string]*target{}}
+	return &registry{log: log, dial: dial, maxAgents: maxAgents, targets: map[string]*target{}, noTarget: map[string]uint64{}}
+}
+
+// outcomeNotConnected counts the invocations of a target forgotten
+// because it never connected (a failed login, a refused connection).
+const outcomeNotConnected = "not connected"
+
+func (r *registry) countNoTarget(outcome string, n uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.noTarget[outcome] += n
+}
+
+// snapshot is all and noTarget at one moment: an invocation counted in
+// a target's row or, once that target is forgotten, in noTarget, is in
+// one of them.
+func (r *registry) snapshot() ([]*target, map[string]uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.allLocked(), maps.Clone(r.noTarget)
 }
 
 // get returns the target for s's ControlPath, creating it if needed, and
@@ -119,6 +143,10 @@ func (r *registry) lookup(controlPath string) *target {
 func (r *registry) all() []*target {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.allLocked()
+}
+
+func (r *registry) allLocked() []*target {
 	out := make([]*target, 0, len(r.targets))
 	for _, t := range r.targets {
 		out = append(out, t)
@@ -343,15 +371,24 @@ func (c *sshConn) goneLocked() {
 
 // countRoute counts an invocation's route and notes it (and the target)
 // on the invocation for status and the journal. The last call wins: a
-// module run that falls back to passthrough is counted as both.
+// module run that falls back to passthrough is counted as exec only, so
+// that each invocation is in one route.
 func (t *target) countRoute(iv *invocation, route string) {
+	t.attach(iv)
+	iv.mu.Lock()
+	old, oldOn := iv.route, iv.routeOn
+	iv.route, iv.routeOn = route, t
+	iv.mu.Unlock()
+	if oldOn != nil {
+		oldOn.mu.Lock()
+		if oldOn.routes[old]--; oldOn.routes[old] <= 0 {
+			delete(oldOn.routes, old)
+		}
+		oldOn.mu.Unlock()
+	}
 	t.mu.Lock()
 	t.routes[route]++
 	t.mu.Unlock()
-	t.attach(iv)
-	iv.mu.Lock()
-	iv.route = route
-	iv.mu.Unlock()
 	iv.log = iv.log.WithField("route", route)
 	iv.entry.SetTarget(t.label)
 	iv.entry.SetRoute(route)
@@ -716,6 +753,14 @@ func (t *target) invocationDone(iv *invocation) {
 	last := t.inflight.Add(-1) == 0
 	if last && !t.connected.Load() && r.targets[t.key] == t {
 		delete(r.targets, t.key)
+		// Its invocations stay counted in status, without its row.
+		t.mu.Lock()
+		for route, n := range t.routes {
+			if route != routeMux {
+				r.noTarget[outcomeNotConnected] += uint64(n)
+			}
+		}
+		t.mu.Unlock()
 		t.log.Debug("target never connected; forgotten")
 	}
 	r.mu.Unlock()
