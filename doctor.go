@@ -169,7 +169,7 @@ var fallbackLine = regexp.MustCompile(`fallback prog=(\S+) real=\S+ reason=("(?:
 func checkFallbacks(env doctorEnv) check {
 	c := check{name: "fallbacks", ok: true}
 	var expected, failed []string
-	for _, f := range fallbackSummary(env.socket) {
+	for _, f := range fallbackSummary(env.socket, time.Time{}) {
 		if f.expected {
 			expected = append(expected, f.line)
 		} else {
@@ -197,9 +197,9 @@ type fallbackCount struct {
 
 // fallbackSummary reads the shim log of socket: each reason the shims ran
 // the real binary (its first line: a usage error is several), with its
-// count, sorted. Fallbacks the user asked for (ANSIBLE_BRIDGE_DISABLE)
+// count, sorted; since: only the entries from then on (zero: all). Fallbacks the user asked for (ANSIBLE_BRIDGE_DISABLE)
 // and Ansible's ControlPersist probe are left out.
-func fallbackSummary(socket string) []fallbackCount {
+func fallbackSummary(socket string, since time.Time) []fallbackCount {
 	f, err := os.Open(wire.SideFile(socket, "shim.log"))
 	if err != nil {
 		return nil
@@ -211,6 +211,12 @@ func fallbackSummary(socket string) []fallbackCount {
 		m := fallbackLine.FindStringSubmatch(sc.Text())
 		if m == nil {
 			continue
+		}
+		if !since.IsZero() {
+			stamp, _, _ := strings.Cut(sc.Text(), " ")
+			if at, err := time.Parse(time.RFC3339Nano, stamp); err != nil || at.Before(since) {
+				continue
+			}
 		}
 		reason, err := strconv.Unquote(m[2])
 		if err != nil {

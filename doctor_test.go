@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // doctorFixture is a machine as doctor sees it: a PATH dir with the real
@@ -246,4 +247,32 @@ func TestDoctor(t *testing.T) {
 			t.Errorf("socket directory: %+v", c)
 		}
 	})
+}
+
+// TestFallbackSummarySince: status shows the shim log's fallbacks since
+// the daemon started, not those of earlier runs; entries are timed to the
+// nanosecond (older ones to the second).
+func TestFallbackSummarySince(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "bridge.sock")
+	log := "2026-11-24T10:00:00Z fallback prog=ssh real=/usr/bin/ssh reason=\"daemon: no ControlPath: ssh connects on its own\" argc=3\n" +
+		"2026-11-24T10:59:59.999999999Z fallback prog=ssh real=/usr/bin/ssh reason=\"unsupported: -L\" argc=5\n" +
+		"2026-11-24T11:00:00.5Z fallback prog=ssh real=/usr/bin/ssh reason=\"unsupported: -V\" argc=1\n" +
+		"2026-11-24T11:59:59+01:00 fallback prog=scp real=/usr/bin/scp reason=\"unsupported: -r\" argc=3\n"
+	if err := os.WriteFile(filepath.Join(dir, "bridge.shim.log"), []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lines := func(since time.Time) string {
+		var out []string
+		for _, f := range fallbackSummary(sock, since) {
+			out = append(out, f.line)
+		}
+		return strings.Join(out, "; ")
+	}
+	if got, want := lines(time.Time{}), "1× scp: unsupported: -r; 1× ssh: daemon: no ControlPath: ssh connects on its own; 1× ssh: unsupported: -L; 1× ssh: unsupported: -V"; got != want {
+		t.Errorf("whole log: %q, want %q", got, want)
+	}
+	if got, want := lines(time.Date(2026, 11, 24, 11, 0, 0, 0, time.UTC)), "1× ssh: unsupported: -V"; got != want {
+		t.Errorf("since 11:00: %q, want %q", got, want)
+	}
 }

@@ -494,7 +494,7 @@ func cmdCtl(name string, args []string) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: no daemon at %s: %v\n", wire.SocketPath(), err)
 		if name == "status" && !slices.Contains(args, "--json") {
-			printFallbacks()
+			printFallbacks(time.Time{})
 		}
 		if name == "stop" {
 			return 0
@@ -503,7 +503,7 @@ func cmdCtl(name string, args []string) int {
 	}
 	defer c.Close()
 	if name == "status" && !slices.Contains(args, "--json") {
-		defer printFallbacks()
+		defer func() { printFallbacks(daemonStarted()) }()
 	}
 	cwd, _ := os.Getwd()
 	hello, _ := json.Marshal(wire.HelloMsg{Prog: "ctl", Argv: append([]string{name}, args...), Cwd: cwd})
@@ -608,17 +608,36 @@ func cmdTop(args []string) int {
 }
 
 // printFallbacks adds to status what the shims ran the real binary for
-// (their log), and why nothing could be recorded when the socket directory
-// is not to be trusted.
-func printFallbacks() {
+// (their log) since the daemon started (zero: no daemon, the whole log),
+// and why nothing could be recorded when the socket directory is not to
+// be trusted.
+func printFallbacks(since time.Time) {
 	sock := wire.SocketPath()
 	if err := wire.CheckPrivateDir(filepath.Dir(sock), os.Getuid()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		fmt.Printf("every shim runs the real binary, unrecorded: %v (ansible-bridge doctor)\n", err)
 		return
 	}
-	for _, f := range fallbackSummary(sock) {
-		fmt.Printf("fallback to the real binary: %s\n", f.line)
+	span := "since the daemon started"
+	if since.IsZero() {
+		span = "in the whole shim log"
 	}
+	for _, f := range fallbackSummary(sock, since) {
+		fmt.Printf("fallback to the real binary %s: %s\n", span, f.line)
+	}
+}
+
+// daemonStarted is when the daemon answering on the socket started, or
+// zero.
+func daemonStarted() time.Time {
+	out, err := ctlOutput("status", "--json")
+	if err != nil {
+		return time.Time{}
+	}
+	var st bridge.Status
+	if json.Unmarshal(out, &st) != nil {
+		return time.Time{}
+	}
+	return st.Started
 }
 
 // ctlOutput runs a control request and returns its stdout.

@@ -383,3 +383,43 @@ func TestHugeHelloFallsBack(t *testing.T) {
 		t.Errorf("shim log %q (%v) does not record %q", log, err, reason)
 	}
 }
+
+// TestStatusFallbacksSinceDaemon: status shows the shim log's fallbacks
+// since the daemon started, saying so, and not an earlier run's.
+func TestStatusFallbacksSinceDaemon(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	realSSH := filepath.Join(dir, "real-ssh")
+	if err := os.WriteFile(realSSH, []byte("#!/bin/sh\necho REAL-SSH \"$1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "s", "bridge.sock")
+	if err := os.Mkdir(filepath.Dir(sock), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := "2026-01-01T00:00:00Z fallback prog=ssh real=/usr/bin/ssh reason=\"daemon: no ControlPath: ssh connects on its own\" argc=3\n"
+	if err := os.WriteFile(filepath.Join(dir, "s", "bridge.shim.log"), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "ANSIBLE_BRIDGE_SOCKET="+sock, "ANSIBLE_BRIDGE_IDLE=0")
+	t.Cleanup(func() {
+		stop := exec.Command(bin, "stop")
+		stop.Env = env
+		stop.Run()
+	})
+	// The shim starts the daemon, which hands -v to the real ssh.
+	shim := exec.Command(bin, "-v", "-F", "none", "127.0.0.1", "true")
+	shim.Env = append(env, "ANSIBLE_BRIDGE_ARGV0=ssh", "ANSIBLE_BRIDGE_REAL_SSH="+realSSH)
+	if out, err := shim.Output(); err != nil || string(out) != "REAL-SSH -v\n" {
+		t.Fatalf("shim: %v, stdout %q; want the real ssh's", err, out)
+	}
+	status := exec.Command(bin, "status")
+	status.Env = env
+	out, err := status.CombinedOutput()
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "fallback to the real binary since the daemon started: 1× ssh: daemon: -v") || strings.Contains(string(out), "no ControlPath") {
+		t.Errorf("status:\n%s\nwant the -v fallback since the daemon started, not the earlier run's", out)
+	}
+}

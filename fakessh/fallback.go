@@ -247,7 +247,7 @@ func logFallback(prog string, argv []string, reason, real string, findErr error)
 		target = "(none: " + findErr.Error() + ")"
 	}
 	fmt.Fprintf(f, "%s fallback prog=%s real=%s reason=%q argc=%d\n",
-		time.Now().Format(time.RFC3339), prog, target, reason, len(argv))
+		time.Now().Format(time.RFC3339Nano), prog, target, reason, len(argv))
 }
 
 // FallbackEnv marks the environment of the real binary a fallback execs:
