@@ -18,6 +18,20 @@ import (
 // ever. Each call ends as /usr/bin/ssh's, with the wrapper run once; the
 // wrapper counts its runs and refuses past 3, so a loop fails the test.
 func TestWrapperBeforeShims(t *testing.T) {
+	testWrapper(t, true)
+}
+
+// TestWrapperShimsOffPath: the same wrapper with the shims' directory not
+// on PATH (ssh_executable naming the shim, a site wrapper on PATH): the
+// fallback finds the wrapper first and runs it; run again, the shim skips
+// it (ANSIBLE_BRIDGE_FALLBACK), so each call ends as /usr/bin/ssh's with
+// the wrapper run twice where the shim falls back, once where the daemon
+// serves it.
+func TestWrapperShimsOffPath(t *testing.T) {
+	testWrapper(t, false)
+}
+
+func testWrapper(t *testing.T, shimsOnPath bool) {
 	requireLab(t)
 	requireBridge(t)
 	d := newPrivateDaemon(t)
@@ -80,26 +94,33 @@ exec %[2]s "$@"
 		return o.String(), e.String(), code
 	}
 	for _, tc := range []struct {
-		name string
-		args func(side string) []string
+		name     string
+		args     func(side string) []string
+		fallback bool // the shim runs the real ssh
 	}{
-		{"Ansible's ControlPersist probe", func(string) []string { return []string{"-o", "ControlPersist"} }},
-		{"-V", func(string) []string { return []string{"-V"} }},
-		{"no Control options: the real ssh", func(string) []string { return []string{"-F", plain, "lab", "echo real; exit 3"} }},
-		{"served by the daemon", func(side string) []string { return []string{"-F", mux[side], "lab", "echo served; exit 4"} }},
+		{"Ansible's ControlPersist probe", func(string) []string { return []string{"-o", "ControlPersist"} }, true},
+		{"-V", func(string) []string { return []string{"-V"} }, true},
+		{"no Control options: the real ssh", func(string) []string { return []string{"-F", plain, "lab", "echo real; exit 3"} }, true},
+		{"served by the daemon", func(side string) []string { return []string{"-F", mux[side], "lab", "echo served; exit 4"} }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := os.Remove(count); err != nil && !os.IsNotExist(err) {
 				t.Fatal(err)
 			}
 			wo, we, wc := run(suite.basePATH, suite.realSSH, tc.args("openssh"))
-			path := strings.Join([]string{wrap, suite.shims, suite.basePATH}, string(os.PathListSeparator))
-			o, e, c := run(path, filepath.Join(wrap, "ssh"), tc.args("shims"))
+			dirs, runs := []string{wrap, suite.shims, suite.basePATH}, "1"
+			if !shimsOnPath {
+				dirs = []string{wrap, suite.basePATH}
+				if tc.fallback {
+					runs = "2"
+				}
+			}
+			o, e, c := run(strings.Join(dirs, string(os.PathListSeparator)), filepath.Join(wrap, "ssh"), tc.args("shims"))
 			if o != wo || e != we || c != wc {
 				t.Errorf("through the wrapper: exit %d, stdout %q, stderr %q\nwith OpenSSH: exit %d, stdout %q, stderr %q", c, o, e, wc, wo, we)
 			}
-			if b, _ := os.ReadFile(count); strings.TrimSpace(string(b)) != "1" {
-				t.Errorf("the wrapper ran %s times, want 1", strings.TrimSpace(string(b)))
+			if b, _ := os.ReadFile(count); strings.TrimSpace(string(b)) != runs {
+				t.Errorf("the wrapper ran %s times, want %s", strings.TrimSpace(string(b)), runs)
 			}
 		})
 	}
