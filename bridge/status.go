@@ -277,6 +277,16 @@ func (s *Server) serveCtl(ctx context.Context, iv *invocation) int {
 	return 2
 }
 
+// countList is counts as "NAME N, ..." in order of name.
+func countList(counts map[string]uint64) string {
+	var out []string
+	for name, n := range counts {
+		out = append(out, fmt.Sprintf("%s %d", name, n))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
 func writeStatus(iv *invocation, st Status) {
 	w := iv.stdout()
 	fmt.Fprintf(w, "daemon pid %d, up %s, %d invocations of ssh, scp and sftp (status requests not counted; %d active)\n", st.PID, st.Uptime, st.Invocations, st.Active)
@@ -284,20 +294,10 @@ func writeStatus(iv *invocation, st Status) {
 		fmt.Fprintf(w, "%d shim connections waited for a file descriptor (raise ulimit -n)\n", st.AcceptWaits)
 	}
 	if len(st.FrontHandovers) > 0 {
-		var whys []string
-		for why, n := range st.FrontHandovers {
-			whys = append(whys, fmt.Sprintf("%s %d", why, n))
-		}
-		sort.Strings(whys)
-		fmt.Fprintf(w, "calls the C front handed to the Go shim (a Go start, ~5 ms, each): %s\n", strings.Join(whys, ", "))
+		fmt.Fprintf(w, "calls the C front handed to the Go shim (a Go start, ~5 ms, each): %s\n", countList(st.FrontHandovers))
 	}
 	if len(st.NoTarget) > 0 {
-		var outcomes []string
-		for o, n := range st.NoTarget {
-			outcomes = append(outcomes, fmt.Sprintf("%s %d", o, n))
-		}
-		sort.Strings(outcomes)
-		fmt.Fprintf(w, "invocations in no target's row: %s\n", strings.Join(outcomes, ", "))
+		fmt.Fprintf(w, "invocations in no target's row: %s\n", countList(st.NoTarget))
 	}
 	if len(st.Targets) == 0 {
 		fmt.Fprintln(w, "no targets")
