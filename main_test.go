@@ -115,10 +115,7 @@ func TestSquattedSocketGetsNothing(t *testing.T) {
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	realSSH := filepath.Join(base, "real-ssh")
-	if err := os.WriteFile(realSSH, []byte("#!/bin/sh\necho REAL-SSH \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	realSSH := fakeRealSSH(t, base, `"$@"`)
 	// The attacker's directory: its own, open to all.
 	evil := filepath.Join(base, "evil")
 	if err := os.Mkdir(evil, 0o777); err != nil {
@@ -264,12 +261,7 @@ func TestLeanShim(t *testing.T) {
 		}
 	}
 	sock := filepath.Join(t.TempDir(), "s", "bridge.sock")
-	env := append(os.Environ(), "ANSIBLE_BRIDGE_SOCKET="+sock, "ANSIBLE_BRIDGE_IDLE=0")
-	t.Cleanup(func() {
-		stop := exec.Command(bin, "stop")
-		stop.Env = env
-		stop.Run()
-	})
+	env := daemonEnv(t, bin, sock)
 	// ssh -O check answers from the daemon, which the shim starts.
 	check := exec.Command(filepath.Join(shims, "ssh"), "-O", "check", "-o", "ControlPath=/nonexistent/cp", "127.0.0.1")
 	check.Env = env
@@ -294,10 +286,7 @@ func TestOpenSocketDirNamed(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil { // whatever the umask
 		t.Fatal(err)
 	}
-	realSSH := filepath.Join(base, "real-ssh")
-	if err := os.WriteFile(realSSH, []byte("#!/bin/sh\necho REAL-SSH \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	realSSH := fakeRealSSH(t, base, `"$@"`)
 	env := append(os.Environ(), "ANSIBLE_BRIDGE_SOCKET="+filepath.Join(dir, "bridge.sock"), "ANSIBLE_BRIDGE_REAL_SSH="+realSSH)
 	run := func(argv0 string, args ...string) (string, int) {
 		cmd := exec.Command(bin, args...)
@@ -351,17 +340,9 @@ func TestTopIntoPipe(t *testing.T) {
 func TestHugeHelloFallsBack(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	realSSH := filepath.Join(dir, "real-ssh")
-	if err := os.WriteFile(realSSH, []byte("#!/bin/sh\necho REAL-SSH \"$1\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	realSSH := fakeRealSSH(t, dir, `"$1"`)
 	sock := filepath.Join(dir, "s", "bridge.sock")
-	env := append(os.Environ(), "ANSIBLE_BRIDGE_SOCKET="+sock, "ANSIBLE_BRIDGE_IDLE=0")
-	t.Cleanup(func() {
-		stop := exec.Command(bin, "stop")
-		stop.Env = env
-		stop.Run()
-	})
+	env := daemonEnv(t, bin, sock)
 	shim := exec.Command(bin, "-v", "127.0.0.1", "true")
 	shim.Env = append(env, "ANSIBLE_BRIDGE_ARGV0=ssh", "ANSIBLE_BRIDGE_REAL_SSH="+realSSH)
 	// One string may not pass 128 KiB (MAX_ARG_STRLEN): many of 100 KiB.
@@ -389,10 +370,7 @@ func TestHugeHelloFallsBack(t *testing.T) {
 func TestStatusFallbacksSinceDaemon(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	realSSH := filepath.Join(dir, "real-ssh")
-	if err := os.WriteFile(realSSH, []byte("#!/bin/sh\necho REAL-SSH \"$1\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	realSSH := fakeRealSSH(t, dir, `"$1"`)
 	sock := filepath.Join(dir, "s", "bridge.sock")
 	if err := os.Mkdir(filepath.Dir(sock), 0o700); err != nil {
 		t.Fatal(err)
@@ -401,12 +379,7 @@ func TestStatusFallbacksSinceDaemon(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "s", "bridge.shim.log"), []byte(old), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "ANSIBLE_BRIDGE_SOCKET="+sock, "ANSIBLE_BRIDGE_IDLE=0")
-	t.Cleanup(func() {
-		stop := exec.Command(bin, "stop")
-		stop.Env = env
-		stop.Run()
-	})
+	env := daemonEnv(t, bin, sock)
 	// The shim starts the daemon, which hands -v to the real ssh.
 	shim := exec.Command(bin, "-v", "-F", "none", "127.0.0.1", "true")
 	shim.Env = append(env, "ANSIBLE_BRIDGE_ARGV0=ssh", "ANSIBLE_BRIDGE_REAL_SSH="+realSSH)
@@ -422,4 +395,28 @@ func TestStatusFallbacksSinceDaemon(t *testing.T) {
 	if !strings.Contains(string(out), "fallback to the real binary since the daemon started: 1× ssh: daemon: -v") || strings.Contains(string(out), "no ControlPath") {
 		t.Errorf("status:\n%s\nwant the -v fallback since the daemon started, not the earlier run's", out)
 	}
+}
+
+// fakeRealSSH writes dir/real-ssh, a stand-in for the real ssh that
+// prints REAL-SSH and args (a shell word: "$@" or "$1"), and returns its
+// path.
+func fakeRealSSH(t *testing.T, dir, args string) string {
+	t.Helper()
+	p := filepath.Join(dir, "real-ssh")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\necho REAL-SSH "+args+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// daemonEnv is the environment of a daemon on sock that does not exit
+// idle, stopped when t ends.
+func daemonEnv(t *testing.T, bin, sock string) []string {
+	env := append(os.Environ(), "ANSIBLE_BRIDGE_SOCKET="+sock, "ANSIBLE_BRIDGE_IDLE=0")
+	t.Cleanup(func() {
+		stop := exec.Command(bin, "stop")
+		stop.Env = env
+		stop.Run()
+	})
+	return env
 }

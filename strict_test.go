@@ -18,10 +18,7 @@ import (
 func TestStrictMode(t *testing.T) {
 	bin := buildBinary(t)
 	base := t.TempDir()
-	realSSH := filepath.Join(base, "real-ssh")
-	if err := os.WriteFile(realSSH, []byte("#!/bin/sh\necho REAL-SSH \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	realSSH := fakeRealSSH(t, base, `"$@"`)
 	open := filepath.Join(base, "open")
 	if err := os.Mkdir(open, 0o755); err != nil {
 		t.Fatal(err)
