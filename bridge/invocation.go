@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -198,7 +199,7 @@ func (iv *invocation) countUnrouted(outcome string) {
 	iv.mu.Lock()
 	counted, t := iv.route != "" || iv.noTarget, iv.target
 	if outcome == "" {
-		outcome = cmpOr(iv.trying, outcomeFailed)
+		outcome = cmp.Or(iv.trying, outcomeFailed)
 	}
 	if !counted && t == nil && iv.reg != nil {
 		iv.noTarget = true
@@ -569,10 +570,3 @@ var passwdEntry = sync.OnceValues(func() (*user.User, error) {
 	}
 	return &user.User{Username: f[0], Uid: f[2], Gid: f[3], Name: f[4], HomeDir: f[5]}, nil
 })
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}

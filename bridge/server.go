@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -511,7 +512,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 // already answered (fallback).
 func (s *Server) dispatch(ctx context.Context, iv *invocation) int {
 	if iv.hello.Prog != "ctl" {
-		if reason := cmpOr(iv.preloadReason(), iv.sandboxReason()); reason != "" {
+		if reason := cmp.Or(iv.preloadReason(), iv.sandboxReason()); reason != "" {
 			iv.fallback(reason)
 			return -1
 		}

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -418,7 +419,7 @@ func (b *batchRun) run(ctx context.Context, c fakessh.BatchCommand) (quit bool, 
 		}
 		return false, b.get(ctx, arg(0), p)
 	case "cd", "chdir":
-		dir := b.remote(cmpOr(arg(0), "~"))
+		dir := b.remote(cmp.Or(arg(0), "~"))
 		st, err := b.sc.Stat(dir)
 		if err != nil {
 			return false, msgf("Can't change directory: %s", sftpErrText(err))
@@ -499,7 +500,7 @@ func (b *batchRun) run(ctx context.Context, c fakessh.BatchCommand) (quit bool, 
 			return false, msgf("Couldn't setstat on \"%s\": %s", p, sftpErrText(err))
 		}
 	case "ls", "dir":
-		return false, b.ls(b.remote(cmpOr(arg(0), ".")))
+		return false, b.ls(b.remote(cmp.Or(arg(0), ".")))
 	case "progress", "version", "help", "?", "lumask":
 		if c.Name == "version" {
 			_, _ = fmt.Fprintf(b.iv.stdout(), "SFTP protocol version 3\n")
@@ -862,7 +863,7 @@ func (s *Server) serveSCP(ctx context.Context, iv *invocation) int {
 	conn := inv.SSH
 	conn.Host = remote.Host
 	if remote.User != "" {
-		conn.User = cmpOr(conn.User, remote.User)
+		conn.User = cmp.Or(conn.User, remote.User)
 	}
 	if remote.Port != "" {
 		conn.Options = append([]fakessh.Option{{Key: "port", Value: remote.Port}}, conn.Options...)
