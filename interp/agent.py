@@ -144,6 +144,13 @@ PAGEMAP_PRESENT = 1 << 63
 PAGEMAP_EXCLUSIVE = 1 << 56
 # The size of an fd in SCM_RIGHTS ancillary data.
 FD_SIZE = struct.calcsize('i')
+FD_RECORD = struct.Struct('i')
+# A seed's answer (a spare's pid) and its exit reports (pid, waitpid status).
+PID_RECORD = struct.Struct('i')
+EXIT_RECORD = struct.Struct('ii')
+# How long (s) a zygote waits for its seed's spare before forking one
+# itself (a stopped seed must not stop the zygote).
+SEED_WAIT = 10
 # What AnsiballZ wrappers import, plus ast (the agent's own literal parsing)
 # and the codec zipfile decodes member names with.
 WRAPPER_IMPORTS = ('ast', 'base64', 'runpy', 'shutil', 'tempfile', 'zipfile', 'json', 'resource', 'traceback',
@@ -772,12 +779,15 @@ def str_literal(text):
 
 
 def task_time(expr):
-    """The datetime expr (DATETIME_HEAD int, ... DATETIME_TAIL) gives, or
-    None."""
-    if not (expr.startswith(DATETIME_HEAD) and expr.endswith(DATETIME_TAIL)):
-        return None
-    import datetime
+    """The value of the task's start time expr gives, or None: 2.19+'s
+    datetime (DATETIME_HEAD int, ... DATETIME_TAIL), or before that a
+    tuple of ints."""
     try:
+        if expr.startswith(b'(') and expr.endswith(b')'):
+            return tuple(int(x) for x in expr[1:-1].split(b','))
+        if not (expr.startswith(DATETIME_HEAD) and expr.endswith(DATETIME_TAIL)):
+            return None
+        import datetime
         return datetime.datetime(*[int(x) for x in expr[len(DATETIME_HEAD):-len(DATETIME_TAIL)].split(b',')],
                                  tzinfo=datetime.timezone.utc)
     except (ValueError, TypeError):
@@ -818,7 +828,8 @@ class WrapperCompiler(object):
     """Compiles AnsiballZ wrapper templates for one zip.
 
     A template differs from task to task only in its parameters' literal
-    (and from ansible-core 2.19 its date_time argument). With those and
+    and its start time (2.19+'s date_time argument, before that the time
+    sitecustomize.py's zip entry gets). With those and
     the zip literal replaced by markers,
     the compiled code is the same for every task of a playbook run: it is
     cached (the zygote fills the cache, its forks inherit it), and a task
@@ -882,15 +893,18 @@ class WrapperCompiler(object):
             return None
 
     def learn(self, tpl, spans):
-        """In the zygote: compile tpl's shape for later tasks."""
+        """In the zygote: compile tpl's shape for later tasks; whether
+        that is new."""
         key, _ = self._split(tpl, spans)
         if key is None or key in self.cache:
-            return
+            return False
         if len(self.cache) >= self.MAX:
             self.cache.clear()
         code = self._compile_key(key)
-        if code is not None:
-            self.cache[key] = code
+        if code is None:
+            return False
+        self.cache[key] = code
+        return True
 
     def compile(self, tpl, fname, spans):
         """The code of tpl with its zip literal holding the zip."""
@@ -1815,6 +1829,22 @@ def _print_ignored(obj):
 
 # ---------------------------------------------------------------- zygote
 
+def seed_reap(report, options):
+    """In a seed: reap its forks (all of them, with options 0; those that
+    exited, with WNOHANG) and report each exit to the zygote."""
+    while True:
+        try:
+            pid, st = os.waitpid(-1, options)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        try:
+            os.write(report, EXIT_RECORD.pack(pid, st))
+        except OSError:
+            pass  # the zygote is gone
+
+
 class ZygoteServer(object):
     """A zygote: the process, forked from the agent, that has imported one
     AnsiballZ zip and forks its tasks.
@@ -1822,8 +1852,20 @@ class ZygoteServer(object):
     It keeps one child forked ahead (a spare, waiting in spare_main) so
     that no fork is on a request's path, and hands it to the agent, which
     sends the next task straight to it; the next spare is forked once that
-    task has exited (spare_later). Messages on sock (encode_msg; fds
-    go with a message's first byte):
+    task has exited (spare_later).
+
+    Once warm it forks its spares through a seed (seed_main): a fork of
+    the zygote that forks a spare each time the zygote asks, reaps them
+    and reports their exits. A fork write-protects every page of the
+    process that forks, and a zygote forking its spares then faulted on
+    each page its loop wrote after the fork (~270 a task, each a trap,
+    dear in a VM); the seed's loop is small, and the zygote's own pages
+    stay writable. A template shape the zygote learns it sends the seed
+    to learn too; what else it learns (the pages to copy ahead, the
+    resolver) drops the seed, which exits once its forks have; the next
+    one is forked knowing it.
+
+    Messages on sock (encode_msg; fds go with a message's first byte):
 
       zygote -> agent  {'ready': import_snapshot}: warm, first of all;
                        {'spare': pid, 'learn': bool} + the spare's control
@@ -1853,6 +1895,9 @@ class ZygoteServer(object):
         self.handed = None  # pid of the spare the agent holds, unused so far
         self.early = {}  # pid -> exit status of handed spares not yet reported used
         self.due = None  # when to fork the next spare even if a task still runs
+        self.seed = None  # (pid, control socket, exit report pipe) of the seed, if any
+        self.seed_reports = {}  # a seed's exit report pipe -> the bytes of a part record
+        self.seeded = {}  # pid of a seed's fork -> its seed's report pipe
 
     def run(self):
         """Never returns."""
@@ -1936,6 +1981,8 @@ class ZygoteServer(object):
                     self.read_learned()
                 elif key.fileobj is self.sock:
                     self.read_agent()
+                elif key.fileobj in self.seed_reports:
+                    self.read_seed_reports(key.fileobj)
                 else:
                     self.reap()
 
@@ -1958,6 +2005,7 @@ class ZygoteServer(object):
         except BlockingIOError:
             return  # woken without a datagram
         self.pf.learn(data)
+        self.drop_seed()
 
     def read_agent(self):
         try:
@@ -1966,6 +2014,7 @@ class ZygoteServer(object):
             os._exit(0)  # the agent is gone, or retired this zygote
         if msg.get('res_init'):
             res_init()  # for the forks to come
+            self.drop_seed()
         if 'used' in msg:
             self.spare_used(msg, tpl)
         else:
@@ -1979,8 +2028,19 @@ class ZygoteServer(object):
         self.task_started(msg['used'], msg['id'])
         # The next tasks' forks inherit the compiled shape (sent until learned).
         if tpl:
-            self.wc.learn(bytes(tpl), task_spans(msg))
+            self.learn_shape(bytes(tpl), task_spans(msg))
         self.spare_later()
+
+    def learn_shape(self, tpl, spans):
+        """Compile a template's shape for the spares to come: here, for
+        the seeds to come, and in the seed."""
+        if not self.wc.learn(tpl, spans) or self.seed is None:
+            return
+        try:
+            self.seed[1].sendall(b'L')
+            send_msg(self.seed[1], spans, tpl)
+        except OSError:
+            self.drop_seed()  # gone, or stopped: the next is forked knowing it
 
     def start_task(self, msg, tpl, fds):
         """A task the agent sent here (it held no spare): to the spare held,
@@ -1998,7 +2058,7 @@ class ZygoteServer(object):
         for fd in fds:
             os.close(fd)
         if pid is not None:
-            self.wc.learn(shape, task_spans(msg))
+            self.learn_shape(shape, task_spans(msg))
             self.task_started(pid, msg['id'])
             self.tell_agent({'id': msg['id'], 'pid': pid})
         self.spare_later()
@@ -2050,32 +2110,159 @@ class ZygoteServer(object):
                 break
             if pid == 0:
                 break
-            rid = self.tasks.pop(pid, None)
-            if rid is not None:
-                self.tell_agent({'id': rid, 'status': st})
-                if self.due is not None and not self.tasks:
-                    self.spare_now()
-            elif pid == self.handed:
-                # Its task, if the agent sent it one, is reported when the
-                # agent says so; the agent gets another spare either way.
-                self.early[pid] = st
-                self.handed = None
-                if self.held is None:
-                    self.held = self.fork_spare()
+            self.exited(pid, st)
+
+    def read_seed_reports(self, fd):
+        """A seed's exit reports: (pid, waitpid status) records. At their
+        end (the seed gone), its forks still unreported count as killed:
+        their statuses went to init."""
+        try:
+            data = os.read(fd, 4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b''
+        if not data:
+            self.sel.unregister(fd)
+            os.close(fd)
+            del self.seed_reports[fd]
+            for pid in [p for p, f in self.seeded.items() if f == fd]:
+                self.exited(pid, int(signal.SIGKILL))
+            return
+        buf = self.seed_reports[fd] + data
+        n = len(buf) // EXIT_RECORD.size * EXIT_RECORD.size
+        self.seed_reports[fd] = buf[n:]
+        for pid, st in EXIT_RECORD.iter_unpack(buf[:n]):
+            self.exited(pid, st)
+
+    def exited(self, pid, st):
+        """A fork of this zygote or of its seed exited."""
+        self.seeded.pop(pid, None)
+        rid = self.tasks.pop(pid, None)
+        if rid is not None:
+            self.tell_agent({'id': rid, 'status': st})
+            if self.due is not None and not self.tasks:
+                self.spare_now()
+        elif pid == self.handed:
+            # Its task, if the agent sent it one, is reported when the
+            # agent says so; the agent gets another spare either way.
+            self.early[pid] = st
+            self.handed = None
+            if self.held is None:
+                self.held = self.fork_spare()
 
     # ---- spares
 
     def fork_spare(self):
-        """A new spare: (pid, control socket)."""
+        """A new spare: (pid, control socket). The seed's, or (the seed
+        gone) a fork of this process."""
+        if self.seed is None:
+            self.seed = self.fork_seed()
+        spare = self.ask_seed()
+        if spare is not None:
+            return spare
+        return self.fork_child(self.spare_main, prefault=True)
+
+    def fork_child(self, main, prefault=False, keep=()):
+        """A fork running main(control socket): (pid, control socket)."""
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        PREFAULT_AT_FORK.append(self.pf.prefault)
+        if prefault:
+            PREFAULT_AT_FORK.append(self.pf.prefault)
         pid = os.fork()
         if pid == 0:
             a.close()
-            self.spare_main(b)
+            main(b, *keep)
         del PREFAULT_AT_FORK[:]
         b.close()
         return pid, a
+
+    def fork_seed(self):
+        """A seed, and its exit report pipe watched."""
+        r, w = os.pipe()
+        pid, ctl = self.fork_child(self.seed_main, keep=(w,))
+        os.close(w)
+        ctl.settimeout(SEED_WAIT)
+        _set_nonblock(r)
+        self.seed_reports[r] = b''
+        self.sel.register(r, selectors.EVENT_READ)
+        return pid, ctl, r
+
+    def ask_seed(self):
+        """A spare the seed forks, or None if it cannot (gone)."""
+        ctl = self.seed[1]
+        data, fds = b'', []
+        try:
+            ctl.sendall(b'.')
+            data, anc, _flags, _addr = ctl.recvmsg(PID_RECORD.size, socket.CMSG_SPACE(FD_SIZE))
+            fds = fds_of(anc)
+            if 0 < len(data) < PID_RECORD.size:
+                data += bytes(recv_exact(ctl, PID_RECORD.size - len(data)))
+        except (EOFError, OSError):
+            pass  # the seed is gone
+        if len(data) != PID_RECORD.size or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            self.drop_seed()
+            return None
+        pid = PID_RECORD.unpack(data)[0]
+        self.seeded[pid] = self.seed[2]
+        return pid, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fds[0])
+
+    def drop_seed(self):
+        """What the zygote knows changed: the seed would not know it. It
+        exits once its forks have."""
+        if self.seed is not None:
+            self.seed[1].close()
+            self.seed = None
+
+    def seed_main(self, ctl, report):
+        """In a seed: fork a spare each time the zygote asks on ctl (a
+        byte, '.'; the answer, the spare's pid and its control socket), or
+        learn a template's shape ('L' and a message: spans, template), and
+        write each fork's exit to report (EXIT_RECORD); once ctl ends,
+        exit when the last fork has. As little python per fork as can be:
+        each page written after a fork costs a fault. Never returns."""
+        try:
+            self.detach(ctl.fileno(), report)
+            signal.signal(signal.SIGCHLD, lambda *a: seed_reap(report, os.WNOHANG))
+            while True:
+                op = os.read(ctl.fileno(), 1)
+                if not op:
+                    break
+                if op == b'L':
+                    spans, tpl, _ = recv_msg(ctl)
+                    self.wc.learn(bytes(tpl), spans)
+                    continue
+                a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                PREFAULT_AT_FORK.append(self.pf.prefault)
+                try:
+                    pid = os.fork()
+                except OSError:
+                    pid = None  # no fork to answer with: the zygote drops this seed
+                if pid == 0:
+                    a.close()
+                    ctl.close()
+                    self.spare_main(b)
+                del PREFAULT_AT_FORK[:]
+                b.close()
+                if pid is None:
+                    a.close()
+                    ctl.sendall(PID_RECORD.pack(0))
+                    continue
+                try:
+                    ctl.sendmsg([PID_RECORD.pack(pid)], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, FD_RECORD.pack(a.fileno()))])
+                except OSError:
+                    pass  # the zygote stopped waiting: the spare ends with a
+                a.close()
+            # Waiting on: nothing of the agent's held open meanwhile.
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            seed_reap(report, 0)
+        except BaseException:
+            pass  # the zygote is gone: its forks' statuses go to init
+        os._exit(0)
 
     def spare_main(self, ctl):
         """In a spare: wait for the task on ctl, then run it. Never returns."""
@@ -2085,26 +2272,32 @@ class ZygoteServer(object):
             # those learned, and madvise copies a page for less than a
             # write fault does.
             prefault_after_fork()
-            self.detach_spare(ctl)
+            self.detach(ctl.fileno())
+            self.detach_spare()
             msg, tpl = self.receive_task(ctl)
         except BaseException:
             os._exit(127)
         run_task(msg, tpl, self.wc, self.stdio_like, self.zippath)
 
-    def detach_spare(self, ctl):
-        """In a spare: nothing of the zygote's loop, no fd but stdio, ctl
-        and the page report socket (a task's pipes held here would never
-        reach EOF), a session of its own, and as stdin an empty pipe at its
-        end: what a pipelined module's children find on stdin with stock
-        (ssh's channel, which python read to its end)."""
+    def detach(self, *keep):
+        """In a fork: nothing of the zygote's loop or the seed's, and no fd
+        but stdio, keep and the page report socket (a task's pipes held
+        here would never reach EOF)."""
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        self.sel.close()
-        os.close(self.wake_r)
-        os.close(self.wake_w)
-        self.sock.close()
-        self.learn_r.close()
-        close_fds_except(ctl.fileno(), self.learn_w.fileno())
+        if self.sock is not None:  # the zygote's: the seed's forks have none
+            self.sel.close()
+            os.close(self.wake_r)
+            os.close(self.wake_w)
+            self.sock.close()
+            self.sock = None
+            self.learn_r.close()
+        close_fds_except(self.learn_w.fileno(), *keep)
+
+    def detach_spare(self):
+        """In a spare: a session of its own, and as stdin an empty pipe at
+        its end: what a pipelined module's children find on stdin with
+        stock (ssh's channel, which python read to its end)."""
         os.setsid()
         r, w = os.pipe()
         os.close(w)

@@ -96,8 +96,10 @@
 // tasks get zipimport unchanged. It compiles the module once and answers zipimport's
 // get_code/get_filename for it from that, and caches the wrapper's
 // compiled shape (the template with its ZIPDATA and ANSIBALLZ_PARAMS
-// literals as markers; the request gives the parameters' and 2.19+'s
-// date_time offsets in the template, which package ansiballz found, so
+// literals as markers; the request gives the parameters' and the start
+// time's offsets in the template (2.19+'s date_time argument, before that
+// sitecustomize.py's zip entry's time, which changed the shape every
+// second), which package ansiballz found, so
 // the agent does not search for them; the agent sends a zygote each shape
 // once, as every write a zygote makes after a fork copies a page), so a task swaps two constants (and its file name:
 // without pipelining each task's script has its own path) instead of
@@ -123,9 +125,23 @@
 // session with an empty pipe at its end as stdin) so that no fork is on a request's
 // path, and hands it to the agent (its pid and control socket, over
 // SCM_RIGHTS): the agent sends the next task straight to it, then tells
-// the zygote, which forks the next spare. A task that finds no spare at
-// the agent (the first, or one whose spare died) goes through the zygote,
-// which forks one on the spot. The agent, its zygotes and their spares
+// the zygote, which has the next spare forked. A task that finds no spare
+// at the agent (the first, or one whose spare died) goes through the
+// zygote, which has one forked on the spot. The zygote does not fork its
+// spares itself but through a seed, a fork of it that forks a spare
+// whenever the zygote asks (a byte; the answer, the spare's pid and
+// control socket), reaps them and writes their exits to a pipe the zygote
+// reads: a fork write-protects every page of the process that forks, and
+// the zygote's loop, run after each of its own forks, took ~270 page
+// faults a task (a trap each, ~16 µs in a paravirtualised guest whether
+// it copies or not); the seed's loop takes ~90, and the zygote's
+// pages stay its own. A template's shape the zygote learns goes to the
+// seed too; what else it learns (the pages to copy ahead, a changed
+// resolv.conf) drops the seed, which exits once its forks have; the next
+// seed is forked knowing it. A seed gone
+// (killed) means the zygote forks the spare itself, and the old seed's
+// forks still running are reported as killed (their statuses went to
+// init; a task that ends normally reports its own). The agent, its zygotes and their spares
 // pass messages in marshal's format, not JSON: they are one python, and
 // json's partly-Python encoder and decoder would write to many more pages
 // after each fork. Its first three tasks report which pages they came to own (copied

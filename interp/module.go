@@ -216,7 +216,7 @@ type moduleReq struct {
 	FQN     string            `json:"fqn,omitempty"`     // with the whole template: the module its zygote prepares
 	Name    string            `json:"name,omitempty"`    // with the zip: the module's name in its payload's file names
 	Params  [2]int            `json:"params"`            // the parameters' literal in the template
-	Time    *[2]int           `json:"time,omitempty"`    // 2.19+: the date_time expression in the template
+	Time    *[2]int           `json:"time,omitempty"`    // the task's start time in the template (2.19+: date_time's expression; before, a tuple)
 	Payload [][2]int          `json:"payload,omitempty"` // the payload lines in the template (ansiballz.Wrapper.Payload)
 	Delta   *[2]int           `json:"delta,omitempty"`   // common prefix and suffix with the base template
 	Plain   bool              `json:"plain,omitempty"`   // the delta is sent as it is, not deflated

@@ -52,7 +52,7 @@ const (
 	FQN           // the module's fully qualified name
 	Params        // the module parameters' literal (a Python str repr)
 	Profile       // 2.19+: the serialization profile
-	DateTime      // 2.19+: the task's start time, a datetime.datetime(…) call
+	DateTime      // the task's start time: 2.19+'s datetime.datetime(…) call, before a tuple
 )
 
 // Line classifies one line of a wrapper (without its newline) and returns
@@ -95,6 +95,12 @@ func Line(line []byte) (Kind, []byte, Format) {
 		if v := t[len("date_time=") : len(t)-1]; bytes.HasSuffix(t, []byte("),")) && dateTimeCall(v) {
 			return DateTime, v, Call
 		}
+	case indented && bytes.HasPrefix(t, []byte(dateTimeTuple)):
+		// Before 2.19: sitecustomize.py's zip entry's time, which the
+		// template's shape would otherwise change with every second.
+		if v := t[len(dateTimeTuple)-1:]; bytes.HasSuffix(v, []byte(")")) && intsOnly(v[1:len(v)-1]) {
+			return DateTime, v, 0
+		}
 	case indented && bytes.Contains(t, []byte("_module_fqn='")):
 		// runpy.run_module(..., init_globals=dict(_module_fqn='X', ...
 		rest := t[bytes.Index(t, []byte("_module_fqn='"))+len("_module_fqn='"):]
@@ -105,23 +111,36 @@ func Line(line []byte) (Kind, []byte, Format) {
 	return Other, nil, 0
 }
 
-// dateTimeArg starts 2.19+'s date_time argument line.
-const dateTimeArg = "date_time=datetime.datetime("
+// dateTimeArg starts 2.19+'s date_time argument line; dateTimeTuple the
+// line of earlier versions that sets the time of sitecustomize.py's zip
+// entry (2.14: "( 2026, 1, 2, 3, 4, 5)", 2.16: "(2026, 1, 2, 3, 4, 5)").
+const (
+	dateTimeArg   = "date_time=datetime.datetime("
+	dateTimeTuple = "zinfo.date_time = ("
+)
+
+// intsOnly reports whether v holds only digits, commas and spaces, and a
+// digit.
+func intsOnly(v []byte) bool {
+	digit := false
+	for _, c := range v {
+		switch {
+		case c >= '0' && c <= '9':
+			digit = true
+		case c != ',' && c != ' ':
+			return false
+		}
+	}
+	return digit
+}
 
 // dateTimeCall reports whether v is datetime.datetime(N, …,
 // tzinfo=datetime.timezone.utc) with integer arguments only, as Ansible
 // writes the task's start time.
 func dateTimeCall(v []byte) bool {
 	const head, tail = "datetime.datetime(", ", tzinfo=datetime.timezone.utc)"
-	if !bytes.HasPrefix(v, []byte(head)) || !bytes.HasSuffix(v, []byte(tail)) || len(v) <= len(head)+len(tail) {
-		return false
-	}
-	for _, c := range v[len(head) : len(v)-len(tail)] {
-		if !(c >= '0' && c <= '9' || c == ',' || c == ' ') {
-			return false
-		}
-	}
-	return true
+	return bytes.HasPrefix(v, []byte(head)) && bytes.HasSuffix(v, []byte(tail)) && len(v) > len(head)+len(tail) &&
+		intsOnly(v[len(head):len(v)-len(tail)])
 }
 
 // payloadLines are the lines of every format's wrapper that write its
@@ -259,13 +278,15 @@ type Wrapper struct {
 	Format Format
 	// ZipStart, ZipEnd: the base64 text of the module zip, between its
 	// quotes. Everything else varies from task to task only in the
-	// parameters (and, from 2.19, date_time).
+	// parameters and date_time.
 	ZipStart, ZipEnd int
 	// ParamsStart, ParamsEnd: the parameters' Python string literal,
 	// quotes included.
 	ParamsStart, ParamsEnd int
-	// DateTimeStart, DateTimeEnd: 2.19+'s date_time argument, the
-	// datetime.datetime(…) expression; both 0 when there is none.
+	// DateTimeStart, DateTimeEnd: the task's start time: 2.19+'s
+	// date_time argument, the datetime.datetime(…) expression, or before
+	// 2.19 the tuple sitecustomize.py's zip entry gets; both 0 when there
+	// is none.
 	DateTimeStart, DateTimeEnd int
 	// ModuleFQN is the module the wrapper runs, e.g. ansible.modules.ping.
 	ModuleFQN string

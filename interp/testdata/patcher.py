@@ -7,6 +7,11 @@ import sys
 from ansible.module_utils import basic
 
 
+def parent_of(pid):
+    with open('/proc/%d/stat' % pid) as f:
+        return int(f.read().rsplit(')', 1)[1].split()[1])
+
+
 def main():
     args = json.loads(basic._ANSIBLE_ARGS)['ANSIBLE_MODULE_ARGS']
     # The zygote's compile-once shim for its own imports must be gone.
@@ -26,6 +31,8 @@ def main():
         'env': os.environ.get('AB_ENV'),
         'cwd': os.getcwd(),
         'ppid': os.getppid(),
+        # The zygote forks a spare itself, or through its seed.
+        'pppid': parent_of(os.getppid()),
         'argv': sys.argv[1:],
         'python': '%d.%d' % sys.version_info[:2],
         # On a terminal (a PTY run) there is no end to read to.
@@ -54,6 +61,9 @@ def main():
             f.read()
     sys.stdout.write(text)
     sys.stdout.write('\n')
+    if args.get('signal'):
+        sys.stdout.flush()
+        os.kill(os.getpid(), args['signal'])
     sys.exit(args.get('rc', 0))
 
 
