@@ -461,11 +461,7 @@ func TestRunModuleEveryPython(t *testing.T) {
 // (the task and the zygote call res_init instead of a costly rebuild),
 // and the task runs.
 func TestResInitOnResolvConf(t *testing.T) {
-	const resolv = "/etc/resolv.conf"
-	fi, err := os.Stat(resolv)
-	if err != nil {
-		t.Skipf("no %s: %v", resolv, err)
-	}
+	touch := resolvConfToucher(t)
 	c := startAgent(t, agentEnv{})
 	ctx := ctxT(t, 30*time.Second)
 	ppid := func() int { t.Helper(); return mustForkedFrom(t, ctx, c, fakeWrapper(t, map[string]any{})) }
@@ -473,13 +469,28 @@ func TestResInitOnResolvConf(t *testing.T) {
 	if a != b {
 		t.Fatalf("zygote changed without cause: %v then %v", a, b)
 	}
-	mt := fi.ModTime()
-	if err := os.Chtimes(resolv, time.Now(), mt.Add(time.Second)); err != nil {
-		t.Skipf("cannot touch %s: %v", resolv, err)
-	}
-	t.Cleanup(func() { _ = os.Chtimes(resolv, time.Now(), mt) })
+	touch()
 	if c3 := ppid(); c3 != b {
-		t.Fatalf("zygote rebuilt (%v, was %v) after %s changed", c3, b, resolv)
+		t.Fatalf("zygote rebuilt (%v, was %v) after /etc/resolv.conf changed", c3, b)
+	}
+}
+
+// resolvConfToucher skips t where there is no /etc/resolv.conf, and
+// returns a function that moves its mtime on (back when t ends).
+func resolvConfToucher(t *testing.T) func() {
+	t.Helper()
+	const resolv = "/etc/resolv.conf"
+	fi, err := os.Stat(resolv)
+	if err != nil {
+		t.Skipf("no %s: %v", resolv, err)
+	}
+	return func() {
+		t.Helper()
+		mt := fi.ModTime()
+		if err := os.Chtimes(resolv, time.Now(), mt.Add(time.Second)); err != nil {
+			t.Skipf("cannot touch %s: %v", resolv, err)
+		}
+		t.Cleanup(func() { _ = os.Chtimes(resolv, time.Now(), mt) })
 	}
 }
 
@@ -488,11 +499,7 @@ func TestResInitOnResolvConf(t *testing.T) {
 // still reaps the task it forked and reports how it ended (a signal: no
 // status of the task's own).
 func TestDroppedSeedReportsItsForks(t *testing.T) {
-	const resolv = "/etc/resolv.conf"
-	fi, err := os.Stat(resolv)
-	if err != nil {
-		t.Skipf("no %s: %v", resolv, err)
-	}
+	touch := resolvConfToucher(t)
 	c := startAgent(t, agentEnv{})
 	ctx := ctxT(t, 30*time.Second)
 	z := 0
@@ -517,11 +524,7 @@ func TestDroppedSeedReportsItsForks(t *testing.T) {
 		t.Fatal(err)
 	}
 	seeds := children(t, z)
-	mt := fi.ModTime()
-	if err := os.Chtimes(resolv, time.Now(), mt.Add(time.Second)); err != nil {
-		t.Skipf("cannot touch %s: %v", resolv, err)
-	}
-	t.Cleanup(func() { _ = os.Chtimes(resolv, time.Now(), mt) })
+	touch()
 	if z2 := mustForkedFrom(t, ctx, c, fakeWrapper(t, map[string]any{})); z2 != z {
 		t.Fatalf("forked from %d, not the zygote %d", z2, z)
 	}
