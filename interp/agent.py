@@ -1829,9 +1829,9 @@ def _print_ignored(obj):
 
 # ---------------------------------------------------------------- zygote
 
-def seed_reap(report, options):
-    """In a seed: reap its forks (all of them, with options 0; those that
-    exited, with WNOHANG) and report each exit to the zygote."""
+def reaped(options):
+    """(pid, waitpid status) of each child reaped: those that exited, with
+    WNOHANG; all of them, with options 0."""
     while True:
         try:
             pid, st = os.waitpid(-1, options)
@@ -1839,6 +1839,13 @@ def seed_reap(report, options):
             return
         if pid == 0:
             return
+        yield pid, st
+
+
+def seed_reap(report, options):
+    """In a seed: reap its forks (reaped's options) and report each exit
+    to the zygote."""
+    for pid, st in reaped(options):
         try:
             os.write(report, EXIT_RECORD.pack(pid, st))
         except OSError:
@@ -2103,13 +2110,7 @@ class ZygoteServer(object):
     def reap(self):
         """SIGCHLD: report the tasks that exited."""
         drain(self.wake_r)
-        while True:
-            try:
-                pid, st = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
+        for pid, st in reaped(os.WNOHANG):
             self.exited(pid, st)
 
     def read_seed_reports(self, fd):

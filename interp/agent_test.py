@@ -86,8 +86,7 @@ def spans(tpl):
             payload = None
             break
         payload.append([found[0].start(2), found[0].end(2)])
-    g = (1 if d.group(1) else 2) if d else 0
-    return [[m.start(2), m.end(2)] if m else None, [d.start(g), d.end(g)] if d else None, payload]
+    return [[m.start(2), m.end(2)] if m else None, [d.start(d.lastindex), d.end(d.lastindex)] if d else None, payload]
 
 
 def template(src):
