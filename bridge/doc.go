@@ -30,8 +30,9 @@
 // interpreters hold none on that connection, ssh's mux client would be
 // refused too: the invocation says so and logs in itself, on a connection
 // only it rides, which ends with it. Where the interpreters hold sessions
-// the refusal may be theirs alone, and the target opens a second shared
-// connection. A connection found dead is redialled on next use. Session
+// the refusal may be theirs alone (ssh's master, holding all but those,
+// would have served it): the invocation then logs in on a connection of
+// its own as quietly, and its session is a mux client's. A connection found dead is redialled on next use. Session
 // opens wait on the server without the target's lock, so that control
 // requests and a keepalive timeout never wait behind a hung server; a
 // client whose session open was pending on a connection that then ended

@@ -649,6 +649,52 @@ func TestMaxSessionsOpensSecondConnection(t *testing.T) {
 	<-started
 }
 
+// TestMaxSessionsTakenByBridge: the bridge's own session (its SFTP
+// client here) and one of ssh's fill MaxSessions 2. ssh's master would
+// hold one session only, so the next mux client gets its session there
+// and says nothing: through the bridge it rides a connection of its own,
+// as quietly ("ControlSocket ... already exists" is for an ssh that was
+// to be the master). A third would find ssh's master full: refused, it
+// says so and logs in itself, as ssh does.
+func TestMaxSessionsTakenByBridge(t *testing.T) {
+	h := newHarness(t, 2)
+	h.learnTransfers() // the bridge's SFTP client stays open on the connection
+	var gates []string
+	var held []chan struct{}
+	for i := range 2 {
+		gate := filepath.Join(t.TempDir(), "gate")
+		if err := syscall.Mkfifo(gate, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if r := h.run("ssh", h.sshArgs("127.0.0.1", "cat "+gate), ""); r.code != 0 || r.stderr != "" {
+				t.Errorf("session %d: %+v", i+1, r)
+			}
+		}()
+		gates, held = append(gates, gate), append(held, done)
+		// Polling the server: the learning took two execs.
+		deadline := time.Now().Add(10 * time.Second)
+		for h.ts.execs.Load() < int32(3+i) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if n := h.ts.conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2: the second session's own", n)
+	}
+	r := h.run("ssh", h.sshArgs("127.0.0.1", "echo third"), "")
+	want := "mux_client_request_session: session request failed: Session open refused by peer\r\n" +
+		"ControlSocket " + h.cp + " already exists, disabling multiplexing\r\n"
+	if r.stdout != "third\n" || r.stderr != want || r.code != 0 {
+		t.Errorf("a session ssh's master would have refused: %+v", r)
+	}
+	for i, gate := range gates {
+		_ = os.WriteFile(gate, []byte("x"), 0o600)
+		<-held[i]
+	}
+}
+
 func TestTransfers(t *testing.T) {
 	h := newHarness(t, 0)
 	dir := t.TempDir()

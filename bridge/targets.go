@@ -198,6 +198,9 @@ type target struct {
 	// Ansible made there as the login user (internal-sftp -R, -P):
 	// its temp dirs are not held, so its sftp and scp fail as stock's.
 	sftpNoWrite atomic.Bool
+	// besides counts the live connections dialled besideMaster: ssh's
+	// master would hold their sessions.
+	besides atomic.Int32
 
 	mu     sync.Mutex // never held across a login or a server's answer
 	conns  []*sshConn
@@ -289,6 +292,9 @@ type sshConn struct {
 	// connection of its own, which no one else rides and which ends with
 	// it.
 	owner uint64
+	// beside: c is an invocation's own for a session ssh's master would
+	// have given it, but for the bridge's own sessions (besideMaster).
+	beside bool
 	// interpreters counts the sessions the bridge's own interpreters
 	// hold on c, which ssh would not have open.
 	interpreters atomic.Int32
@@ -416,6 +422,24 @@ const (
 	forInterpreter
 )
 
+// dialRole is what a new connection is to the invocation that dials it.
+type dialRole int
+
+const (
+	// asMaster: the login of an ssh that found no master; it becomes the
+	// master where it can listen on the ControlPath.
+	asMaster dialRole = iota
+	// asRefused: its master refused it a session. ssh logs in itself
+	// and tries to become the master; the connection is its own unless
+	// it does.
+	asRefused
+	// besideMaster: refused only because the bridge's own sessions fill
+	// the connection, where ssh's master would have served it as a mux
+	// client: a connection of its own, which neither listens nor says
+	// anything, its session still a mux client's.
+	besideMaster
+)
+
 // use finds a live connection on which open succeeds, dialing when there
 // is none, and marks it busy; the caller must call release. open returns
 // an *ssh.OpenChannelError when the server refuses another channel, which
@@ -446,7 +470,9 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 			mustLogin = true
 		}
 	}
-	ownLogin := false // refused by its master: a connection of its own
+	// A connection of its own: refused by its master (ownLogin), or
+	// refused for the bridge's sessions alone (beside).
+	ownLogin, beside := false, false
 	for {
 		var c *sshConn
 		t.mu.Lock()
@@ -467,11 +493,18 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 		if dialled {
 			// Busy once made: a stop in between detaches it, as a
 			// master's clients finish on it.
+			role := asMaster
+			switch {
+			case ownLogin:
+				role = asRefused
+			case beside:
+				role = besideMaster
+			}
 			var err error
-			if c, err = t.dial(ctx, p, kind, ownLogin); err != nil {
+			if c, err = t.dial(ctx, p, kind, role); err != nil {
 				return nil, err
 			}
-			ownLogin = false
+			ownLogin, beside = false, false
 		}
 		tried[c] = true
 		// The open waits on the server: t.mu, which status, control
@@ -487,11 +520,17 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 		var refused *ssh.OpenChannelError
 		if errors.As(err, &refused) {
 			t.log.WithError(err).Info("server refused another channel; using another connection")
-			if kind == forInvocation && iv != nil && c.owner == 0 && c.bridgeSessions() == 0 {
-				if !dialled && iv.settings != nil && iv.settings.Says("ERROR") {
-					iv.errorf("mux_client_request_session: session request failed: Session open refused by peer")
+			if kind == forInvocation && iv != nil && c.owner == 0 {
+				// ssh's master would hold the sessions gone beside it
+				// as well as those on c, the bridge's aside.
+				if c.bridgeSessions() > int(t.besides.Load()) {
+					beside = true
+				} else {
+					if !dialled && iv.settings != nil && iv.settings.Says("ERROR") {
+						iv.errorf("mux_client_request_session: session request failed: Session open refused by peer")
+					}
+					ownLogin = true
 				}
-				ownLogin = true
 			}
 			continue
 		}
@@ -528,10 +567,9 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 // credentials; those become the target's. The login (a password prompt
 // may wait on a person) runs without t.mu, as two ssh log in side by
 // side: status, control requests and other logins do not wait for it.
-// The connection it returns is busy (active), for the caller to release.
-// own: its master refused the invocation a session, and a connection it
-// makes is its own unless it becomes the master.
-func (t *target) dial(ctx context.Context, p sshclient.Prompter, kind sessionKind, own bool) (*sshConn, error) {
+// The connection it returns is busy (active), for the caller to release;
+// role says what it is to the invocation.
+func (t *target) dial(ctx context.Context, p sshclient.Prompter, kind sessionKind, role dialRole) (*sshConn, error) {
 	settings := t.settings.Load()
 	master, _ := p.(*invocation)
 	if master != nil && master.settings != nil {
@@ -555,6 +593,12 @@ func (t *target) dial(ctx context.Context, p sshclient.Prompter, kind sessionKin
 		return nil, err
 	}
 	c := &sshConn{t: t, client: client, counted: true, sendEnv: settings.SendEnv, active: 1}
+	own := role == asRefused
+	if role == besideMaster && master != nil {
+		c.owner, c.beside = master.id, true
+		t.besides.Add(1)
+		master = nil // its master is the one that refused it
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if master != nil && (s.ControlMaster == "auto" || s.ControlMaster == "yes") {
@@ -906,6 +950,9 @@ func (c *sshConn) markDead() {
 	}
 	c.stub.end()
 	c.forwards.close()
+	if c.beside {
+		c.t.besides.Add(-1)
+	}
 	if p, ok := c.t.ownSessions.LoadAndDelete(c); ok {
 		_ = p.(*os.Process).Release()
 	}

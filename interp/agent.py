@@ -1527,13 +1527,18 @@ class Prefaulter(object):
         return self.madvise is not None and self.reports < LEARN_TASKS
 
     def learn(self, data):
+        """Add a task's report of its pages; whether the set changed."""
         a = array.array('Q')
         a.frombytes(data[:len(data) // 8 * 8])
         self.reports += 1
         if len(self.pages) + len(a) > MAX_LEARN_PAGES:
-            return
+            return False
+        n = len(self.pages)
         self.pages.update(a)
+        if len(self.pages) == n:
+            return False
         self.ranges = page_ranges(sorted(self.pages))
+        return True
 
     def prefault(self):
         for addr, n in self.ranges:
@@ -2011,8 +2016,8 @@ class ZygoteServer(object):
             data = self.learn_r.recv(1 << 20)
         except BlockingIOError:
             return  # woken without a datagram
-        self.pf.learn(data)
-        self.drop_seed()
+        if self.pf.learn(data):
+            self.drop_seed()  # the next seed's spares copy the new set ahead
 
     def read_agent(self):
         try:

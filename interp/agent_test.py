@@ -996,15 +996,16 @@ class PrefaultTest(unittest.TestCase):
         self.assertEqual(agent.page_ranges([]), [])
 
     def test_learn(self):
-        """The first LEARN_TASKS reports are learned, except one too big."""
+        """The first LEARN_TASKS reports are learned, except one too big;
+        learn says whether the set changed (the zygote then drops its seed)."""
         pf = agent.Prefaulter()
         if pf.madvise is None:
             self.skipTest('no ctypes')
-        pf.learn(array.array('Q', [5, 6, 9]).tobytes())
-        pf.learn(array.array('Q', range(100, 100 + agent.MAX_LEARN_PAGES)).tobytes())
+        self.assertTrue(pf.learn(array.array('Q', [5, 6, 9]).tobytes()))
+        self.assertFalse(pf.learn(array.array('Q', range(100, 100 + agent.MAX_LEARN_PAGES)).tobytes()))
         self.assertEqual(sorted(pf.pages), [5, 6, 9])
         self.assertTrue(pf.learning())
-        pf.learn(b'')
+        self.assertFalse(pf.learn(array.array('Q', [6, 9]).tobytes()))
         self.assertFalse(pf.learning())
 
     @unittest.skipUnless(hasattr(os, 'register_at_fork'), 'python 3.7+')
