@@ -920,6 +920,9 @@ func (c *sshConn) kill() {
 
 // dropLocked closes c while t.mu is held.
 func (t *target) dropLocked(c *sshConn) {
+	// As markDead: the control socket first, so that the login that
+	// follows (a mux client whose master went) finds none.
+	c.mux.Close()
 	c.mu.Lock()
 	c.dead = true
 	c.goneLocked()
