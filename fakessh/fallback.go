@@ -32,10 +32,21 @@ func execReal(prog string, argv []string, reason string, disable bool) int {
 	// path, the shims' directory not on PATH) is skipped, with those
 	// before it: run again, it would exec the shim again, for ever.
 	var skip []string
-	if m, ok := parseFallbackMark(os.Getenv(FallbackEnv)); ok && m.loopedBack(prog, os.Getpid(), os.Getppid(), os.Args[1:]) {
-		skip = m.tried
+	depth := 0
+	m, marked := parseFallbackMark(os.Getenv(FallbackEnv))
+	if marked {
+		depth = m.depth + 1
+		if m.loopedBack(prog, os.Getpid(), os.Getppid(), os.Args[1:]) {
+			skip = m.tried
+		}
 	}
 	real, err := findReal(prog, skip)
+	if err == nil && depth > maxFallbackDepth {
+		// A wrapper that runs the shim as its child with another argv
+		// each time: not found as the same call, but it nests for ever.
+		err = fmt.Errorf("%w: %d fallbacks nested in one another (a wrapper that runs this shim again with other arguments?); set ANSIBLE_BRIDGE_REAL_%s to the real %s",
+			errLoop, depth, strings.ToUpper(prog), prog)
+	}
 	logFallback(prog, argv, reason, real, err)
 	if errors.Is(err, errLoop) {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %s, and %v\r\n", prog, reason, err)
@@ -45,7 +56,7 @@ func execReal(prog string, argv []string, reason string, disable bool) int {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %s, and no real %s found: %v\r\n", prog, reason, prog, err)
 		return ExitSSHError
 	}
-	mark := fallbackMark{prog: prog, pid: os.Getpid(), digest: argvDigest(argv), tried: append(skip, real)}
+	mark := fallbackMark{prog: prog, pid: os.Getpid(), digest: argvDigest(argv), depth: depth, tried: append(skip, real)}
 	env := append(withoutEnv(os.Environ(), FallbackEnv), FallbackEnv+"="+mark.String())
 	if disable {
 		env = append(env, DisableEnv+"=1")
@@ -251,44 +262,54 @@ func logFallback(prog string, argv []string, reason, real string, findErr error)
 }
 
 // FallbackEnv marks the environment of the real binary a fallback execs:
-// the program, this process's pid, a digest of the argv it was given and
-// the candidates tried so far. A shim started with that argv in the same
-// process (a wrapper that execs the shim) or as its child (one that runs
-// it) was run again by that candidate, and skips it. A ProxyCommand's
-// ssh -W, or the ssh an scp or sftp runs, has another argv (or program)
-// and is served as any call.
+// the program, this process's pid, a digest of the argv it was given,
+// how many fallbacks it is nested in, and the candidates tried so far. A
+// shim for that program started in the same process (a wrapper that
+// execs the shim, whatever it passes) or as its child with that argv
+// (one that runs it) was run again by that candidate, and skips it. A
+// ProxyCommand's ssh -W, or the ssh an scp or sftp runs, has another
+// argv (or program) and is served as any call; past maxFallbackDepth
+// nested fallbacks, it is taken for a loop too.
 const FallbackEnv = "ANSIBLE_BRIDGE_FALLBACK"
+
+// maxFallbackDepth bounds the fallbacks nested in one another: a jump
+// host chain nests one per hop, a wrapper that runs the shim as its child
+// with other arguments each time nests for ever.
+const maxFallbackDepth = 8
 
 type fallbackMark struct {
 	prog   string
 	pid    int
 	digest string
+	depth  int
 	tried  []string
 }
 
-// String is the mark as FallbackEnv holds it: "PROG PID DIGEST" and the
-// candidates as a PATH list (no PATH entry holds its separator).
+// String is the mark as FallbackEnv holds it: "PROG PID DIGEST DEPTH"
+// and the candidates as a PATH list (no PATH entry holds its separator).
 func (m fallbackMark) String() string {
-	return fmt.Sprintf("%s %d %s %s", m.prog, m.pid, m.digest, strings.Join(m.tried, string(os.PathListSeparator)))
+	return fmt.Sprintf("%s %d %s %d %s", m.prog, m.pid, m.digest, m.depth, strings.Join(m.tried, string(os.PathListSeparator)))
 }
 
 func parseFallbackMark(s string) (fallbackMark, bool) {
-	f := strings.SplitN(s, " ", 4)
-	if len(f) != 4 {
+	f := strings.SplitN(s, " ", 5)
+	if len(f) != 5 {
 		return fallbackMark{}, false
 	}
 	pid, err := strconv.Atoi(f[1])
-	if err != nil || pid <= 0 || f[3] == "" {
+	depth, derr := strconv.Atoi(f[3])
+	if err != nil || derr != nil || pid <= 0 || depth < 0 || f[4] == "" {
 		return fallbackMark{}, false
 	}
-	return fallbackMark{prog: f[0], pid: pid, digest: f[2], tried: filepath.SplitList(f[3])}, true
+	return fallbackMark{prog: f[0], pid: pid, digest: f[2], depth: depth, tried: filepath.SplitList(f[4])}, true
 }
 
 // loopedBack reports whether a shim for prog with argv, in process pid
 // with parent ppid, is the marked fallback's candidate running the shim
-// again.
+// again: in the same process (no real ssh, scp or sftp execs itself), or
+// as its child with the same argv.
 func (m fallbackMark) loopedBack(prog string, pid, ppid int, argv []string) bool {
-	return m.prog == prog && (m.pid == pid || m.pid == ppid) && m.digest == argvDigest(argv)
+	return m.prog == prog && (m.pid == pid || m.pid == ppid && m.digest == argvDigest(argv))
 }
 
 func argvDigest(argv []string) string {

@@ -84,17 +84,19 @@ func TestFindRealAfterShimDir(t *testing.T) {
 }
 
 // TestFallbackLoopDecision: a shim skips the candidate a fallback ran
-// only when that candidate ran the shim again (same program and argv, in
-// the fallback's process or a child of it), not for the ssh -W of a
-// ProxyCommand or the ssh an scp runs, which inherit the mark.
+// only when that candidate ran the shim again (the same program in the
+// fallback's process, or with the same argv in a child of it), not for
+// the ssh -W of a ProxyCommand or the ssh an scp runs, which inherit the
+// mark.
 func TestFallbackLoopDecision(t *testing.T) {
 	argv := []string{"-o", "ControlPersist"}
-	m := fallbackMark{prog: "ssh", pid: 100, digest: argvDigest(argv), tried: []string{"/w/ssh", "/x y/ssh"}}
+	m := fallbackMark{prog: "ssh", pid: 100, digest: argvDigest(argv), depth: 2, tried: []string{"/w/ssh", "/x y/ssh"}}
 	got, ok := parseFallbackMark(m.String())
-	if !ok || got.prog != m.prog || got.pid != m.pid || got.digest != m.digest || strings.Join(got.tried, "|") != "/w/ssh|/x y/ssh" {
+	if !ok || got.prog != m.prog || got.pid != m.pid || got.digest != m.digest || got.depth != 2 || strings.Join(got.tried, "|") != "/w/ssh|/x y/ssh" {
 		t.Fatalf("parseFallbackMark(%q) = %+v, %v", m.String(), got, ok)
 	}
-	for _, bad := range []string{"", "ssh", "ssh 100 abc", "ssh x abc /w/ssh", "ssh 0 abc /w/ssh", "ssh 100 abc "} {
+	for _, bad := range []string{"", "ssh", "ssh 100 abc", "ssh 100 abc 0", "ssh x abc 0 /w/ssh", "ssh 0 abc 0 /w/ssh",
+		"ssh 100 abc 0 ", "ssh 100 abc -1 /w/ssh", "ssh 100 abc /w/ssh"} {
 		if _, ok := parseFallbackMark(bad); ok {
 			t.Errorf("parseFallbackMark(%q) accepted", bad)
 		}
@@ -111,7 +113,8 @@ func TestFallbackLoopDecision(t *testing.T) {
 		{"ProxyCommand's ssh -W", "ssh", 101, 100, []string{"-W", "h:22", "jump"}, false},
 		{"the ssh the real scp runs", "scp", 101, 100, argv, false},
 		{"unrelated", "ssh", 102, 101, argv, false},
-		{"argv split otherwise", "ssh", 100, 1, []string{"-oControlPersist"}, false},
+		{"a wrapper execs the shim with other arguments", "ssh", 100, 1, []string{"-oControlPersist"}, true},
+		{"a wrapper runs the shim with other arguments", "ssh", 101, 100, []string{"-oControlPersist"}, false},
 	}
 	for _, tc := range tests {
 		if got := m.loopedBack(tc.prog, tc.pid, tc.ppid, tc.argv); got != tc.want {

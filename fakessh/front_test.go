@@ -542,21 +542,28 @@ func TestFrontDaemonStopsReading(t *testing.T) {
 // shims' directory not on PATH) is what a fallback finds first; run
 // again, the shim skips it, so the call ends in the real ssh after it
 // with the wrapper run twice, or fails at once, naming the loop, where
-// nothing follows. The wrapper refuses past 8 runs: a loop fails.
+// nothing follows. A wrapper that passes other arguments is caught too:
+// one that execs the shim as the same call, one that runs it as its
+// child once fallbacks nest past maxFallbackDepth. The wrapper refuses
+// past 20 runs: a loop fails.
 func TestWrapperLoop(t *testing.T) {
 	l := newFrontLab(t)
 	dir := t.TempDir()
 	realDir, wrapDir, childDir := filepath.Join(dir, "real"), filepath.Join(dir, "wrap"), filepath.Join(dir, "child")
+	rewriteDir, rewriteChildDir := filepath.Join(dir, "rewrite"), filepath.Join(dir, "rewrite-child")
 	count := filepath.Join(dir, "runs")
 	// A ProxyCommand's ssh -W: the real ssh runs ssh (the wrapper) as its
 	// child, which must be served as any call, not taken for a loop.
 	scripts := map[string]string{
 		realDir: "#!/bin/sh\necho \"real: $*\"\nif [ \"$1\" = proxy ]; then ssh -W h:22 jump; fi\n",
 		wrapDir: fmt.Sprintf("#!/bin/sh\nn=0; [ -f %[1]s ] && read n <%[1]s; n=$((n+1)); echo $n >%[1]s\n"+
-			"if [ $n -gt 8 ]; then echo \"wrapper: run $n times: a loop\" >&2; exit 99; fi\nexec %[2]s \"$@\"\n", count, filepath.Join(l.bin, "ssh")),
+			"if [ $n -gt 20 ]; then echo \"wrapper: run $n times: a loop\" >&2; exit 99; fi\nexec %[2]s \"$@\"\n", count, filepath.Join(l.bin, "ssh")),
 	}
 	// The same wrapper running the shim as its child.
 	scripts[childDir] = strings.Replace(scripts[wrapDir], "exec ", "", 1)
+	// Both, passing an option more each time.
+	scripts[rewriteDir] = strings.Replace(scripts[wrapDir], `"$@"`, `-oBatchMode=yes "$@"`, 1)
+	scripts[rewriteChildDir] = strings.Replace(scripts[childDir], `"$@"`, `-oBatchMode=yes "$@"`, 1)
 	for d, s := range scripts {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -584,15 +591,17 @@ func TestWrapperLoop(t *testing.T) {
 			[]string{"fallback loop", wrapDir, "ANSIBLE_BRIDGE_REAL_SSH"}, "2"},
 		{"ANSIBLE_BRIDGE_REAL_SSH names the wrapper", []string{"-V"}, []string{path(wrapDir, realDir), disabled, "ANSIBLE_BRIDGE_REAL_SSH=" + filepath.Join(wrapDir, "ssh")}, false, 255, "",
 			[]string{"fallback loop", "ANSIBLE_BRIDGE_REAL_SSH=" + filepath.Join(wrapDir, "ssh")}, "2"},
+		{"a wrapper execs the shim with more arguments", []string{"host", "true"}, []string{path(rewriteDir, realDir), disabled}, false, 0,
+			"real: -oBatchMode=yes -oBatchMode=yes host true\n", nil, "2"},
+		{"a wrapper runs the shim with more arguments", []string{"host", "true"}, []string{path(rewriteChildDir, realDir), disabled}, false, 255, "",
+			[]string{"fallback loop", "9 fallbacks nested", "ANSIBLE_BRIDGE_REAL_SSH"}, "10"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := os.Remove(count); err != nil && !os.IsNotExist(err) {
 				t.Fatal(err)
 			}
-			wrapper := filepath.Join(wrapDir, "ssh")
-			if strings.Contains(tc.env[0], childDir) {
-				wrapper = filepath.Join(childDir, "ssh")
-			}
+			// The first directory on the case's PATH holds its wrapper.
+			wrapper := filepath.Join(filepath.SplitList(strings.TrimPrefix(tc.env[0], "PATH="))[0], "ssh")
 			cmd := exec.Command(wrapper, tc.argv...)
 			cmd.Env = append(append([]string{}, l.env...), tc.env...)
 			var out, errb bytes.Buffer
