@@ -594,6 +594,54 @@ func TestConnectionLostAtSubsystem(t *testing.T) {
 	}
 }
 
+// TestSFTPStartHoldsNothing: while the server holds the bridge's SFTP
+// subsystem request (sshd slow to start sftp-server, or hung), status,
+// -O check and another invocation's session are answered: the target's
+// and the connection's locks are not held across the server's answer.
+func TestSFTPStartHoldsNothing(t *testing.T) {
+	h := newHarness(t, 0)
+	if r := h.run("ssh", h.sshArgs("127.0.0.1", "true"), ""); r.code != 0 {
+		t.Fatalf("master: %+v", r)
+	}
+	h.ts.holdSubsystem.Store(true)
+	local := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(local, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	put := make(chan result, 1)
+	go func() {
+		put <- h.run("sftp", append([]string{"-b", "-"}, h.sshArgs("127.0.0.1")...), "put "+local+" "+local+".up\n")
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.ts.held.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // polling the server
+	}
+	within := func(what string, f func()) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { f(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s hangs behind the held sftp subsystem", what)
+		}
+	}
+	within("status", func() { h.srv.Status() })
+	within("-O check", func() {
+		if r := h.run("ssh", h.sshArgs("-O", "check", "127.0.0.1"), ""); r.code != 0 {
+			t.Errorf("-O check: %+v", r)
+		}
+	})
+	within("a command", func() {
+		if r := h.run("ssh", h.sshArgs("127.0.0.1", "echo hi"), ""); r.stdout != "hi\n" {
+			t.Errorf("a command: %+v", r)
+		}
+	})
+	h.ts.holdSubsystem.Store(false)
+	h.ts.dropAll() // the held request ends with its connection
+	within("the held put", func() { <-put })
+}
+
 // TestStoppedMasterDropped: -O stop while a session open is pending on a
 // hung server, then the server drops the connection. The failed open
 // closes the connection -O stop detached without holding up the daemon

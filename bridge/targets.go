@@ -271,8 +271,9 @@ type sshConn struct {
 	// × ServerAliveCountMax) and the connection was closed for it.
 	timedOut atomic.Bool
 	sftp     *sftp.Client
-	home     string // the SFTP server's starting directory
-	counted  bool   // in t.alive
+	home     string     // the SFTP server's starting directory
+	sftpMu   sync.Mutex // held while sftp is opened, without mu
+	counted  bool       // in t.alive
 	// noSFTP is why c's sftp subsystem cannot be had, once found: the
 	// server's answer holds for the connection, and no step asks again.
 	noSFTP *noSFTPError
@@ -983,29 +984,38 @@ func (t *target) useSFTP(ctx context.Context, p sshclient.Prompter) (*sshConn, *
 
 // sftpClient returns the connection's SFTP client, opening the subsystem
 // channel on first use. It is shared by all transfers on this connection.
+// One open at a time (sftpMu); c.mu is not held while the server answers,
+// as sessions, status and control requests take it.
 func (c *sshConn) sftpClient() (*sftp.Client, error) {
+	c.sftpMu.Lock()
+	defer c.sftpMu.Unlock()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.sftp != nil {
-		return c.sftp, nil
+	sc, ns := c.sftp, c.noSFTP
+	c.mu.Unlock()
+	if sc != nil {
+		return sc, nil
 	}
-	if c.noSFTP != nil {
-		return nil, fmt.Errorf("start sftp subsystem: %w", c.noSFTP)
+	if ns != nil {
+		return nil, fmt.Errorf("start sftp subsystem: %w", ns)
 	}
 	sc, err := openSFTP(c.client.Client, sftp.UseConcurrentWrites(true))
 	if err != nil {
-		var ns *noSFTPError
 		if errors.As(err, &ns) {
+			c.mu.Lock()
 			c.noSFTP = ns
+			c.mu.Unlock()
 			c.t.log.WithError(err).Warn("no usable sftp subsystem on this connection: transfers run as their commands, or by the real sftp and scp")
 		}
 		return nil, fmt.Errorf("start sftp subsystem: %w", err)
 	}
 	// Every sftp and scp run starts from here: ask once per connection.
-	if c.home, err = sc.Getwd(); err != nil {
-		c.home = "."
+	home, err := sc.Getwd()
+	if err != nil {
+		home = "."
 	}
-	c.sftp = sc
+	c.mu.Lock()
+	c.home, c.sftp = home, sc
+	c.mu.Unlock()
 	return sc, nil
 }
 
