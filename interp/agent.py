@@ -2955,13 +2955,19 @@ class Agent(object):
                     p.status = st
                     self.maybe_finish(p)
         for z in list(self.zygotes.values()):
-            try:
-                pid, _ = os.waitpid(z.pid, os.WNOHANG)
-            except ChildProcessError:
-                pid = z.pid
-            if pid:
-                self.zygotes.pop(z.pid, None)
-                self.zygote_died(z)
+            self.zygote_gone(z)
+
+    def zygote_gone(self, z):
+        """Whether z has exited (then reaped, and its death handled)."""
+        try:
+            pid, _ = os.waitpid(z.pid, os.WNOHANG)
+        except ChildProcessError:
+            pid = z.pid
+        if not pid:
+            return False
+        self.zygotes.pop(z.pid, None)
+        self.zygote_died(z)
+        return True
 
     # ---- requests: modules
 
@@ -2987,6 +2993,11 @@ class Agent(object):
         if changed:
             self.reply(rid, {'error': 'login environment or site imports changed; agent must restart', 'code': 'restart'})
             return
+        if home.zygote is not None:
+            # Dead before its SIGCHLD was read, the task would be lost in
+            # its socket, which a fork of it not yet detached may hold
+            # open a moment longer: a new zygote runs it.
+            self.zygote_gone(home.zygote)
         self.payload_up(home)
         try:
             # Before the template is read: a zygote forked now must not
