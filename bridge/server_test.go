@@ -741,6 +741,9 @@ func TestMaxSessionsTakenByBridge(t *testing.T) {
 		_ = os.WriteFile(gate, []byte("x"), 0o600)
 		<-held[i]
 	}
+	if n := h.srv.targets.lookup(h.cp).besides.Load(); n != 0 {
+		t.Errorf("%d connections beside the master counted after they ended", n)
+	}
 }
 
 func TestTransfers(t *testing.T) {

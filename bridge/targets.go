@@ -294,8 +294,9 @@ type sshConn struct {
 	// it.
 	owner uint64
 	// beside: c is an invocation's own for a session ssh's master would
-	// have given it, but for the bridge's own sessions (besideMaster).
-	beside bool
+	// have given it, but for the bridge's own sessions (besideMaster);
+	// cleared as it goes (unbeside).
+	beside atomic.Bool
 	// interpreters counts the sessions the bridge's own interpreters
 	// hold on c, which ssh would not have open.
 	interpreters atomic.Int32
@@ -596,7 +597,8 @@ func (t *target) dial(ctx context.Context, p sshclient.Prompter, kind sessionKin
 	c := &sshConn{t: t, client: client, counted: true, sendEnv: settings.SendEnv, active: 1}
 	own := role == asRefused
 	if role == besideMaster && master != nil {
-		c.owner, c.beside = master.id, true
+		c.owner = master.id
+		c.beside.Store(true)
 		t.besides.Add(1)
 		master = nil // its master is the one that refused it
 	}
@@ -929,7 +931,15 @@ func (t *target) dropLocked(c *sshConn) {
 	c.goneLocked()
 	c.mu.Unlock()
 	_ = c.client.Close()
+	c.unbeside()
 	t.forgetLocked(c)
+}
+
+// unbeside takes a connection that goes out of t.besides, once.
+func (c *sshConn) unbeside() {
+	if c.beside.Swap(false) {
+		c.t.besides.Add(-1)
+	}
 }
 
 // forgetLocked removes c from t.conns, leaving no pointer to it in the
@@ -954,9 +964,7 @@ func (c *sshConn) markDead() {
 	}
 	c.stub.end()
 	c.forwards.close()
-	if c.beside {
-		c.t.besides.Add(-1)
-	}
+	c.unbeside()
 	if p, ok := c.t.ownSessions.LoadAndDelete(c); ok {
 		_ = p.(*os.Process).Release()
 	}
