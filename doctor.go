@@ -193,6 +193,7 @@ func checkFallbacks(env doctorEnv) check {
 type fallbackCount struct {
 	line     string
 	expected bool // OpenSSH's contract, not something the bridge lacks
+	daemon   bool // the daemon's decision, which status counts itself
 }
 
 // fallbackSummary reads the shim log of socket: each reason the shims ran
@@ -231,7 +232,7 @@ func fallbackSummary(socket string, since time.Time) []fallbackCount {
 	var out []fallbackCount
 	for r, n := range counts {
 		_, reason, _ := strings.Cut(r, ": ")
-		out = append(out, fallbackCount{fmt.Sprintf("%d× %s", n, r), expectedFallback(reason)})
+		out = append(out, fallbackCount{fmt.Sprintf("%d× %s", n, r), expectedFallback(reason), strings.HasPrefix(reason, "daemon: ")})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].line < out[j].line })
 	return out

@@ -610,7 +610,8 @@ func cmdTop(args []string) int {
 // printFallbacks adds to status what the shims ran the real binary for
 // (their log) since the daemon started (zero: no daemon, the whole log),
 // and why nothing could be recorded when the socket directory is not to
-// be trusted.
+// be trusted. With a daemon, the fallbacks it decided are its status's
+// own lines.
 func printFallbacks(since time.Time) {
 	sock := wire.SocketPath()
 	if err := wire.CheckPrivateDir(filepath.Dir(sock), os.Getuid()); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -622,6 +623,9 @@ func printFallbacks(since time.Time) {
 		span = "in the whole shim log"
 	}
 	for _, f := range fallbackSummary(sock, since) {
+		if f.daemon && !since.IsZero() {
+			continue
+		}
 		fmt.Printf("fallback to the real binary %s: %s\n", span, f.line)
 	}
 }

@@ -183,6 +183,9 @@ func (iv *invocation) exit(code int) {
 
 func (iv *invocation) fallback(reason string) {
 	iv.countUnrouted(routeFallback)
+	if iv.reg != nil {
+		iv.reg.countFallback(reason)
+	}
 	iv.entry.SetRoute(routeFallback)
 	iv.entry.HideCommand()
 	iv.entry.AppendStderr([]byte("ansible-bridge: handed to the real " + iv.hello.Prog + ": " + reason + "\n"))

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -34,8 +36,9 @@ const StatusColumns = `columns, one row per target (user@host:port):
             succeeded or not (a become step killed at sudo's password
             prompt: become)
 then, per target, the invocations that took the slow path with the reason,
-and what the shims ran the real binary for since the daemon started (from
-the shim log, which also has the calls that never reached the daemon).
+what the daemon handed to the real binary, by reason, and what else the
+shims ran the real binary for since the daemon started (from the shim
+log: the calls that never reached the daemon).
 Above the table: the invocations of ssh, scp and sftp (status requests are
 not counted), those in no target's row by outcome (fallback: handed to the
 real binary before a target; not connected: their target never connected,
@@ -64,7 +67,12 @@ type Status struct {
 	// connected": a failed login, a refused connection; such a target is
 	// not kept), ended before a route took it ("failed"), or a route that
 	// needs no target ("control": ssh -O without a master).
-	NoTarget   map[string]uint64 `json:"no_target,omitempty"`
+	NoTarget map[string]uint64 `json:"no_target,omitempty"`
+	// Fallbacks counts, by reason, the invocations the daemon handed to
+	// the real binary (in a target's row or not); the shim log has these
+	// too where the shim could write it, and those that never reached the
+	// daemon.
+	Fallbacks  map[string]uint64 `json:"fallbacks,omitempty"`
 	Active     int64             `json:"active"`
 	Goroutines int               `json:"goroutines"`
 	// AcceptWaits counts the shims' connections the daemon did not
@@ -166,9 +174,12 @@ func (s *Server) Status() Status {
 		FrontHandovers: s.handovers.snapshot(),
 		Memory:         readMemoryStatus(),
 	}
-	targets, noTarget := s.targets.snapshot()
+	targets, noTarget, fallbacks := s.targets.snapshot()
 	if len(noTarget) > 0 {
 		st.NoTarget = noTarget
+	}
+	if len(fallbacks) > 0 {
+		st.Fallbacks = fallbacks
 	}
 	for _, t := range targets {
 		t.mu.Lock()
@@ -298,6 +309,10 @@ func writeStatus(iv *invocation, st Status) {
 	}
 	if len(st.NoTarget) > 0 {
 		fmt.Fprintf(w, "invocations in no target's row: %s\n", countList(st.NoTarget))
+	}
+	reasons := slices.Sorted(maps.Keys(st.Fallbacks))
+	for _, r := range reasons {
+		fmt.Fprintf(w, "handed to the real binary by the daemon: %d× %s\n", st.Fallbacks[r], r)
 	}
 	if len(st.Targets) == 0 {
 		fmt.Fprintln(w, "no targets")

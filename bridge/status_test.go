@@ -197,3 +197,31 @@ func TestRouteCountedOnce(t *testing.T) {
 		t.Errorf("routes %v, want exec 1", tg.routes)
 	}
 }
+
+// TestStatusFallbackReasons: the daemon counts why it handed each
+// invocation to the real binary, in a target's row or not, and status
+// says so itself: a shim in a sandbox that binds the socket's directory
+// read-only (ansible-runner --process-isolation) logs nothing of it.
+func TestStatusFallbackReasons(t *testing.T) {
+	h := newHarness(t, 0)
+	var reasons []string
+	for _, argv := range [][]string{
+		h.sshArgs("-L", "1234:localhost:1", "127.0.0.1", "true"), // unsupported, before a target
+		h.sshArgs("-L", "1234:localhost:1", "127.0.0.1", "true"),
+		{"-F", "none", "127.0.0.1", "true"}, // no ControlPath: ssh connects on its own
+	} {
+		r := h.run("ssh", argv, "")
+		if r.fallback == "" {
+			t.Fatalf("%q: served, want a fallback: %+v", argv, r)
+		}
+		reasons = append(reasons, r.fallback)
+	}
+	st := h.srv.Status()
+	if st.Fallbacks[reasons[0]] != 2 || st.Fallbacks[reasons[2]] != 1 || len(st.Fallbacks) != 2 {
+		t.Errorf("fallbacks %v, want %q twice and %q once", st.Fallbacks, reasons[0], reasons[2])
+	}
+	r := h.run("ctl", []string{"status"}, "")
+	if want := "handed to the real binary by the daemon: 2× " + reasons[0] + "\n"; r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Errorf("status: %+v\nwant %q", r, want)
+	}
+}

@@ -45,10 +45,21 @@ type registry struct {
 	// outcome: those that ended without one (a fallback, an error), and
 	// those of the targets forgotten as never connected.
 	noTarget map[string]uint64
+	// fallbacks counts the invocations the daemon handed to the real
+	// binary, by reason: status shows them where the shim could not log
+	// its fallback (a sandbox binding the socket's directory read-only).
+	fallbacks map[string]uint64
 }
 
 func newRegistry(log logrus.FieldLogger, dial DialFunc, maxAgents int) *registry {
-	return &registry{log: log, dial: dial, maxAgents: maxAgents, targets: map[string]*target{}, noTarget: map[string]uint64{}}
+	return &registry{log: log, dial: dial, maxAgents: maxAgents, targets: map[string]*target{},
+		noTarget: map[string]uint64{}, fallbacks: map[string]uint64{}}
+}
+
+func (r *registry) countFallback(reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fallbacks[reason]++
 }
 
 // outcomeNotConnected counts the invocations of a target forgotten
@@ -61,13 +72,13 @@ func (r *registry) countNoTarget(outcome string, n uint64) {
 	r.noTarget[outcome] += n
 }
 
-// snapshot is all and noTarget at one moment: an invocation counted in
-// a target's row or, once that target is forgotten, in noTarget, is in
-// one of them.
-func (r *registry) snapshot() ([]*target, map[string]uint64) {
+// snapshot is all, noTarget and fallbacks at one moment: an invocation
+// counted in a target's row or, once that target is forgotten, in
+// noTarget, is in one of them.
+func (r *registry) snapshot() ([]*target, map[string]uint64, map[string]uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.allLocked(), maps.Clone(r.noTarget)
+	return r.allLocked(), maps.Clone(r.noTarget), maps.Clone(r.fallbacks)
 }
 
 // get returns the target for s's ControlPath, creating it if needed, and
