@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net"
 	"regexp"
@@ -223,5 +224,19 @@ func TestStatusFallbackReasons(t *testing.T) {
 	r := h.run("ctl", []string{"status"}, "")
 	if want := "handed to the real binary by the daemon: 2× " + reasons[0] + "\n"; r.code != 0 || !strings.Contains(r.stdout, want) {
 		t.Errorf("status: %+v\nwant %q", r, want)
+	}
+}
+
+// TestFallbackReasonsBounded: past maxFallbackReasons distinct reasons
+// (some hold an option's value), the rest are counted together.
+func TestFallbackReasonsBounded(t *testing.T) {
+	reg := newRegistry(logrus.New(), nil, 1)
+	for i := range maxFallbackReasons + 6 {
+		reg.countFallback(fmt.Sprintf("-o Opt=%d", i))
+	}
+	reg.countFallback("-o Opt=0")
+	_, _, fb := reg.snapshot()
+	if len(fb) != maxFallbackReasons+1 || fb["(other reasons)"] != 6 || fb["-o Opt=0"] != 2 {
+		t.Errorf("%d reasons, other %d, the first %d; want %d, 6, 2", len(fb), fb["(other reasons)"], fb["-o Opt=0"], maxFallbackReasons+1)
 	}
 }

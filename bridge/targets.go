@@ -56,9 +56,16 @@ func newRegistry(log logrus.FieldLogger, dial DialFunc, maxAgents int) *registry
 		noTarget: map[string]uint64{}, fallbacks: map[string]uint64{}}
 }
 
+// maxFallbackReasons bounds the reasons counted apart: some hold an
+// option's value, and the daemon may live long.
+const maxFallbackReasons = 64
+
 func (r *registry) countFallback(reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if _, ok := r.fallbacks[reason]; !ok && len(r.fallbacks) >= maxFallbackReasons {
+		reason = "(other reasons)"
+	}
 	r.fallbacks[reason]++
 }
 
