@@ -714,6 +714,20 @@ func TestSpareKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(z, syscall.SIGCONT) })
+	// Its forks (the seed) stopped first, so that none forks a spare the
+	// listing above missed (asked for just before the zygote stopped): one
+	// left would take the task, orphaned.
+	forks := children(t, z)
+	for _, pid := range forks {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+		if !pollAgent(t, ctx, c, func() bool { f := procStat(fmt.Sprint(pid)); return f == nil || strings.ContainsAny(f[0], "TtZX") }) {
+			t.Fatalf("fork %d of the zygote does not stop", pid)
+		}
+	}
+	spares = slices.Clone(forks)
+	for _, pid := range forks {
+		spares = append(spares, children(t, pid)...)
+	}
 	for _, pid := range spares {
 		killAndWait(t, ctx, c, pid)
 	}
