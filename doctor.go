@@ -232,7 +232,7 @@ func fallbackSummary(socket string, since time.Time) []fallbackCount {
 	var out []fallbackCount
 	for r, n := range counts {
 		_, reason, _ := strings.Cut(r, ": ")
-		out = append(out, fallbackCount{fmt.Sprintf("%d× %s", n, r), expectedFallback(reason), strings.HasPrefix(reason, "daemon: ")})
+		out = append(out, fallbackCount{fmt.Sprintf("%d× %s", n, r), expectedFallback(reason), strings.HasPrefix(reason, fakessh.DaemonReason)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].line < out[j].line })
 	return out
@@ -244,8 +244,7 @@ func fallbackSummary(socket string, since time.Time) []fallbackCount {
 // that print and exit (-V, -Q, -G), and interactive sessions, which only
 // the real binary answers.
 func expectedFallback(reason string) bool {
-	// The daemon's reasons reach the shim log as "daemon: REASON".
-	reason = strings.TrimPrefix(reason, "daemon: ")
+	reason = strings.TrimPrefix(reason, fakessh.DaemonReason)
 	switch reason {
 	case "unsupported: -V", "unsupported: -Q", "unsupported: -G", fakessh.ReasonInteractive, fakessh.ReasonVerbose:
 		return true

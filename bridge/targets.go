@@ -490,14 +490,15 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 			mustLogin = true
 		}
 	}
-	// A connection of its own: refused by its master (ownLogin), or
-	// refused for the bridge's sessions alone (beside).
-	ownLogin, beside := false, false
+	// What a connection dialled next is: a refused invocation's own
+	// (asRefused, which no other connection may serve), or one beside
+	// a master whose refusal was for the bridge's sessions alone.
+	next := asMaster
 	for {
 		var c *sshConn
 		t.mu.Lock()
 		for _, cand := range t.conns {
-			if !mustLogin && !ownLogin && !tried[cand] && cand.alive() && cand.serves(iv, kind) {
+			if !mustLogin && next != asRefused && !tried[cand] && cand.alive() && cand.serves(iv, kind) {
 				c = cand
 				break
 			}
@@ -513,18 +514,11 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 		if dialled {
 			// Busy once made: a stop in between detaches it, as a
 			// master's clients finish on it.
-			role := asMaster
-			switch {
-			case ownLogin:
-				role = asRefused
-			case beside:
-				role = besideMaster
-			}
 			var err error
-			if c, err = t.dial(ctx, p, kind, role); err != nil {
+			if c, err = t.dial(ctx, p, kind, next); err != nil {
 				return nil, err
 			}
-			ownLogin, beside = false, false
+			next = asMaster
 		}
 		tried[c] = true
 		// The open waits on the server: t.mu, which status, control
@@ -544,12 +538,12 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 				// ssh's master would hold the sessions gone beside it
 				// as well as those on c, the bridge's aside.
 				if c.bridgeSessions() > int(t.besides.Load()) {
-					beside = true
+					next = besideMaster
 				} else {
 					if !dialled && iv.settings != nil && iv.settings.Says("ERROR") {
 						iv.errorf("mux_client_request_session: session request failed: Session open refused by peer")
 					}
-					ownLogin = true
+					next = asRefused
 				}
 			}
 			continue
@@ -567,7 +561,7 @@ func (t *target) useFor(ctx context.Context, p sshclient.Prompter, kind sessionK
 			if iv.settings != nil && iv.settings.Says("ERROR") {
 				iv.errorf("mux_client_request_session: read from master failed: Broken pipe")
 			}
-			ownLogin = true
+			next = asRefused
 		}
 		// The connection may have died silently since last use: redial once.
 		if c.alive() && !redialled {

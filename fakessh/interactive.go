@@ -15,6 +15,10 @@ const (
 	ReasonBackground  = "a background job of its terminal: ssh's master reads and writes it, where the shim would be stopped (SIGTTIN, SIGTTOU)"
 )
 
+// DaemonReason prefixes, in the shim log, the reasons the daemon gave for
+// the invocations it handed back.
+const DaemonReason = "daemon: "
+
 // interactive reports whether ssh would run inv as a user's interactive
 // session: a terminal asked for and given (stdin is a terminal), and
 // that terminal is the controlling one, where the user types ~. and ~?.

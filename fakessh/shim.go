@@ -104,9 +104,9 @@ func finish(prog string, argv []string, code int, fb *declined, err error) int {
 			}
 		}
 		if ssh := siblingSSH(); fb.viaBridge && ssh != "" {
-			return execReal(prog, append([]string{"-S", ssh}, argv...), "daemon: "+fb.reason, false)
+			return execReal(prog, append([]string{"-S", ssh}, argv...), DaemonReason+fb.reason, false)
 		}
-		return fallback(prog, argv, "daemon: "+fb.reason)
+		return fallback(prog, argv, DaemonReason+fb.reason)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ansible-bridge: %s: %v\r\n", prog, err)
