@@ -239,6 +239,10 @@ func cmdDaemon(args []string) int {
 		fmt.Fprintf(os.Stderr, "ansible-bridge daemon: %v\n", err)
 		return 2
 	}
+	// A shim that starts the daemon may hold its caller's descriptors
+	// (scp and sftp keep theirs, as OpenSSH's do): none of them is the
+	// daemon's to keep open.
+	fakessh.CloseInherited()
 	execWithClobberFree()
 	log := logrus.New()
 	if lvl, err := logrus.ParseLevel(*logLevel); err == nil {

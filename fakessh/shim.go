@@ -55,8 +55,12 @@ func Main(prog string, argv []string) int {
 	}
 	os.Unsetenv(IgnoredSignalsEnv)
 	if spec, ok := os.LookupEnv(ResumeEnv); ok {
+		// The C front closed what ssh closes before it dialled.
 		os.Unsetenv(ResumeEnv)
 		return resume(prog, argv, spec)
+	}
+	if prog == "ssh" {
+		CloseInherited()
 	}
 	growStdinPipe()
 	if os.Getenv(DisableEnv) == "1" {

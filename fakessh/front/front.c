@@ -36,6 +36,7 @@
  */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -50,6 +51,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <termios.h>
 #include <time.h>
@@ -725,6 +727,35 @@ static void sanitise_stdfd(void)
 		close(null);
 }
 
+/* close_inherited closes every descriptor above stderr, as ssh does
+ * first thing (closefrom in ssh.c): a pipe or terminal the caller leaked
+ * stays open no longer than the caller's own processes hold it, not
+ * while this ssh, or a daemon or master it starts, runs on. scp and sftp
+ * keep theirs, as OpenSSH's do. */
+static void close_inherited(void)
+{
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0)
+		return;
+#endif
+	DIR *d = opendir("/proc/self/fd");
+	if (d) {
+		int own = dirfd(d);
+		struct dirent *e;
+		while ((e = readdir(d)) != NULL) {
+			int fd = atoi(e->d_name);
+			if (fd > 2 && fd != own)
+				close(fd);
+		}
+		closedir(d);
+		return;
+	}
+	struct rlimit rl;
+	long max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 65536 ? (long)rl.rlim_cur : 65536;
+	for (long fd = 3; fd < max; fd++)
+		close((int)fd);
+}
+
 /* in_background: stdin, stdout or stderr is the controlling terminal,
  * and this process is not in its foreground group (`ssh host cmd &`):
  * the Go shim hands ssh to the real one, whose master does the I/O, where
@@ -748,6 +779,8 @@ int main(int argc, char **argv)
 	g_argv = argv;
 	const char *base = argc > 0 ? strrchr(argv[0], '/') : NULL;
 	g_prog = base ? base + 1 : argc > 0 ? argv[0] : "ssh";
+	if (strcmp(g_prog, "ssh") == 0)
+		close_inherited();
 	/* ssh ignores SIGPIPE: a closed stdout is an error it handles. */
 	struct sigaction ign = {.sa_handler = SIG_IGN};
 	sigaction(SIGPIPE, strcmp(g_prog, "ssh") == 0 ? &ign : NULL, &caller_sigpipe);
