@@ -246,7 +246,7 @@ func fallbackSummary(socket string, since time.Time) []fallbackCount {
 func expectedFallback(reason string) bool {
 	reason = strings.TrimPrefix(reason, fakessh.DaemonReason)
 	switch reason {
-	case "unsupported: -V", "unsupported: -Q", "unsupported: -G", fakessh.ReasonInteractive, fakessh.ReasonVerbose:
+	case "unsupported: -V", "unsupported: -Q", "unsupported: -G", fakessh.ReasonInteractive, fakessh.ReasonVerbose, fakessh.ReasonBatchOpen:
 		return true
 	}
 	return bridge.SharingFallback(reason)

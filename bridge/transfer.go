@@ -59,7 +59,18 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 	var cmds []fakessh.BatchCommand
 	if inv.BatchFile != "-" {
 		// Read before anything is accepted: the real sftp may take it.
-		data, err := os.ReadFile(localPath(iv, inv.BatchFile))
+		// Only a regular file: a FIFO's batch, as stdin's, sftp runs as
+		// it comes; and /dev/stdin or /dev/fd/N would be the daemon's.
+		name := localPath(iv, inv.BatchFile)
+		if why := localUnserved(name); why != "" {
+			iv.handBack(nil, "sftp: a batch file in "+strings.TrimPrefix(why, "a local path in "))
+			return -1
+		}
+		if st, err := os.Stat(name); err == nil && !st.Mode().IsRegular() {
+			iv.handBack(nil, "sftp: a batch file that is not a regular file")
+			return -1
+		}
+		data, err := os.ReadFile(name)
 		if err != nil {
 			iv.handBack(nil, "sftp: the batch file cannot be read")
 			return -1

@@ -40,6 +40,9 @@ func NewHello(prog string, argv []string) (*Hello, string) {
 	if prog == "ssh" && background() {
 		return h, ReasonBackground
 	}
+	if prog == "sftp" && h.SFTP.BatchFile == "-" && batchStdinOpen() {
+		return h, ReasonBatchOpen
+	}
 	return h, ""
 }
 

@@ -54,6 +54,7 @@ func Main(prog string, argv []string) int {
 		}
 	}
 	os.Unsetenv(IgnoredSignalsEnv)
+	os.Unsetenv(BatchOpenEnv)
 	if spec, ok := os.LookupEnv(ResumeEnv); ok {
 		// The C front closed what ssh closes before it dialled.
 		os.Unsetenv(ResumeEnv)

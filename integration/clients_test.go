@@ -223,6 +223,22 @@ cat zp-back
 printf 'cd clients-SIDE/sftp\nls -1\n' | sftp -b - lab; echo "rc=$?"
 printf 'cd /nonexistent\nls\n' | sftp -b - lab; echo "rc=$?"
 `},
+	{"sftp batch as it comes", `
+echo one > f && ssh lab 'mkdir -p clients-SIDE/b'
+printf 'put f clients-SIDE/b/stdin\n' | sftp -b /dev/stdin lab; echo "rc=$?"
+mkfifo fifo && { printf 'put f clients-SIDE/b/fifo\n' > fifo & }
+sftp -b fifo lab; echo "rc=$?"
+sftp -b <(printf 'put f clients-SIDE/b/procsub\n') lab; echo "rc=$?"
+# A caller that writes the next command once it has read the last one's
+# output: sftp runs each as it reads it. (read -t only bounds a failure.)
+coproc SF { sftp -b - lab 2>&1; }
+pid=$SF_PID in=${SF[1]}
+echo 'put f clients-SIDE/b/coproc' >&"$in"
+read -t 30 -r line <&"${SF[0]}"; echo "read: $line"
+echo 'ls -1 clients-SIDE/b' >&"$in"
+exec {in}>&-
+cat <&"${SF[0]}"; wait "$pid"; echo "rc=$?"
+`},
 }
 
 // eowScript defines eow, which pipes 50 MB into ssh (the function

@@ -70,6 +70,8 @@
 #define IGNORED_ENV "ANSIBLE_BRIDGE_IGNORED_SIGNALS" /* fakessh.IgnoredSignalsEnv */
 #define STUB_ENV "ANSIBLE_BRIDGE_MASTER_STUB"         /* fakessh.MasterStubEnv */
 #define STUB_FD 3
+#define BATCH_OPEN_ENV "ANSIBLE_BRIDGE_BATCH_OPEN" /* fakessh.BatchOpenEnv */
+#define BATCH_WAIT_MS 2000                          /* fakessh.batchWait */
 
 extern char **environ;
 
@@ -555,6 +557,50 @@ static int input_complete(void)
 	       queued <= STDIN_PIPE_SIZE;
 }
 
+/* batch_on_stdin: sftp's argv may ask for "-b -". Any option word
+ * holding a b followed by "-" counts: the Go shim parses it exactly, and
+ * this only decides whether to wait for the batch's writer. */
+static int batch_on_stdin(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--") == 0)
+			break;
+		const char *b = a[0] == '-' ? strchr(a + 1, 'b') : NULL;
+		if (b && (b[1] ? strcmp(b + 1, "-") == 0 : i + 1 < argc && strcmp(argv[i + 1], "-") == 0))
+			return 1;
+	}
+	return 0;
+}
+
+static long long now_ms(void);
+
+/* batch_stdin_open is fakessh's batchStdinOpen: sftp runs a batch on
+ * stdin command by command as it reads it, and the bridge serves one
+ * only once its writer closed it (within BATCH_WAIT_MS for a pipe);
+ * a terminal or a socket may always grow. Nothing is read. */
+static int batch_stdin_open(void)
+{
+	struct stat st;
+	if (fstat(0, &st) != 0)
+		return 1;
+	if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))
+		return 0;
+	if (S_ISCHR(st.st_mode))
+		return isatty(0);
+	if (!S_ISFIFO(st.st_mode))
+		return 1;
+	long long deadline = now_ms() + BATCH_WAIT_MS;
+	for (;;) {
+		long long left = deadline - now_ms();
+		struct pollfd p = {.fd = 0, .events = 0}; /* only a hangup or an error wakes it */
+		int n = poll(&p, 1, left > 0 ? (int)left : 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n <= 0 || !(p.revents & POLLHUP);
+	}
+}
+
 /* pump_once queues one read of stdin, and sends it too where wait is
  * set. It returns 0 at stdin's end (StdinEOF queued) or once the daemon
  * stops taking it (the Go shim's pump then stops too), else 1. */
@@ -789,6 +835,7 @@ int main(int argc, char **argv)
 	term_ignored = sigaction(SIGTERM, NULL, &quit) == 0 && quit.sa_handler == SIG_IGN;
 	unsetenv(IGNORED_ENV);
 	unsetenv(RESUME_ENV); /* only this program sets it, for the Go shim */
+	unsetenv(BATCH_OPEN_ENV);
 	if (argc < 1 || !shim_name(g_prog) || getenv("ANSIBLE_BRIDGE_ARGV0") || getenv("ANSIBLE_BRIDGE_DISABLE"))
 		handover(NULL);
 	/* A terminal: Ansible gives ssh a pty's slave for stdin when it may
@@ -802,6 +849,10 @@ int main(int argc, char **argv)
 		handover(NULL);
 	if (is_pipe(0))
 		(void)fcntl(0, F_SETPIPE_SZ, STDIN_PIPE_SIZE);
+	if (strcmp(g_prog, "sftp") == 0 && batch_on_stdin(argc, argv) && batch_stdin_open()) {
+		setenv(BATCH_OPEN_ENV, "1", 1);
+		handover(NULL);
+	}
 
 	for (int i = 0; i < argc; i++)
 		if (!utf8(argv[i]))

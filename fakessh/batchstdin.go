@@ -1,0 +1,68 @@
+package fakessh
+
+import (
+	"errors"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ReasonBatchOpen: sftp runs each command of "-b -" as it reads it, so
+// a caller may write the next one once it has seen the last one's
+// output. The bridge checks a batch whole before running any of it, so
+// it serves only a batch whose writer has closed stdin.
+const ReasonBatchOpen = "sftp -b - on a stdin still open (a terminal, a socket, or a pipe not closed within 2s): the real sftp runs each command as it reads it"
+
+// BatchOpenEnv, "1", is how the C front, which waited batchWait for the
+// writer of an sftp batch on stdin, says the writer did not close it.
+const BatchOpenEnv = "ANSIBLE_BRIDGE_BATCH_OPEN"
+
+// batchWait is how long a batch's writer may take to close stdin
+// (Ansible writes its batch at once and closes): the C front's
+// BATCH_WAIT_MS.
+const batchWait = 2 * time.Second
+
+// batchOpenAtStart is BatchOpenEnv as this process found it.
+var batchOpenAtStart = os.Getenv(BatchOpenEnv) == "1"
+
+// batchStdinOpen reports whether sftp's batch on stdin may still grow:
+// a terminal or a socket, or a pipe whose writers have not all closed
+// it within batchWait. A regular file or a device such as /dev/null
+// ends where it ends. Nothing is read.
+func batchStdinOpen() bool {
+	if batchOpenAtStart {
+		return true
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(0, &st); err != nil {
+		return true
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG, unix.S_IFBLK:
+		return false
+	case unix.S_IFCHR:
+		_, err := unix.IoctlGetTermios(0, unix.TCGETS)
+		return err == nil
+	case unix.S_IFIFO:
+		return !writersGone(0, batchWait)
+	}
+	return true
+}
+
+// writersGone waits up to d for every writer of the pipe fd to close
+// it, without reading from it.
+func writersGone(fd int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		fds := []unix.PollFd{{Fd: int32(fd)}} // no events: only a hangup or an error wakes it
+		n, err := unix.Poll(fds, int(max(time.Until(deadline), 0)/time.Millisecond))
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil, n == 0:
+			return false
+		}
+		return fds[0].Revents&unix.POLLHUP != 0
+	}
+}
