@@ -223,6 +223,12 @@ cat zp-back
 printf 'cd clients-SIDE/sftp\nls -1\n' | sftp -b - lab; echo "rc=$?"
 printf 'cd /nonexistent\nls\n' | sftp -b - lab; echo "rc=$?"
 `},
+	{"paths of ssh's own process", `
+# ssh reads these as its own (stdin, its descriptors), the daemon must not.
+command ssh -F /dev/stdin lab 'echo config read from stdin' < "$SSHCFG"; echo "rc=$?"
+ssh -i /dev/fd/3 -o ControlPath="$HOME/.ssh/cp2-%C" lab 'echo logged in' 3<"$SSHCFG"; echo "rc=$?"
+ssh -O exit -o ControlPath="$HOME/.ssh/cp2-%C" lab 2>/dev/null
+`},
 	{"sftp batch as it comes", `
 echo one > f && ssh lab 'mkdir -p clients-SIDE/b'
 printf 'put f clients-SIDE/b/stdin\n' | sftp -b /dev/stdin lab; echo "rc=$?"

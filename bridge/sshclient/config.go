@@ -139,6 +139,10 @@ func (r *resolver) readConfigFile(path string, userConf, checkPerm, mustExist bo
 		return failure(r.cmdLevel, errors.New("include depth"), fatalLine("Too many recursive configuration includes"))
 	}
 	abs := r.env.abs(path)
+	if processOwn(abs) {
+		r.noteProcessOwn(path)
+		return nil
+	}
 	data, err := os.ReadFile(abs)
 	if err != nil {
 		if mustExist {
@@ -342,6 +346,12 @@ func (r *resolver) matchUser() string {
 		return u
 	}
 	return r.env.User
+}
+
+// noteProcessOwn notes a local path the daemon must not open for ssh
+// (processOwn).
+func (r *resolver) noteProcessOwn(p string) {
+	r.note(p + " names the opener's own descriptors, terminal or process: ssh's, not the daemon's")
 }
 
 func (r *resolver) note(s string) {

@@ -172,3 +172,52 @@ func (e Env) abs(p string) string {
 	}
 	return filepath.Join(e.Cwd, p)
 }
+
+// processOwn reports whether the local path p names the opening
+// process's own descriptors, terminal or process (/dev/stdin, /dev/fd/N,
+// /dev/tty, /proc/self, or a symlink to one): ssh opens its own, having
+// closed every descriptor above stderr; the daemon would open its own.
+// Symlinks are followed one at a time, never through /proc's, which
+// would name the daemon's descriptors.
+func processOwn(p string) bool {
+	p = filepath.Clean(p)
+	for range 40 {
+		switch {
+		case p == "/proc", strings.HasPrefix(p, "/proc/"), p == "/dev/fd", strings.HasPrefix(p, "/dev/fd/"),
+			p == "/dev/tty", p == "/dev/stdin", p == "/dev/stdout", p == "/dev/stderr":
+			return true
+		}
+		next, ok := firstLink(p)
+		if !ok {
+			return false
+		}
+		p = next
+	}
+	return true // a symlink loop: the real ssh's to report
+}
+
+// firstLink resolves the first symlink among the absolute path p's
+// components, or reports that there is none (or p cannot be read).
+func firstLink(p string) (string, bool) {
+	parts := strings.Split(p, "/")[1:]
+	cur := "/"
+	for i, part := range parts {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return "", false
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			continue
+		}
+		t, err := os.Readlink(cur)
+		if err != nil {
+			return "", false
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(cur), t)
+		}
+		return filepath.Join(append([]string{t}, parts[i+1:]...)...), true
+	}
+	return "", false
+}

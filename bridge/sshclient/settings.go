@@ -271,6 +271,10 @@ func (r *resolver) commandLine(inv *fakessh.SSHInvocation) error {
 			// ssh.c: an -i file it cannot stat is skipped, with a warning
 			// printed whatever the LogLevel.
 			p, _ := expandTilde(o.Value, r.env.Home)
+			if processOwn(r.env.abs(p)) {
+				r.noteProcessOwn(p)
+				continue
+			}
 			if _, err := os.Stat(r.env.abs(p)); err != nil {
 				r.warnings = append(r.warnings, fmt.Sprintf("Warning: Identity file %s not accessible: %s.", p, strerror(err)))
 				continue
@@ -690,6 +694,14 @@ func (r *resolver) settings(inv *fakessh.SSHInvocation, depth int) (*Settings, e
 			return fail(err)
 		}
 		s.CertificateFiles = append(s.CertificateFiles, p)
+	}
+	for _, list := range [][]string{s.IdentityFiles, s.CertificateFiles, s.UserKnownHostsFiles, s.GlobalKnownHostsFiles, {s.AgentSock}} {
+		for _, p := range list {
+			if p != "" && processOwn(s.Env.abs(p)) {
+				r.noteProcessOwn(p)
+				s.Unsupported = r.unsupported
+			}
+		}
 	}
 	if addKeys == "yes" || addKeys == "confirm" {
 		s.AddKeysToAgent = addKeys
