@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -570,11 +571,14 @@ const (
 	reasonNoPeer   = "the shim's process is not visible to the daemon (another pid namespace)"
 	reasonGroups   = "the shim's groups are not the daemon's (ssh opens its files with them): `ansible-bridge stop` and the next call starts a daemon with them"
 	reasonPeerGone = "the shim's process could not be read"
+	reasonPrivs    = "the shim's capabilities, no_new_privs or seccomp filter are not the daemon's (ssh opens its files and runs its commands with its own)"
+	reasonLabel    = "the shim's security label (AppArmor, SELinux) is not the daemon's"
+	reasonFileSize = "the shim's file size limit (ulimit -f) is not the daemon's (ssh writes its files under its own)"
 )
 
 // sandboxReason says why iv's shim does not run where the daemon does
 // ("" if it does): another mount, network, UTS or user namespace, root
-// directory, or groups. A sandbox (bubblewrap, a container, `unshare
+// directory, groups, privileges, security label or file size limit. A sandbox (bubblewrap, a container, `unshare
 // --net`, a chroot sharing /tmp) that reaches a daemon outside it would
 // have the daemon open its paths (keys the sandbox hides, an agent
 // socket only it sees), dial its targets and run its proxies in the
@@ -615,6 +619,55 @@ func (iv *invocation) sandboxReason() string {
 	}
 	if !sameGroups(status, own.gid, own.groups) {
 		return reasonGroups
+	}
+	if privileges(status) != own.privileges {
+		return reasonPrivs
+	}
+	if securityLabel(proc) != own.label {
+		return reasonLabel
+	}
+	limits, err := os.ReadFile(proc + "/limits")
+	if err != nil {
+		return reasonPeerGone
+	}
+	if fileSizeLimit(limits) != own.fileSize {
+		return reasonFileSize
+	}
+	return ""
+}
+
+// privilegeFields are the /proc/PID/status fields that, beside the uid
+// and groups, decide what a process may open and run: a root caller
+// with capabilities dropped (a container's --cap-drop, setpriv) must not
+// have the daemon read a key or overwrite a file it cannot.
+var privilegeFields = []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp"}
+
+// privileges is a /proc/PID/status's privilegeFields, as one string.
+func privileges(status []byte) string {
+	var out []string
+	for _, ln := range strings.Split(string(status), "\n") {
+		k, v, _ := strings.Cut(ln, ":")
+		if slices.Contains(privilegeFields, k) {
+			out = append(out, k+"="+strings.TrimSpace(v))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// securityLabel is the LSM label of the process at proc ("" where the
+// kernel has none to show).
+func securityLabel(proc string) string {
+	b, _ := os.ReadFile(proc + "/attr/current")
+	return string(b)
+}
+
+// fileSizeLimit is the "Max file size" line of a /proc/PID/limits (soft
+// and hard RLIMIT_FSIZE).
+func fileSizeLimit(limits []byte) string {
+	for _, ln := range strings.Split(string(limits), "\n") {
+		if rest, ok := strings.CutPrefix(ln, "Max file size"); ok {
+			return strings.Join(strings.Fields(rest), " ")
+		}
 	}
 	return ""
 }
@@ -657,6 +710,8 @@ type daemonWorld struct {
 	root   syscall.Stat_t
 	gid    int
 	groups []int
+	// privileges, label and fileSize as sandboxReason reads a shim's.
+	privileges, label, fileSize string
 }
 
 // ownWorld is where the daemon runs, read once; nil where /proc does not
@@ -678,5 +733,14 @@ var ownWorld = sync.OnceValue(func() *daemonWorld {
 		return nil
 	}
 	w.groups = groups
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return nil
+	}
+	limits, err := os.ReadFile("/proc/self/limits")
+	if err != nil {
+		return nil
+	}
+	w.privileges, w.label, w.fileSize = privileges(status), securityLabel("/proc/self"), fileSizeLimit(limits)
 	return w
 })

@@ -259,6 +259,7 @@ func (s *Server) serveCtl(ctx context.Context, iv *invocation) int {
 	switch args[0] {
 	case "status":
 		st := s.Status()
+		st.Active-- // not this request: status requests are not counted
 		if len(args) > 1 && args[1] == "--json" {
 			b, _ := json.MarshalIndent(st, "", "  ")
 			_, _ = iv.stdout().Write(append(b, '\n'))

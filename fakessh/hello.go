@@ -40,7 +40,7 @@ func NewHello(prog string, argv []string) (*Hello, string) {
 	if prog == "ssh" && background() {
 		return h, ReasonBackground
 	}
-	if prog == "sftp" && h.SFTP.BatchFile == "-" && batchStdinOpen() {
+	if prog == "sftp" && h.SFTP.BatchFile == "-" && batchUnserved() {
 		return h, ReasonBatchOpen
 	}
 	return h, ""

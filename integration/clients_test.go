@@ -244,6 +244,11 @@ read -t 30 -r line <&"${SF[0]}"; echo "read: $line"
 echo 'ls -1 clients-SIDE/b' >&"$in"
 exec {in}>&-
 cat <&"${SF[0]}"; wait "$pid"; echo "rc=$?"
+# Over 512 KiB, from a file and from a pipe: sftp's local commands.
+{ for i in $(seq 1 9000); do echo "# padding $i ............................................................"; done
+  echo '!echo bang'; echo 'lumask 077'; echo 'get clients-SIDE/b/stdin got'; } > big
+(umask 027; sftp -b - lab < big | tail -4; echo "rc=${PIPESTATUS[0]}"; stat -c '%a' got; rm got)
+(umask 027; cat big | sftp -b - lab | tail -4; echo "rc=${PIPESTATUS[1]}"; stat -c '%a' got)
 `},
 }
 

@@ -182,6 +182,11 @@ func TestSandboxedShimFallsBack(t *testing.T) {
 		{"network", `exec unshare --net -- "$@"`, "ssh: connect to host 127.0.0.1 port " + suite.lab.Port + ": Network is unreachable\r\n", "another network namespace"},
 		{"UTS", `exec unshare --uts -- sh -c 'hostname ab-uts-test && exec "$@"' sh "$@"`, "uts\n", "another UTS namespace"},
 		{"groups", `exec setpriv --groups 54321 -- "$@"`, "groups\n", "groups are not the daemon's"},
+		// A root caller without the right to read what its mode denies
+		// (audit 16: the daemon logged in with a key it could not read).
+		{"capabilities", `exec setpriv --inh-caps=-dac_override,-dac_read_search --bounding-set=-dac_override,-dac_read_search -- "$@"`, "capabilities\n", "capabilities, no_new_privs or seccomp"},
+		{"no_new_privs", `exec setpriv --no-new-privs -- "$@"`, "no_new_privs\n", "capabilities, no_new_privs or seccomp"},
+		{"file size", `ulimit -f 100000 && exec "$@"`, "file size\n", "file size limit (ulimit -f)"},
 		// torsocks and proxychains hook ssh's connect through the loader.
 		{"preload", `LD_PRELOAD=libc.so.6 exec "$@"`, "preload\n", "LD_PRELOAD is set"},
 	} {

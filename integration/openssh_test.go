@@ -231,6 +231,9 @@ func TestProxyLikeOpenSSH(t *testing.T) {
 	// (ssh refuses a jump to the destination itself).
 	jump := []string{"-J", "localhost:" + lab}
 	failing := []string{"-o", `ProxyCommand=sh -c "echo proxy says no >&2; exit 1"`}
+	// A banner, then gone: ssh's first key exchange write fails (audit
+	// 16). The pause lets ssh's own banner go out first on both sides.
+	bannerOnly := []string{"-o", `ProxyCommand=sh -c "sleep 0.5; echo SSH-2.0-x; exit 3"`}
 	netcat := []string{"-o", "ProxyCommand=" + suite.realSSH + " -F " + cfg + " -W %h:%p localhost -p " + lab}
 	persist := []string{"-o", "ControlPersist=60s"}
 	errorLevel := []string{"-o", "LogLevel=ERROR"}
@@ -257,6 +260,8 @@ func TestProxyLikeOpenSSH(t *testing.T) {
 		{"ProxyCommand without ControlPersist", netcat, lab},
 		{"ProxyCommand fails", cat(failing, persist), lab},
 		{"ProxyCommand fails without ControlPersist", failing, lab},
+		{"ProxyCommand gone after its banner", cat(bannerOnly, persist), lab},
+		{"ProxyCommand gone after its banner without ControlPersist", bannerOnly, lab},
 		{"ProxyCommand fails, LogLevel ERROR", cat(failing, errorLevel), lab},
 		{"ProxyCommand fails, -q", cat(failing, []string{"-q"}), lab},
 	}
@@ -282,7 +287,7 @@ func TestProxyLikeOpenSSH(t *testing.T) {
 			if got[0] != got[1] {
 				t.Errorf("through the shim: %+v\nwith OpenSSH: %+v", got[1], got[0])
 			}
-			if strings.Contains(tc.name, "refused") || strings.Contains(tc.name, "fails") {
+			if strings.Contains(tc.name, "refused") || strings.Contains(tc.name, "fails") || strings.Contains(tc.name, "gone") {
 				if got[0].rc != 255 {
 					t.Errorf("OpenSSH exited %d, want 255: the case tests nothing", got[0].rc)
 				}

@@ -19,6 +19,7 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
 )
 
 // proxyRemote is how OpenSSH names the peer of a ProxyCommand (and so of
@@ -78,6 +79,9 @@ func dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) 
 		conn = s.Wire.Wrap(conn)
 	}
 	bc := newBannerConn(conn, s.ConnectTimeout)
+	if pc, ok := tr.conn.(*proxyConn); ok {
+		bc.readerGone = pc.readerGone
+	}
 	stop := context.AfterFunc(ctx, func() { bc.Close() })
 
 	hk := newHostKeyChecker(ctx, s, p, rep)
@@ -395,6 +399,25 @@ func (c *proxyConn) SetDeadline(t time.Time) error {
 func (c *proxyConn) SetReadDeadline(t time.Time) error  { return c.r.SetReadDeadline(t) }
 func (c *proxyConn) SetWriteDeadline(t time.Time) error { return c.w.SetWriteDeadline(t) }
 
+// readerGone reports whether the command's end of its stdin is closed,
+// so that a write would fail with EPIPE. Nothing is written. It waits a
+// little for it: a command whose stdout ended is exiting, and the
+// kernel may release its stdin after its stdout.
+func (c *proxyConn) readerGone() bool {
+	rc, err := c.w.SyscallConn()
+	if err != nil {
+		return false
+	}
+	gone := false
+	_ = rc.Control(func(fd uintptr) {
+		p := []unix.PollFd{{Fd: int32(fd)}} // no events: only POLLERR (no reader) wakes it
+		if n, err := unix.Poll(p, 100); err == nil && n == 1 {
+			gone = p[0].Revents&unix.POLLERR != 0
+		}
+	})
+	return gone
+}
+
 // Close closes the pipes and sends the command SIGHUP, as ssh does.
 func (c *proxyConn) Close() error {
 	c.closeOnce.Do(func() {
@@ -524,7 +547,15 @@ type bannerConn struct {
 	seen     bool
 	timedOut bool
 	ioErr    error
-	timer    *time.Timer
+	// brokenPipe: a write after the banner failed with EPIPE. ssh
+	// writes its key exchange's first packet before it reads on, so
+	// that failure is the one it reports, whatever x/crypto's reader
+	// saw first.
+	brokenPipe bool
+	// readerGone, for a ProxyCommand, reports whether its stdin is
+	// closed (a write would fail with EPIPE).
+	readerGone func() bool
+	timer      *time.Timer
 }
 
 func newBannerConn(c net.Conn, timeout time.Duration) *bannerConn {
@@ -575,6 +606,12 @@ func (c *bannerConn) Read(b []byte) (int, error) {
 	if err != nil && c.ioErr == nil {
 		c.ioErr = err
 	}
+	if err != nil && c.seen && !c.brokenPipe {
+		// ssh would have written its key exchange's first packet before
+		// this read: through a ProxyCommand whose stdin is closed, that
+		// write fails first.
+		c.brokenPipe = c.readerGone != nil && c.readerGone()
+	}
 	c.mu.Unlock()
 	return n, err
 }
@@ -586,6 +623,7 @@ func (c *bannerConn) Write(b []byte) (int, error) {
 		if c.ioErr == nil {
 			c.ioErr = err
 		}
+		c.brokenPipe = c.brokenPipe || c.seen && errors.Is(err, syscall.EPIPE)
 		c.mu.Unlock()
 	}
 	return n, err
@@ -640,7 +678,7 @@ func mapHandshakeError(ctx context.Context, err error, s *Settings, bc *bannerCo
 			fatalPacketLine("Disconnected from "+remote))
 	}
 	bc.mu.Lock()
-	seen, timedOut, ioErr := bc.seen, bc.timedOut, bc.ioErr
+	seen, timedOut, ioErr, brokenPipe := bc.seen, bc.timedOut, bc.ioErr, bc.brokenPipe
 	bc.mu.Unlock()
 	if timedOut {
 		return failure(s.LogLevel, err,
@@ -659,6 +697,10 @@ func mapHandshakeError(ctx context.Context, err error, s *Settings, bc *bannerCo
 				fatalPacketLine("Connection reset by "+remote))
 		}
 		return failure(s.LogLevel, err, fatalPacketLine("Connection reset by "+remote))
+	case brokenPipe || seen && errors.Is(cause, syscall.EPIPE):
+		// Its key exchange's first write failed (a ProxyCommand that
+		// exited after its banner): ssh says what the write said.
+		return failure(s.LogLevel, err, fatalPacketLine(fmt.Sprintf("ssh_dispatch_run_fatal: Connection to %s: %s", remote, errnoText(syscall.EPIPE))))
 	case errors.Is(cause, io.EOF), errors.Is(cause, io.ErrUnexpectedEOF), errors.Is(cause, syscall.EPIPE),
 		errors.Is(cause, os.ErrClosed), errors.Is(cause, net.ErrClosed):
 		if !seen {

@@ -72,6 +72,7 @@
 #define STUB_FD 3
 #define BATCH_OPEN_ENV "ANSIBLE_BRIDGE_BATCH_OPEN" /* fakessh.BatchOpenEnv */
 #define BATCH_WAIT_MS 2000                          /* fakessh.batchWait */
+#define BATCH_MAX (512 << 10)                       /* fakessh.batchMax, bridge's maxReplay */
 
 extern char **environ;
 
@@ -575,17 +576,23 @@ static int batch_on_stdin(int argc, char **argv)
 
 static long long now_ms(void);
 
-/* batch_stdin_open is fakessh's batchStdinOpen: sftp runs a batch on
- * stdin command by command as it reads it, and the bridge serves one
- * only once its writer closed it (within BATCH_WAIT_MS for a pipe);
- * a terminal or a socket may always grow. Nothing is read. */
-static int batch_stdin_open(void)
+/* batch_unserved is fakessh's batchUnserved: sftp runs a batch on stdin
+ * command by command as it reads it, and the bridge, which checks a
+ * batch whole, serves one only once its writer closed it (within
+ * BATCH_WAIT_MS for a pipe), and at most BATCH_MAX of it, which it can
+ * hand back to the real sftp whole; a terminal or a socket may always
+ * grow. Nothing is read. */
+static int batch_unserved(void)
 {
 	struct stat st;
 	if (fstat(0, &st) != 0)
 		return 1;
-	if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))
-		return 0;
+	if (S_ISREG(st.st_mode)) {
+		off_t at = lseek(0, 0, SEEK_CUR);
+		return at < 0 || st.st_size - at > BATCH_MAX;
+	}
+	if (S_ISBLK(st.st_mode))
+		return 1;
 	if (S_ISCHR(st.st_mode))
 		return isatty(0);
 	if (!S_ISFIFO(st.st_mode))
@@ -597,7 +604,8 @@ static int batch_stdin_open(void)
 		int n = poll(&p, 1, left > 0 ? (int)left : 0);
 		if (n < 0 && errno == EINTR)
 			continue;
-		return n <= 0 || !(p.revents & POLLHUP);
+		int queued;
+		return n <= 0 || !(p.revents & POLLHUP) || ioctl(0, FIONREAD, &queued) != 0 || queued > BATCH_MAX;
 	}
 }
 
@@ -849,7 +857,7 @@ int main(int argc, char **argv)
 		handover(NULL);
 	if (is_pipe(0))
 		(void)fcntl(0, F_SETPIPE_SZ, STDIN_PIPE_SIZE);
-	if (strcmp(g_prog, "sftp") == 0 && batch_on_stdin(argc, argv) && batch_stdin_open()) {
+	if (strcmp(g_prog, "sftp") == 0 && batch_on_stdin(argc, argv) && batch_unserved()) {
 		setenv(BATCH_OPEN_ENV, "1", 1);
 		handover(NULL);
 	}
