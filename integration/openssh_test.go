@@ -282,7 +282,9 @@ func TestProxyLikeOpenSSH(t *testing.T) {
 				got[i] = runOwnSession(t, exec.CommandContext(ctx, side.ssh, args...), d.env())
 				cancel()
 				stop := cat([]string{"-F", cfg}, cp, []string{"-O", "exit", "-p", tc.port, "127.0.0.1"})
-				_ = exec.Command(side.ssh, stop...).Run()
+				stopCmd := exec.Command(side.ssh, stop...)
+				stopCmd.Env = append(cleanEnv(os.Environ()), d.env()...) // not the default socket's daemon
+				_ = stopCmd.Run()
 			}
 			if got[0] != got[1] {
 				t.Errorf("through the shim: %+v\nwith OpenSSH: %+v", got[1], got[0])
