@@ -127,7 +127,7 @@ environment:
                           signals its caller left ignored; not for users
   ANSIBLE_BRIDGE_BATCH_OPEN
                           set by the shim's C front for the Go shim: an sftp
-                          batch's writer kept stdin open; not for users
+                          batch on stdin the bridge cannot take; not for users
   ANSIBLE_BRIDGE_FALLBACK set by the shim for the real binary it falls back to, so
                           that a wrapper running the shim again is skipped: not for users
   ANSIBLE_BRIDGE_MASTER_STUB

@@ -578,14 +578,15 @@ const (
 
 // sandboxReason says why iv's shim does not run where the daemon does
 // ("" if it does): another mount, network, UTS or user namespace, root
-// directory, groups, privileges, security label or file size limit. A sandbox (bubblewrap, a container, `unshare
-// --net`, a chroot sharing /tmp) that reaches a daemon outside it would
-// have the daemon open its paths (keys the sandbox hides, an agent
-// socket only it sees), dial its targets and run its proxies in the
-// daemon's view instead, and a caller whose groups differ from the
-// daemon's would read files it cannot (or not read ones it can). The
-// /proc lookups cost the daemon ~0.1 ms of CPU an invocation (a loop
-// item: 2 ms in all).
+// directory, groups, privileges, security label or file size limit. A
+// sandbox (bubblewrap, a container, `unshare --net`, a chroot sharing
+// /tmp) that reaches a daemon outside it would have the daemon open its
+// paths (keys the sandbox hides, an agent socket only it sees), dial its
+// targets and run its proxies in the daemon's view instead, and a caller
+// whose groups or privileges differ from the daemon's would read files
+// it cannot (or not read ones it can). The /proc lookups take ~0.08 ms
+// an invocation (2026-12-01: 53 µs for the namespaces, root and status,
+// 30 µs for the label and limits).
 func (iv *invocation) sandboxReason() string {
 	own := ownWorld()
 	if own == nil {
@@ -704,13 +705,14 @@ func sameGroups(status []byte, gid int, groups []int) bool {
 }
 
 // daemonWorld is where the daemon runs: its namespaces (namespaceKinds'
-// order), root directory, effective gid and groups.
+// order), root directory, effective gid, groups, privileges, security
+// label and file size limit.
 type daemonWorld struct {
 	links  []string
 	root   syscall.Stat_t
 	gid    int
 	groups []int
-	// privileges, label and fileSize as sandboxReason reads a shim's.
+	// As sandboxReason reads a shim's.
 	privileges, label, fileSize string
 }
 

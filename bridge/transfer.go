@@ -63,7 +63,7 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 		// it comes; and /dev/stdin or /dev/fd/N would be the daemon's.
 		name := localPath(iv, inv.BatchFile)
 		if why := localUnserved(name); why != "" {
-			iv.handBack(nil, "sftp: a batch file in "+strings.TrimPrefix(why, "a local path in "))
+			iv.handBack(nil, "sftp: a batch file that is "+why)
 			return -1
 		}
 		if st, err := os.Stat(name); err == nil && !st.Mode().IsRegular() {
