@@ -174,6 +174,9 @@ func TestNoMasterMeansOwnLogin(t *testing.T) {
 	cp := filepath.Join(t.TempDir(), "cp")
 	dial := h.srv.targets.dial
 	gate := make(chan struct{})
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(gate) }) }
+	t.Cleanup(open) // a failed test's daemon can stop
 	var dials atomic.Int32
 	h.srv.targets.dial = func(ctx context.Context, s *sshclient.Settings, p sshclient.Prompter, log logrus.FieldLogger) (*sshclient.Client, error) {
 		if dials.Add(1) == 1 {
@@ -190,7 +193,7 @@ func TestNoMasterMeansOwnLogin(t *testing.T) {
 		tg := h.srv.targets.lookup(cp)
 		return tg != nil && tg.inflight.Load() == 2
 	})
-	close(gate)
+	open()
 	for range 2 {
 		if r := <-results; r.code != 0 {
 			t.Fatalf("ssh: %+v", r)
