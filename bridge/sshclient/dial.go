@@ -606,11 +606,11 @@ func (c *bannerConn) Read(b []byte) (int, error) {
 	if err != nil && c.ioErr == nil {
 		c.ioErr = err
 	}
-	if err != nil && c.seen && !c.brokenPipe {
+	if errors.Is(err, io.EOF) && c.seen && !c.brokenPipe && c.readerGone != nil {
 		// ssh would have written its key exchange's first packet before
 		// this read: through a ProxyCommand whose stdin is closed, that
-		// write fails first.
-		c.brokenPipe = c.readerGone != nil && c.readerGone()
+		// write fails first. (Not on the daemon's own close: ErrClosed.)
+		c.brokenPipe = c.readerGone()
 	}
 	c.mu.Unlock()
 	return n, err
