@@ -154,8 +154,9 @@ func (s *Server) serveSFTP(ctx context.Context, iv *invocation) int {
 }
 
 // maxReplay bounds a batch read from stdin that the daemon hands back to
-// the shim for the real sftp: a pipe holds it whole.
-const maxReplay = 512 << 10
+// the shim for the real sftp: a pipe holds it whole. The shims send the
+// real sftp any larger one before reading it.
+const maxReplay = fakessh.BatchMax
 
 // transferNotServed is notServed for scp and sftp: when their ssh cannot
 // log in, they say the connection closed after its message, as fatal()

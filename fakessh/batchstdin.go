@@ -13,7 +13,7 @@ import (
 // output. The bridge checks a batch whole before running any of it, and
 // hands it back whole to the real sftp when it does not serve it all,
 // so it takes only a batch whose writer has closed stdin, of at most
-// batchMax.
+// BatchMax.
 const ReasonBatchOpen = "sftp -b - on a stdin still open (a terminal, a socket, or a pipe not closed within 2s) or holding over 512 KiB: the real sftp runs each command as it reads it"
 
 // BatchOpenEnv, "1", is how the C front, which looked at an sftp batch
@@ -25,10 +25,10 @@ const BatchOpenEnv = "ANSIBLE_BRIDGE_BATCH_OPEN"
 // BATCH_WAIT_MS.
 const batchWait = 2 * time.Second
 
-// batchMax is the most of a batch on stdin the bridge takes: what the
-// daemon may hand back to the real sftp, replayed through a pipe
-// (bridge's maxReplay; the C front's BATCH_MAX).
-const batchMax = 512 << 10
+// BatchMax is the most of a batch on stdin the bridge takes: what the
+// daemon may hand back to the real sftp, replayed through a pipe (the
+// C front's BATCH_MAX).
+const BatchMax = 512 << 10
 
 // batchOpenAtStart is BatchOpenEnv as this process found it.
 var batchOpenAtStart = os.Getenv(BatchOpenEnv) == "1"
@@ -36,7 +36,7 @@ var batchOpenAtStart = os.Getenv(BatchOpenEnv) == "1"
 // batchUnserved reports whether sftp's batch on stdin is not the
 // bridge's to take: a terminal or a socket, which may always grow, a
 // pipe whose writers have not all closed it within batchWait, or more
-// than batchMax of it. A device such as /dev/null ends where it ends.
+// than BatchMax of it. A device such as /dev/null ends where it ends.
 // Nothing is read.
 func batchUnserved() bool {
 	if batchOpenAtStart {
@@ -49,7 +49,7 @@ func batchUnserved() bool {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		at, err := unix.Seek(0, 0, 1)
-		return err != nil || st.Size-at > batchMax
+		return err != nil || st.Size-at > BatchMax
 	case unix.S_IFCHR:
 		_, err := unix.IoctlGetTermios(0, unix.TCGETS)
 		return err == nil
@@ -58,7 +58,7 @@ func batchUnserved() bool {
 			return true
 		}
 		queued, err := unix.IoctlGetInt(0, unix.TIOCINQ) // FIONREAD
-		return err != nil || queued > batchMax
+		return err != nil || queued > BatchMax
 	}
 	return true
 }

@@ -72,7 +72,7 @@
 #define STUB_FD 3
 #define BATCH_OPEN_ENV "ANSIBLE_BRIDGE_BATCH_OPEN" /* fakessh.BatchOpenEnv */
 #define BATCH_WAIT_MS 2000                          /* fakessh.batchWait */
-#define BATCH_MAX (512 << 10)                       /* fakessh.batchMax, bridge's maxReplay */
+#define BATCH_MAX (512 << 10)                       /* fakessh.BatchMax */
 
 extern char **environ;
 
