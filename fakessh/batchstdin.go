@@ -1,7 +1,6 @@
 package fakessh
 
 import (
-	"errors"
 	"os"
 	"time"
 
@@ -54,28 +53,7 @@ func batchUnserved() bool {
 		_, err := unix.IoctlGetTermios(0, unix.TCGETS)
 		return err == nil
 	case unix.S_IFIFO:
-		if !writersGone(0, batchWait) {
-			return true
-		}
-		queued, err := unix.IoctlGetInt(0, unix.TIOCINQ) // FIONREAD
-		return err != nil || queued > BatchMax
+		return !pipeDone(0, batchWait, BatchMax)
 	}
 	return true
-}
-
-// writersGone waits up to d for every writer of the pipe fd to close
-// it, without reading from it.
-func writersGone(fd int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for {
-		fds := []unix.PollFd{{Fd: int32(fd)}} // no events: only a hangup or an error wakes it
-		n, err := unix.Poll(fds, int(max(time.Until(deadline), 0)/time.Millisecond))
-		switch {
-		case errors.Is(err, unix.EINTR):
-			continue
-		case err != nil, n == 0:
-			return false
-		}
-		return fds[0].Revents&unix.POLLHUP != 0
-	}
 }

@@ -338,15 +338,26 @@ func isPipe(fd int) bool {
 // cannot block and is soon done. A regular file is not taken: it may be
 // large, and the shim reads no frame from the daemon while it pumps.
 func inputComplete(fd int) bool {
-	if !isPipe(fd) {
-		return false
+	return isPipe(fd) && pipeDone(fd, 0, stdinPipeSize)
+}
+
+// pipeDone waits up to wait for every writer of the pipe fd to close it,
+// without reading from it, and reports whether they did, leaving at most
+// limit bytes to read.
+func pipeDone(fd int, wait time.Duration, limit int) bool {
+	deadline := time.Now().Add(wait)
+	for {
+		fds := []unix.PollFd{{Fd: int32(fd)}} // no events: only a hangup or an error wakes it
+		n, err := unix.Poll(fds, int(max(time.Until(deadline), 0)/time.Millisecond))
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil, n == 0, fds[0].Revents&unix.POLLHUP == 0:
+			return false
+		}
+		queued, err := unix.IoctlGetInt(fd, unix.TIOCINQ) // FIONREAD
+		return err == nil && queued <= limit
 	}
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	if n, err := unix.Poll(fds, 0); err != nil || n != 1 || fds[0].Revents&unix.POLLHUP == 0 {
-		return false
-	}
-	queued, err := unix.IoctlGetInt(fd, unix.TIOCINQ) // FIONREAD
-	return err == nil && queued <= stdinPipeSize
 }
 
 // pumpStdin sends stdin to the daemon up to its end, or until stopped

@@ -227,26 +227,28 @@ func runRunnerJob(t *testing.T, j runnerJob, wantOK bool) runnerOutcome {
 }
 
 // runBridgeJob runs bridge job j on the daemon socket(j.name) gives, as
-// runRunnerJob, and once more (as j.name + "-again") if it failed with
-// Ansible's own sshpass race only: "Unexpected failure during module
-// execution: [Errno 32] Broken pipe" (docs/limits.md; stock's ssh meets
-// it too on a loaded machine).
-func runBridgeJob(t *testing.T, j runnerJob, socket func(string) string) runnerOutcome {
+// runRunnerJob, and once more (as j.name + "-again", on a daemon of its
+// own) if it failed with Ansible's own sshpass race only: "Unexpected
+// failure during module execution: [Errno 32] Broken pipe"
+// (docs/limits.md; stock's ssh meets it too on a loaded machine). It
+// returns the outcome and the name of the job that gave it, whose
+// daemon's counts go with it.
+func runBridgeJob(t *testing.T, j runnerJob, socket func(string) string) (runnerOutcome, string) {
 	t.Helper()
 	j.socket = socket(j.name)
 	o := runRunnerJob(t, j, false)
 	if o.rc == "0" && o.status == "successful" && len(o.results) > 0 {
-		return o
+		return o, j.name
 	}
 	stdout := readString(t, filepath.Join(suite.work, "runner", j.name, "artifacts", "job", "stdout"))
 	if !strings.Contains(stdout, "[Errno 32] Broken pipe") {
 		t.Errorf("job %s: rc %s status %s, %d results\nstdout:\n%s", j.name, o.rc, o.status, len(o.results), stdout)
-		return o
+		return o, j.name
 	}
 	t.Logf("%s: Ansible's sshpass race (Broken pipe); running it again", j.name)
 	j.name += "-again"
 	j.socket = socket(j.name)
-	return runRunnerJob(t, j, true)
+	return runRunnerJob(t, j, true), j.name
 }
 
 // requireRunner skips t without the lab, the bridge or ansible-runner.
@@ -314,8 +316,8 @@ func TestAnsibleRunner(t *testing.T) {
 		t.Run(fmt.Sprintf("pipelining=%t", pipelining), func(t *testing.T) {
 			want := runRunnerJob(t, runnerJob{name: fmt.Sprintf("stock-%t", pipelining), pipelining: pipelining}, true)
 			name := fmt.Sprintf("bridge-%t", pipelining)
-			got := runBridgeJob(t, runnerJob{name: name, pipelining: pipelining, bridge: true}, socket)
-			check(t, name, got, want, pipelining)
+			got, ran := runBridgeJob(t, runnerJob{name: name, pipelining: pipelining, bridge: true}, socket)
+			check(t, ran, got, want, pipelining)
 			if pipelining {
 				return
 			}
@@ -324,8 +326,8 @@ func TestAnsibleRunner(t *testing.T) {
 			// project's ansible.cfg.
 			for _, via := range []string{"env", "cfg"} {
 				name := "bridge-" + via
-				got := runBridgeJob(t, runnerJob{name: name, bridge: true, via: via}, socket)
-				check(t, name, got, want, false)
+				got, ran := runBridgeJob(t, runnerJob{name: name, bridge: true, via: via}, socket)
+				check(t, ran, got, want, false)
 			}
 		})
 	}
@@ -336,8 +338,8 @@ func TestAnsibleRunner(t *testing.T) {
 				name := fmt.Sprintf("bridge-c%d", i)
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					got := runRunnerJob(t, runnerJob{name: name, bridge: true, socket: socket(name)}, true)
-					check(t, name, got, want, false)
+					got, ran := runBridgeJob(t, runnerJob{name: name, bridge: true}, socket)
+					check(t, ran, got, want, false)
 				})
 			}
 		})

@@ -548,14 +548,30 @@ static int is_pipe(int fd)
 	return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
 }
 
+static long long now_ms(void);
+
+/* pipe_done is fakessh's pipeDone: it waits up to wait_ms for every
+ * writer of the pipe on stdin to close it, without reading from it, and
+ * reports whether they did, leaving at most limit bytes to read. */
+static int pipe_done(int wait_ms, int limit)
+{
+	long long deadline = now_ms() + wait_ms;
+	for (;;) {
+		long long left = deadline - now_ms();
+		struct pollfd p = {.fd = 0, .events = 0}; /* only a hangup or an error wakes it */
+		int n = poll(&p, 1, left > 0 ? (int)left : 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		int queued;
+		return n > 0 && (p.revents & POLLHUP) && ioctl(0, FIONREAD, &queued) == 0 && queued <= limit;
+	}
+}
+
 /* input_complete is fakessh's inputComplete: a pipe already closed by
  * its writers, holding at most STDIN_PIPE_SIZE bytes. */
 static int input_complete(void)
 {
-	struct pollfd p = {.fd = 0, .events = POLLIN};
-	int queued;
-	return is_pipe(0) && poll(&p, 1, 0) == 1 && (p.revents & POLLHUP) && ioctl(0, FIONREAD, &queued) == 0 &&
-	       queued <= STDIN_PIPE_SIZE;
+	return is_pipe(0) && pipe_done(0, STDIN_PIPE_SIZE);
 }
 
 /* batch_on_stdin: sftp's argv may ask for "-b -". Any option word
@@ -573,8 +589,6 @@ static int batch_on_stdin(int argc, char **argv)
 	}
 	return 0;
 }
-
-static long long now_ms(void);
 
 /* batch_unserved is fakessh's batchUnserved: sftp runs a batch on stdin
  * command by command as it reads it, and the bridge, which checks a
@@ -595,18 +609,7 @@ static int batch_unserved(void)
 		return 1;
 	if (S_ISCHR(st.st_mode))
 		return isatty(0);
-	if (!S_ISFIFO(st.st_mode))
-		return 1;
-	long long deadline = now_ms() + BATCH_WAIT_MS;
-	for (;;) {
-		long long left = deadline - now_ms();
-		struct pollfd p = {.fd = 0, .events = 0}; /* only a hangup or an error wakes it */
-		int n = poll(&p, 1, left > 0 ? (int)left : 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		int queued;
-		return n <= 0 || !(p.revents & POLLHUP) || ioctl(0, FIONREAD, &queued) != 0 || queued > BATCH_MAX;
-	}
+	return !S_ISFIFO(st.st_mode) || !pipe_done(BATCH_WAIT_MS, BATCH_MAX);
 }
 
 /* pump_once queues one read of stdin, and sends it too where wait is
