@@ -356,31 +356,40 @@ func (s *Server) stopping() bool {
 // Stop makes Run return.
 func (s *Server) Stop() { s.stopOnce.Do(func() { close(s.stopCh) }) }
 
+// noUserIdle is the daemon's idle exit when its uid has no passwd entry.
+const noUserIdle = time.Second
+
 // idleWatch cancels the daemon once no invocation (nor mux client
 // session) has been in flight for cfg.Idle and no connection is left:
 // each is a master ssh would keep for its ControlPersist (yes: for ever),
 // with its control socket and forwards.
 func (s *Server) idleWatch(ctx context.Context, cancel func()) {
-	if s.cfg.Idle <= 0 {
+	idle := s.cfg.Idle
+	if _, err := passwdEntry(); err != nil {
+		// ssh refuses to run for this uid, so every call goes to the
+		// real ssh (which says so): there is nothing to keep warm.
+		idle = noUserIdle
+	}
+	if idle <= 0 {
 		return
 	}
-	timer := time.NewTimer(s.cfg.Idle)
+	timer := time.NewTimer(idle)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.activity:
-			timer.Reset(s.cfg.Idle)
+			timer.Reset(idle)
 		case <-timer.C:
 			// A real ssh's session over a master's control socket is
 			// no invocation, but the daemon is its master.
 			if s.idle() {
-				s.log.WithField("idle", s.cfg.Idle).Info("idle; exiting")
+				s.log.WithField("idle", idle).Info("idle; exiting")
 				cancel()
 				return
 			}
-			timer.Reset(s.cfg.Idle)
+			timer.Reset(idle)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -159,13 +160,28 @@ func TestNoPasswdEntryLikeOpenSSH(t *testing.T) {
 		if err := os.WriteFile(key, raw, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command("bwrap", "--unshare-user", "--uid", "1000124", "--gid", "1000124",
+		// --unshare-pid: the sandbox's init holds bwrap's output open
+		// while any process of it runs. For a uid ssh refuses, the
+		// daemon the shim starts has nothing to keep warm and exits a
+		// second after the call; were it to stay, the output would not
+		// end, and after WaitDelay the sandbox is still there.
+		info, err := os.CreateTemp(t.TempDir(), "info")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { killSandbox(t, info.Name()) })
+		cmd := exec.Command("bwrap", "--unshare-user", "--unshare-pid", "--info-fd", "3", "--uid", "1000124", "--gid", "1000124",
 			"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
 			"--ro-bind", suite.work, suite.work, "--ro-bind", key, "/tmp/key", "--unsetenv", "XDG_RUNTIME_DIR", "--",
 			ssh, "-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
 			"-o", "ControlMaster=auto", "-o", "ControlPersist=2s", "-o", "ControlPath=/tmp/cp", "-i", "/tmp/key",
 			"-p", suite.lab.Port, suite.lab.User+"@127.0.0.1", "echo", "ran")
+		cmd.ExtraFiles = []*os.File{info}
+		cmd.WaitDelay = 30 * time.Second
 		outs[i] = runOwnSession(t, cmd, []string{"USER=" + suite.lab.User})
+		if killSandbox(t, info.Name()) {
+			t.Errorf("%s: 30 s after the call its sandbox still runs (the daemon stayed?)", ssh)
+		}
 	}
 	if outs[1] != outs[0] {
 		t.Errorf("through the shim: %+v\nwith OpenSSH: %+v", outs[1], outs[0])
@@ -173,6 +189,34 @@ func TestNoPasswdEntryLikeOpenSSH(t *testing.T) {
 	if outs[0].rc != 255 || !strings.Contains(outs[0].stderr, "No user exists for uid 1000124") {
 		t.Errorf("OpenSSH: %+v, want it to refuse the uid", outs[0])
 	}
+}
+
+// killSandbox ends what is left of the bwrap --unshare-pid sandbox
+// whose --info-fd output is in infoFile (killing its init ends them
+// all), and says whether there was anything left.
+func killSandbox(t *testing.T, infoFile string) bool {
+	raw, err := os.ReadFile(infoFile)
+	var info struct {
+		ChildPid int `json:"child-pid"`
+	}
+	if err == nil {
+		err = json.Unmarshal(raw, &info)
+	}
+	if err != nil || info.ChildPid <= 0 {
+		t.Errorf("bwrap --info-fd: %q: %v", raw, err)
+		return false
+	}
+	// Its output closed, an init that is ending still takes a moment
+	// to become a zombie.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", info.ChildPid))
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			return false // gone, or exited and not yet reaped
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, not timing
+	}
+	_ = syscall.Kill(info.ChildPid, syscall.SIGKILL)
+	return true
 }
 
 // killOnceListening waits (a minute at most) until something listens on
