@@ -421,10 +421,10 @@ func (iv *invocation) readShim(w *io.PipeWriter) {
 				if _, err := w.Write(f.Payload); err != nil {
 					stdinOpen = false // the session stopped reading
 				}
-				// The reader has copied it (a pipe hands over): the frame
-				// may hold a password or a no_log task's wrapper.
-				clear(f.Payload)
 			}
+			// Read or dropped, the frame may hold a password or a no_log
+			// task's wrapper; a reader has its copy (a pipe hands over).
+			clear(f.Payload)
 		case wire.OutputClosed:
 			iv.goneOnce.Do(func() { close(iv.outputGoneChan()) })
 		case wire.StdinEOF:
