@@ -226,16 +226,19 @@ func runRunnerJob(t *testing.T, j runnerJob, wantOK bool) runnerOutcome {
 	return o
 }
 
-// runBridgeJob runs bridge job j on the daemon socket(j.name) gives, as
-// runRunnerJob, and once more (as j.name + "-again", on the daemon
-// socket gives for that name) if it failed with Ansible's own sshpass
+// runJobOK runs job j, which must succeed, as runRunnerJob, and once
+// more (as j.name + "-again") if it failed with Ansible's own sshpass
 // race only: "Unexpected failure during module execution: [Errno 32]
 // Broken pipe" (docs/limits.md; stock's ssh meets it too on a loaded
-// machine). It returns the outcome and the name of the job that gave it,
-// whose daemon's counts go with it.
-func runBridgeJob(t *testing.T, j runnerJob, socket func(string) string) (runnerOutcome, string) {
+// machine). socket, if not nil, gives a bridge job's daemon socket from
+// its name (a rerun's daemon is then one of its own). It returns the
+// outcome and the name of the job that gave it, whose daemon's counts go
+// with it.
+func runJobOK(t *testing.T, j runnerJob, socket func(string) string) (runnerOutcome, string) {
 	t.Helper()
-	j.socket = socket(j.name)
+	if socket != nil {
+		j.socket = socket(j.name)
+	}
 	o := runRunnerJob(t, j, false)
 	if o.rc == "0" && o.status == "successful" && len(o.results) > 0 {
 		return o, j.name
@@ -245,13 +248,15 @@ func runBridgeJob(t *testing.T, j runnerJob, socket func(string) string) (runner
 		return o, j.name
 	}
 	j.name += "-again"
-	j.socket = socket(j.name)
+	if socket != nil {
+		j.socket = socket(j.name)
+	}
 	return runRunnerJob(t, j, true), j.name
 }
 
 // runFailingJob runs job j, which fails, as runRunnerJob, and once more
 // (as j.name + "-again", on the same socket) if Ansible's own sshpass
-// race (runBridgeJob) was among its failures.
+// race (runJobOK) was among its failures.
 func runFailingJob(t *testing.T, j runnerJob) (runnerOutcome, string) {
 	t.Helper()
 	o := runRunnerJob(t, j, false)
@@ -342,9 +347,9 @@ func TestAnsibleRunner(t *testing.T) {
 	}
 	for _, pipelining := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pipelining=%t", pipelining), func(t *testing.T) {
-			want := runRunnerJob(t, runnerJob{name: fmt.Sprintf("stock-%t", pipelining), pipelining: pipelining}, true)
+			want, _ := runJobOK(t, runnerJob{name: fmt.Sprintf("stock-%t", pipelining), pipelining: pipelining}, nil)
 			name := fmt.Sprintf("bridge-%t", pipelining)
-			got, ran := runBridgeJob(t, runnerJob{name: name, pipelining: pipelining, bridge: true}, socket)
+			got, ran := runJobOK(t, runnerJob{name: name, pipelining: pipelining, bridge: true}, socket)
 			check(t, ran, got, want, pipelining)
 			if pipelining {
 				return
@@ -354,19 +359,19 @@ func TestAnsibleRunner(t *testing.T) {
 			// project's ansible.cfg.
 			for _, via := range []string{"env", "cfg"} {
 				name := "bridge-" + via
-				got, ran := runBridgeJob(t, runnerJob{name: name, bridge: true, via: via}, socket)
+				got, ran := runJobOK(t, runnerJob{name: name, bridge: true, via: via}, socket)
 				check(t, ran, got, want, false)
 			}
 		})
 	}
 	t.Run("concurrent", func(t *testing.T) {
-		want := runRunnerJob(t, runnerJob{name: "stock-c", pipelining: false}, true)
+		want, _ := runJobOK(t, runnerJob{name: "stock-c", pipelining: false}, nil)
 		t.Run("jobs", func(t *testing.T) {
 			for i := range 2 {
 				name := fmt.Sprintf("bridge-c%d", i)
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					got, ran := runBridgeJob(t, runnerJob{name: name, bridge: true}, socket)
+					got, ran := runJobOK(t, runnerJob{name: name, bridge: true}, socket)
 					check(t, ran, got, want, false)
 				})
 			}
@@ -391,7 +396,7 @@ func TestAnsibleRunnerEdges(t *testing.T) {
 		if want.status == "successful" {
 			t.Fatalf("stock job with a wrong password succeeded: %+v", want)
 		}
-		runBridgeJob(t, runnerJob{name: "bridge-live", bridge: true}, func(string) string { return socket })
+		runJobOK(t, runnerJob{name: "bridge-live", bridge: true}, func(string) string { return socket })
 		got, bridge := runFailingJob(t, runnerJob{name: "bridge-wrong", bridge: true, socket: socket, password: wrong})
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("wrong password after a good job: bridge %+v\nstock %+v\nbridge's stdout:\n%s\nstock's stdout:\n%s",
@@ -410,14 +415,14 @@ func TestAnsibleRunnerEdges(t *testing.T) {
 						// A duration no other process on the machine runs.
 						arg := fmt.Sprintf("%d.%d", 4000+10*i+btoi(pipelining), os.Getpid()%1000)
 						t.Cleanup(func() { killProcs("sleep", arg) })
-						o := runRunnerJob(t, runnerJob{
+						o, _ := runFailingJob(t, runnerJob{
 							name:       fmt.Sprintf("timeout-%t-%t", viaBridge, pipelining),
 							pipelining: pipelining,
 							bridge:     viaBridge,
 							socket:     socket,
 							timeout:    15,
 							playbook:   "- hosts: key\n  gather_facts: false\n  tasks:\n    - command: sleep " + arg + "\n",
-						}, false)
+						})
 						status[i] = o.status
 						left[i] = stillRunning(5*time.Second, "sleep", arg)
 					})
@@ -436,15 +441,17 @@ func TestAnsibleRunnerEdges(t *testing.T) {
 		if _, err := exec.LookPath("bwrap"); err != nil {
 			t.Skip("bwrap not installed (Debian: bubblewrap; scripts/setup.sh)")
 		}
-		want := runRunnerJob(t, runnerJob{name: "stock-ee"}, true)
-		got := runRunnerJob(t, runnerJob{name: "bridge-ee", bridge: true, container: true, socket: "/tmp/runner/.ansible-bridge/bridge.sock"}, true)
+		// The daemon a job starts outlives it; its socket is in the data
+		// dir.
+		for _, name := range []string{"bridge-ee", "bridge-ee-again"} {
+			stopDaemonAtEnd(t, filepath.Join(suite.work, "runner", name, ".ansible-bridge", "bridge.sock"))
+		}
+		want, _ := runJobOK(t, runnerJob{name: "stock-ee"}, nil)
+		got, ran := runJobOK(t, runnerJob{name: "bridge-ee", bridge: true, container: true, socket: "/tmp/runner/.ansible-bridge/bridge.sock"}, nil)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("job in a container: bridge %+v\nstock %+v", got, want)
 		}
-		// The daemon the job started outlives it; its socket is in the
-		// data dir.
-		outside := filepath.Join(suite.work, "runner", "bridge-ee", ".ansible-bridge", "bridge.sock")
-		stopDaemonAtEnd(t, outside)
+		outside := filepath.Join(suite.work, "runner", ran, ".ansible-bridge", "bridge.sock")
 		routes, slow := bridgeStatus(t, outside)
 		t.Logf("container job: routes %v", routes)
 		if len(slow) != 0 || routes["module"]+routes["become"] < 12 || routes["cached"] == 0 {
