@@ -133,6 +133,50 @@ func TestHostKeyLikeOpenSSH(t *testing.T) {
 	}
 }
 
+// TestKnownHostsModeLikeOpenSSH: the modes of a known_hosts file ssh
+// creates (accept-new, no file yet) and of the one UpdateHostKeys
+// rewrites (a stale key dropped), and of its .old, under the caller's
+// umask, through the shim and through OpenSSH.
+func TestKnownHostsModeLikeOpenSSH(t *testing.T) {
+	requireLab(t)
+	requireBridge(t)
+	key := hostPublicKey(t, filepath.Join(suite.lab.Dir, "ssh_host_ed25519_key.pub"))
+	wrong := hostPublicKey(t, suite.lab.WrongKey+".pub")
+	stale := "[127.0.0.1]:" + suite.lab.Port + " " + wrong + "\n[127.0.0.1]:" + suite.lab.Port + " " + key + "\n"
+	d := newPrivateDaemon(t)
+	dir := t.TempDir()
+	sides := []string{suite.realSSH, filepath.Join(suite.shims, "ssh")}
+	for _, umask := range []string{"000", "027", "077"} {
+		for _, tc := range []struct{ name, known, opt string }{
+			{"created", "", "StrictHostKeyChecking=accept-new"},
+			{"rewritten", stale, "UpdateHostKeys=yes"},
+		} {
+			var modes [2]string
+			for i, side := range sides {
+				kh := filepath.Join(dir, fmt.Sprintf("%s-%s-%d", tc.name, umask, i))
+				if tc.known != "" {
+					writeKnownHosts(t, kh, tc.known)
+				}
+				cmd := exec.Command("/bin/sh", "-c", `umask "$0" && exec "$@"`, umask, side,
+					"-o", "BatchMode=yes", "-i", suite.lab.Key, "-p", suite.lab.Port,
+					"-o", "UserKnownHostsFile="+kh, "-o", "ControlMaster=auto", "-o", "ControlPath="+kh+".cp",
+					"-o", tc.opt, suite.lab.User+"@127.0.0.1", "true")
+				if o := runOwnSession(t, cmd, d.env()); o.rc != 0 {
+					t.Fatalf("%s %s, umask %s: rc %d\n%s", side, tc.name, umask, o.rc, o.stderr)
+				}
+				for _, f := range []string{kh, kh + ".old"} {
+					if fi, err := os.Stat(f); err == nil {
+						modes[i] += fmt.Sprintf("%s %v; ", filepath.Ext(f), fi.Mode())
+					}
+				}
+			}
+			if modes[1] != modes[0] {
+				t.Errorf("known_hosts %s under umask %s: through the shim %s with OpenSSH %s", tc.name, umask, modes[1], modes[0])
+			}
+		}
+	}
+}
+
 // withoutKnownHostsFiles drops the "-o", "...KnownHostsFile=..." pairs
 // of opts (a warm-up's files are the trusted ones).
 func withoutKnownHostsFiles(opts []string) []string {
