@@ -210,8 +210,8 @@ func killSandbox(t *testing.T, infoFile string) bool {
 	// to become a zombie.
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", info.ChildPid))
-		if err != nil || strings.Contains(string(stat), ") Z ") {
-			return false // gone, or exited and not yet reaped
+		if err != nil || !strings.Contains(string(stat), " (bwrap) ") || strings.Contains(string(stat), ") Z ") {
+			return false // gone (its pid perhaps another's now), or exited and not yet reaped
 		}
 		time.Sleep(20 * time.Millisecond) // polling a condition, not timing
 	}
