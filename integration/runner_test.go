@@ -226,45 +226,35 @@ func runRunnerJob(t *testing.T, j runnerJob, wantOK bool) runnerOutcome {
 	return o
 }
 
-// runJobOK runs job j, which must succeed, as runRunnerJob, and once
-// more (as j.name + "-again") if it failed with Ansible's own sshpass
-// race only: "Unexpected failure during module execution: [Errno 32]
-// Broken pipe" (docs/limits.md; stock's ssh meets it too on a loaded
-// machine). socket, if not nil, gives a bridge job's daemon socket from
-// its name (a rerun's daemon is then one of its own). It returns the
-// outcome and the name of the job that gave it, whose daemon's counts go
-// with it.
-func runJobOK(t *testing.T, j runnerJob, socket func(string) string) (runnerOutcome, string) {
+// runJob runs job j as runRunnerJob does, and once more (as j.name +
+// "-again") if Ansible's own sshpass race was among its failures:
+// "Unexpected failure during module execution: [Errno 32] Broken pipe"
+// (docs/limits.md; stock's ssh meets it too on a loaded machine). A job
+// that must succeed (wantOK) and failed otherwise is an error. socket, if
+// not nil, gives a bridge job's daemon socket from its name (a rerun's
+// daemon is then one of its own); without it a rerun keeps j.socket. It
+// returns the outcome and the name of the job that gave it, whose
+// daemon's counts go with it.
+func runJob(t *testing.T, j runnerJob, wantOK bool, socket func(string) string) (runnerOutcome, string) {
 	t.Helper()
 	if socket != nil {
 		j.socket = socket(j.name)
 	}
 	o := runRunnerJob(t, j, false)
-	if o.rc == "0" && o.status == "successful" && len(o.results) > 0 {
+	if wantOK && o.rc == "0" && o.status == "successful" && len(o.results) > 0 {
 		return o, j.name
 	}
 	if !sshpassRaced(t, j.name) {
-		t.Errorf("job %s: rc %s status %s, %d results\nstdout:\n%s", j.name, o.rc, o.status, len(o.results), jobStdout(t, j.name))
+		if wantOK {
+			t.Errorf("job %s: rc %s status %s, %d results\nstdout:\n%s", j.name, o.rc, o.status, len(o.results), jobStdout(t, j.name))
+		}
 		return o, j.name
 	}
 	j.name += "-again"
 	if socket != nil {
 		j.socket = socket(j.name)
 	}
-	return runRunnerJob(t, j, true), j.name
-}
-
-// runFailingJob runs job j, which fails, as runRunnerJob, and once more
-// (as j.name + "-again", on the same socket) if Ansible's own sshpass
-// race (runJobOK) was among its failures.
-func runFailingJob(t *testing.T, j runnerJob) (runnerOutcome, string) {
-	t.Helper()
-	o := runRunnerJob(t, j, false)
-	if !sshpassRaced(t, j.name) {
-		return o, j.name
-	}
-	j.name += "-again"
-	return runRunnerJob(t, j, false), j.name
+	return runRunnerJob(t, j, wantOK), j.name
 }
 
 // sshpassRaced says whether job name met Ansible's sshpass race, and logs
@@ -347,9 +337,9 @@ func TestAnsibleRunner(t *testing.T) {
 	}
 	for _, pipelining := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pipelining=%t", pipelining), func(t *testing.T) {
-			want, _ := runJobOK(t, runnerJob{name: fmt.Sprintf("stock-%t", pipelining), pipelining: pipelining}, nil)
+			want, _ := runJob(t, runnerJob{name: fmt.Sprintf("stock-%t", pipelining), pipelining: pipelining}, true, nil)
 			name := fmt.Sprintf("bridge-%t", pipelining)
-			got, ran := runJobOK(t, runnerJob{name: name, pipelining: pipelining, bridge: true}, socket)
+			got, ran := runJob(t, runnerJob{name: name, pipelining: pipelining, bridge: true}, true, socket)
 			check(t, ran, got, want, pipelining)
 			if pipelining {
 				return
@@ -359,19 +349,19 @@ func TestAnsibleRunner(t *testing.T) {
 			// project's ansible.cfg.
 			for _, via := range []string{"env", "cfg"} {
 				name := "bridge-" + via
-				got, ran := runJobOK(t, runnerJob{name: name, bridge: true, via: via}, socket)
+				got, ran := runJob(t, runnerJob{name: name, bridge: true, via: via}, true, socket)
 				check(t, ran, got, want, false)
 			}
 		})
 	}
 	t.Run("concurrent", func(t *testing.T) {
-		want, _ := runJobOK(t, runnerJob{name: "stock-c", pipelining: false}, nil)
+		want, _ := runJob(t, runnerJob{name: "stock-c", pipelining: false}, true, nil)
 		t.Run("jobs", func(t *testing.T) {
 			for i := range 2 {
 				name := fmt.Sprintf("bridge-c%d", i)
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					got, ran := runJobOK(t, runnerJob{name: name, bridge: true}, socket)
+					got, ran := runJob(t, runnerJob{name: name, bridge: true}, true, socket)
 					check(t, ran, got, want, false)
 				})
 			}
@@ -392,12 +382,12 @@ func TestAnsibleRunnerEdges(t *testing.T) {
 	stopDaemonAtEnd(t, socket)
 	t.Run("wrong password beside a live job", func(t *testing.T) {
 		const wrong = "not-the-password"
-		want, stock := runFailingJob(t, runnerJob{name: "stock-wrong", password: wrong})
+		want, stock := runJob(t, runnerJob{name: "stock-wrong", password: wrong}, false, nil)
 		if want.status == "successful" {
 			t.Fatalf("stock job with a wrong password succeeded: %+v", want)
 		}
-		runJobOK(t, runnerJob{name: "bridge-live", bridge: true}, func(string) string { return socket })
-		got, bridge := runFailingJob(t, runnerJob{name: "bridge-wrong", bridge: true, socket: socket, password: wrong})
+		runJob(t, runnerJob{name: "bridge-live", bridge: true, socket: socket}, true, nil)
+		got, bridge := runJob(t, runnerJob{name: "bridge-wrong", bridge: true, socket: socket, password: wrong}, false, nil)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("wrong password after a good job: bridge %+v\nstock %+v\nbridge's stdout:\n%s\nstock's stdout:\n%s",
 				got, want, jobStdout(t, bridge), jobStdout(t, stock))
@@ -415,14 +405,14 @@ func TestAnsibleRunnerEdges(t *testing.T) {
 						// A duration no other process on the machine runs.
 						arg := fmt.Sprintf("%d.%d", 4000+10*i+btoi(pipelining), os.Getpid()%1000)
 						t.Cleanup(func() { killProcs("sleep", arg) })
-						o, _ := runFailingJob(t, runnerJob{
+						o, _ := runJob(t, runnerJob{
 							name:       fmt.Sprintf("timeout-%t-%t", viaBridge, pipelining),
 							pipelining: pipelining,
 							bridge:     viaBridge,
 							socket:     socket,
 							timeout:    15,
 							playbook:   "- hosts: key\n  gather_facts: false\n  tasks:\n    - command: sleep " + arg + "\n",
-						})
+						}, false, nil)
 						status[i] = o.status
 						left[i] = stillRunning(5*time.Second, "sleep", arg)
 					})
@@ -446,8 +436,8 @@ func TestAnsibleRunnerEdges(t *testing.T) {
 		for _, name := range []string{"bridge-ee", "bridge-ee-again"} {
 			stopDaemonAtEnd(t, filepath.Join(suite.work, "runner", name, ".ansible-bridge", "bridge.sock"))
 		}
-		want, _ := runJobOK(t, runnerJob{name: "stock-ee"}, nil)
-		got, ran := runJobOK(t, runnerJob{name: "bridge-ee", bridge: true, container: true, socket: "/tmp/runner/.ansible-bridge/bridge.sock"}, nil)
+		want, _ := runJob(t, runnerJob{name: "stock-ee"}, true, nil)
+		got, ran := runJob(t, runnerJob{name: "bridge-ee", bridge: true, container: true, socket: "/tmp/runner/.ansible-bridge/bridge.sock"}, true, nil)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("job in a container: bridge %+v\nstock %+v", got, want)
 		}
