@@ -151,6 +151,12 @@ EXIT_RECORD = struct.Struct('ii')
 # How long (s) a zygote waits for its seed's spare before forking one
 # itself (a stopped seed must not stop the zygote).
 SEED_WAIT = 10
+# How long (s) a process leaving waits for its children to exit, so that
+# their exits go to it and not to the target's init, which may reap
+# nothing (a container's PID 1): a zygote for its seed and spares, the
+# agent (longer) for its zygotes.
+ZYGOTE_TEARDOWN = 1.0
+AGENT_TEARDOWN = 2.0
 # What AnsiballZ wrappers import, plus ast (the agent's own literal parsing)
 # and the codec zipfile decodes member names with.
 WRAPPER_IMPORTS = ('ast', 'base64', 'runpy', 'shutil', 'tempfile', 'zipfile', 'json', 'resource', 'traceback',
@@ -1847,6 +1853,29 @@ def reaped(options):
         yield pid, st
 
 
+def reap_within(pids, timeout):
+    """Reap the children pids (None: every child) as they exit, for at
+    most timeout seconds; those still running then are left to init."""
+    end = time.monotonic() + timeout
+    left = None if pids is None else set(pids)
+    while left is None or left:
+        want = -1 if left is None else min(left)
+        try:
+            pid, _ = os.waitpid(want, os.WNOHANG)
+        except ChildProcessError:
+            if left is None:
+                return  # no child left
+            left.discard(want)  # reaped already
+            continue
+        if pid:
+            if left is not None:
+                left.discard(pid)
+        elif time.monotonic() >= end:
+            return
+        else:
+            time.sleep(0.001)
+
+
 def seed_reap(report, options):
     """In a seed: reap its forks (reaped's options) and report each exit
     to the zygote."""
@@ -2002,7 +2031,19 @@ class ZygoteServer(object):
         try:
             send_msg(self.sock, obj, fds=fds)
         except (BrokenPipeError, ConnectionResetError):
-            os._exit(0)  # the agent is gone, or retired this zygote
+            self.agent_gone()
+
+    def agent_gone(self):
+        """The agent is gone, or retired this zygote: exit once the seed
+        and the spares have, reaping them, unless a task runs: that goes
+        on, as stock's module does when its ssh dies, and its seed waits
+        for it. Never returns."""
+        if self.held is not None:
+            self.held[1].close()
+        self.drop_seed()
+        if not self.tasks:
+            reap_within(None, ZYGOTE_TEARDOWN)
+        os._exit(0)
 
     def offer_spare(self):
         """Hand the spare held to the agent: its pid and control socket."""
@@ -2023,7 +2064,7 @@ class ZygoteServer(object):
         try:
             msg, tpl, fds = recv_msg(self.sock)
         except (EOFError, OSError):
-            os._exit(0)  # the agent is gone, or retired this zygote
+            self.agent_gone()
         if msg.get('res_init'):
             res_init()  # for the forks to come
             self.drop_seed()
@@ -2686,7 +2727,11 @@ class Agent(object):
                     warn('%s: %r' % (kind, e))
 
     def shutdown(self):
+        """Exit, once the zygotes have (they exit when their sockets end,
+        and at once when a task of theirs runs on): their exits go to the
+        agent, not to init. Never returns."""
         for z in list(self.zygotes.values()):
+            z.drop_spare()
             if z.sock is not None:
                 try:
                     z.sock.close()
@@ -2696,6 +2741,7 @@ class Agent(object):
             if e.up:
                 e.up = False
                 shutil.rmtree(e.pdir, ignore_errors=True)
+        reap_within([z.pid for z in self.zygotes.values()], AGENT_TEARDOWN)
         os._exit(0)
 
     # ---- requests: each op_* answers req (its JSON) and blob (the bytes

@@ -1157,6 +1157,36 @@ TASK_TPL = (b"import atexit, os, sys\n"
             b"print(ZIP, sys.argv, __file__, os.environ.get('ABTEST'), os.getcwd())\n")
 
 
+class ReapWithinTest(unittest.TestCase):
+    """reap_within: the children that exit in time are reaped, the rest
+    left running, and it returns by its deadline either way."""
+
+    def fork(self, exit_now):
+        pid = os.fork()
+        if pid == 0:
+            if not exit_now:
+                signal.pause()
+            os._exit(0)
+        return pid
+
+    def test_reaps_what_exits(self):
+        done = self.fork(True)
+        agent.reap_within([done], 10)
+        with self.assertRaises(ChildProcessError):
+            os.waitpid(done, os.WNOHANG)
+
+    def test_leaves_what_runs(self):
+        done, running = self.fork(True), self.fork(False)
+        try:
+            agent.reap_within(None, 0.05)
+            with self.assertRaises(ChildProcessError):
+                os.waitpid(done, os.WNOHANG)
+            self.assertEqual(os.waitpid(running, os.WNOHANG), (0, 0))
+        finally:
+            os.kill(running, signal.SIGKILL)
+            os.waitpid(running, 0)
+
+
 class TaskTest(unittest.TestCase):
     """run_task in a fork, as a spare runs it."""
 
