@@ -157,6 +157,10 @@ SEED_WAIT = 10
 # agent (longer) for its zygotes.
 ZYGOTE_TEARDOWN = 1.0
 AGENT_TEARDOWN = 2.0
+# How long (s) a zygote whose agent is gone waits for its tasks to exit
+# before it leaves them running (the agent may have seen a task's end
+# before its process exited).
+TASK_EXIT_WAIT = 0.5
 # What AnsiballZ wrappers import, plus ast (the agent's own literal parsing)
 # and the codec zipfile decodes member names with.
 WRAPPER_IMPORTS = ('ast', 'base64', 'runpy', 'shutil', 'tempfile', 'zipfile', 'json', 'resource', 'traceback',
@@ -1939,6 +1943,7 @@ class ZygoteServer(object):
         self.seed = None  # (pid, control socket, exit report pipe) of the seed, if any
         self.seed_reports = {}  # a seed's exit report pipe -> the bytes of a part record
         self.seeded = {}  # pid of a seed's fork -> its seed's report pipe
+        self.leaving = False  # the agent is gone: nothing more is told or forked
 
     def run(self):
         """Never returns."""
@@ -2028,6 +2033,8 @@ class ZygoteServer(object):
                     self.reap()
 
     def tell_agent(self, obj, fds=None):
+        if self.leaving:
+            return
         try:
             send_msg(self.sock, obj, fds=fds)
         except (BrokenPipeError, ConnectionResetError):
@@ -2035,12 +2042,25 @@ class ZygoteServer(object):
 
     def agent_gone(self):
         """The agent is gone, or retired this zygote: exit once the seed
-        and the spares have, reaping them, unless a task runs: that goes
-        on, as stock's module does when its ssh dies, and its seed waits
-        for it. Never returns."""
+        and the spares have, reaping them, unless a task runs on (as
+        stock's module does when its ssh dies; its seed waits for it).
+        A task the agent saw end may not have exited yet: its exit is
+        waited for first. Never returns."""
+        self.leaving = True
         if self.held is not None:
             self.held[1].close()
+            self.held = None
         self.drop_seed()
+        if self.sel is not None:
+            self.sel.unregister(self.sock)
+            self.sel.unregister(self.learn_r)
+            end = time.monotonic() + TASK_EXIT_WAIT
+            while self.tasks and time.monotonic() < end:
+                for key, _ in self.sel.select(max(0, end - time.monotonic())):
+                    if key.fileobj in self.seed_reports:
+                        self.read_seed_reports(key.fileobj)
+                    else:
+                        self.reap()
         if not self.tasks:
             reap_within(None, ZYGOTE_TEARDOWN)
         os._exit(0)
@@ -2186,6 +2206,8 @@ class ZygoteServer(object):
         """A fork of this zygote or of its seed exited."""
         self.seeded.pop(pid, None)
         rid = self.tasks.pop(pid, None)
+        if self.leaving:
+            return
         if rid is not None:
             self.tell_agent({'id': rid, 'status': st})
             if self.due is not None and not self.tasks:

@@ -82,22 +82,26 @@ func TestTeardownLeavesNoZombies(t *testing.T) {
 		return
 	}
 	ws := wrappers(t, job{"command", map[string]any{"_raw_params": "true"}}, job{"ping", map[string]any{}})
-	c := startAgent(t, agentEnv{})
 	ctx := ctxT(t, 60*time.Second)
-	// Three tasks of each module: each zygote warm, its seed forked and a
-	// spare held.
-	for i := 0; i < 3; i++ {
-		for _, w := range ws {
-			if res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, w)}); err != nil || res.ExitCode != 0 {
-				t.Fatalf("task: %v %+v", err, res)
+	// Several connections: the agent is often told to exit before the
+	// last task's process has, though the task's answer has come.
+	for conn := 0; conn < 5; conn++ {
+		c := startAgent(t, agentEnv{})
+		// Three tasks of each module: each zygote warm, its seed forked
+		// and a spare held.
+		for i := 0; i < 3; i++ {
+			for _, w := range ws {
+				if res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, w)}); err != nil || res.ExitCode != 0 {
+					t.Fatalf("task: %v %+v", err, res)
+				}
 			}
 		}
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if left := ownChildren(t); len(left) > 0 {
-		t.Errorf("processes left to the subreaper after the agent exited (pid: state): %v", left)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if left := ownChildren(t); len(left) > 0 {
+			t.Fatalf("connection %d: processes left to the subreaper after the agent exited (pid: state): %v", conn, left)
+		}
 	}
 }
 
