@@ -2479,15 +2479,17 @@ class ZipEntry(object):
 
 
 def zip_files_key(zdata):
-    """What a zip holds, its time stamps aside: each entry's name, CRC-32
-    and size, hashed; None if zdata does not read as a zip."""
+    """What a zip holds, its time stamps aside: each entry's name (its
+    bytes in the zip), CRC-32 and size, hashed as Go's zipFilesKey hashes
+    them; None if zdata does not read as a zip."""
     import zipfile
     try:
         with zipfile.ZipFile(io.BytesIO(zdata)) as z:
-            files = [(i.filename, i.CRC, i.file_size) for i in z.infolist()]
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError):
+            files = b''.join(b'%s\0%d\0%d\n' % (i.filename.encode('utf-8' if i.flag_bits & 0x800 else 'cp437'),
+                                                i.CRC, i.file_size) for i in z.infolist())
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, UnicodeError):
         return None
-    return hashlib.sha256(repr(files).encode('utf-8')).hexdigest()
+    return hashlib.sha256(files).hexdigest()
 
 
 class Agent(object):
@@ -3117,6 +3119,12 @@ class Agent(object):
                     entry.zdata = zdata
                     if fkey:
                         self.zip_homes[fkey] = entry
+                self.zips[digest] = entry
+        elif entry is None and req.get('twin'):
+            # Not sent again: a zip of the same files is held.
+            home = self.zip_homes.get(req['twin'])
+            if home is not None:
+                entry = ZipEntry(digest, home.path, home.b64, home)
                 self.zips[digest] = entry
         return entry, off
 

@@ -101,6 +101,10 @@ type Client struct {
 
 	zmu  sync.Mutex
 	zips map[[32]byte]*zipState
+	// held are the zipFilesKey of the zips sent: a zip with the same
+	// files (the same module built by another playbook run) goes as a
+	// reference to them (moduleReq.Twin).
+	held map[string]bool
 
 	done       chan struct{} // closed when the reader ends
 	wdone      chan struct{} // closed when the writer ends
@@ -161,6 +165,7 @@ func NewClient(ctx context.Context, conn Conn, log logrus.FieldLogger) (*Client,
 		br:         bufio.NewReaderSize(conn.Stdout, 8<<10),
 		pending:    map[uint32]*call{},
 		zips:       map[[32]byte]*zipState{},
+		held:       map[string]bool{},
 		done:       make(chan struct{}),
 		wdone:      make(chan struct{}),
 		dead:       make(chan struct{}),

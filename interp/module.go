@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -38,6 +39,8 @@ type moduleRun struct {
 	tpl     ansiballz.Template
 	fqn     string
 	payload string // ansiballz.Wrapper.PayloadName
+	// noTwin: the agent had no zip with this one's files; send it whole.
+	noTwin bool
 }
 
 // prepare decodes w's zip and makes its template.
@@ -211,6 +214,7 @@ type moduleReq struct {
 	Op      string            `json:"op"`
 	Hash    string            `json:"hash"`
 	Zip     int               `json:"zip"`
+	Twin    string            `json:"twin,omitempty"` // in place of the zip: the zipFilesKey of one sent before
 	Tpl     int               `json:"tpl"`
 	Raw     int               `json:"raw"`               // the template's (or delta's) size decompressed
 	FQN     string            `json:"fqn,omitempty"`     // with the whole template: the module its zygote prepares
@@ -241,10 +245,12 @@ func (c *Client) RunModule(ctx context.Context, req ModuleRequest) (*Result, err
 	}
 	res, err := c.runModule(ctx, w, req)
 	if errors.Is(err, errNoZip) {
-		// The agent lost the zip (should not happen); send it again.
+		// The agent lost the zip (should not happen), or has none with
+		// its files (its twin was dropped); send it again, whole.
 		c.zmu.Lock()
 		delete(c.zips, w.hash)
 		c.zmu.Unlock()
+		w.noTwin = true
 		res, err = c.runModule(ctx, w, req)
 	}
 	clear(w.tpl.Src) // the task's arguments: the base is a copy
@@ -301,8 +307,17 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 	c.zmu.Lock()
 	st := c.zips[w.hash]
 	var zip, ctpl []byte
+	var files string
 	if st == nil {
-		zip = w.zip
+		// Ansible builds a module's zip again for every playbook run, its
+		// files the same but their time stamps: the agent runs such a
+		// twin from the zip it holds (agent.py's zip_entry), so it need
+		// not cross the wire again.
+		if files = zipFilesKey(w.zip); files != "" && c.held[files] && !w.noTwin {
+			mr.Twin = files
+		} else {
+			zip = w.zip
+		}
 		mr.FQN, mr.Name = w.fqn, w.payload
 		ctpl, err = compress(w.tpl.Src)
 		mr.Raw = len(w.tpl.Src)
@@ -331,9 +346,14 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 	mr.Zip, mr.Tpl = len(zip), len(ctpl)
 	blobs := append([][]byte{zip, ctpl}, fileData...)
 	err = c.send(cl, mr, blobs...)
-	if err == nil && zip != nil {
+	if err == nil && (zip != nil || mr.Twin != "") {
 		c.zips[w.hash] = st
+	}
+	if err == nil && zip != nil {
 		c.zipsSent.Add(1)
+		if files != "" {
+			c.held[files] = true
+		}
 	}
 	c.zmu.Unlock()
 	if err != nil {
@@ -354,6 +374,21 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 	}
 	return &Result{Stdout: stdout.bytes(), Stderr: stderr.bytes(), ExitCode: *r.Exit, Signal: r.Signal,
 		FreshnessCheck: time.Duration(r.CheckMicros) * time.Microsecond, PolicyChanged: r.PolicyChanged, PasswdChanged: r.PasswdChanged}, nil
+}
+
+// zipFilesKey is what a module zip holds, its time stamps aside, as
+// agent.py's zip_files_key reads it: each entry's name, CRC-32 and size,
+// hashed. "" if z does not read as a zip.
+func zipFilesKey(z []byte) string {
+	r, err := zip.NewReader(bytes.NewReader(z), int64(len(z)))
+	if err != nil {
+		return ""
+	}
+	h := sha256.New()
+	for _, f := range r.File {
+		fmt.Fprintf(h, "%s\x00%d\x00%d\n", f.Name, f.CRC32, f.UncompressedSize64)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // commonEnds returns the lengths of the longest common prefix and suffix of

@@ -3,6 +3,7 @@ package interp_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -820,13 +821,26 @@ func TestTwinZipsShareZygote(t *testing.T) {
 	if first == again {
 		t.Fatal("the two zips are the same bytes")
 	}
+	sent := c.Stats().BytesSent
 	run(first)
 	zygotes(1)
+	sent, firstSent := c.Stats().BytesSent, c.Stats().BytesSent-sent
 	run(again)
+	// The twin went as a reference to the zip held, not whole.
+	if z := c.Stats().ZipsSent; z != 1 {
+		t.Errorf("%d zips sent for two twins, want 1", z)
+	}
+	zipLen := int64(base64.StdEncoding.DecodedLen(len(again)))
+	if n := c.Stats().BytesSent - sent; n > firstSent-zipLen/2 {
+		t.Errorf("the twin's task sent %d bytes, the first %d; the zip is %d", n, firstSent, zipLen)
+	}
 	run(first)
 	zygotes(1)
 	run(fakeZipAt("other", time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)))
 	zygotes(2)
+	if z := c.Stats().ZipsSent; z != 2 {
+		t.Errorf("%d zips sent for two twins and another, want 2", z)
+	}
 }
 
 // TestWarmZygoteForksNothing: once warm, a zygote's spares are forked by

@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/ansible-bridge/ansible-bridge/interp/ansiballz"
@@ -70,5 +72,37 @@ func TestDecodeZipCache(t *testing.T) {
 		if _, _, err := decodeZip(bad); !errors.Is(err, ErrNotAnsiballZ) {
 			t.Fatalf("non-canonical literal: %v", err)
 		}
+	}
+}
+
+// TestZipFilesKeyIsAgents: the daemon names a module zip's files as the
+// agent does (agent.py's zip_files_key), for every recorded version's
+// zip: a twin sent by reference must be found.
+func TestZipFilesKeyIsAgents(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	for _, name := range []string{"command-2.14.py.gz", "ping-2.16.py.gz", "ping-2.19.py.gz", "command-2.22.py.gz"} {
+		w, err := ansiballz.Parse(testdataWrapper(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := prepare(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(python, "-c", "import sys; sys.path.insert(0, '.'); import agent; print(agent.zip_files_key(sys.stdin.buffer.read()))")
+		cmd.Stdin = bytes.NewReader(m.zip)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: agent.zip_files_key: %v", name, err)
+		}
+		if got, want := zipFilesKey(m.zip), strings.TrimSpace(string(out)); got != want || got == "" {
+			t.Errorf("%s: zipFilesKey %q, the agent's %q", name, got, want)
+		}
+	}
+	if k := zipFilesKey([]byte("not a zip")); k != "" {
+		t.Errorf("zipFilesKey of no zip: %q", k)
 	}
 }
