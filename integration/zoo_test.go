@@ -143,7 +143,21 @@ func TestShellRCChange(t *testing.T) {
 	if len(hosts) == 0 {
 		t.Skip("the lab has no bash or tcsh zoo user (AB_ZOO)")
 	}
-	tc := corpusCase{name: "shellrc", check: checkShellRC, setup: func(*testing.T) map[string]map[string]any { return hosts }}
+	// Each side starts with no ~/.ansible: the module that creates it
+	// warns, and only the first run would.
+	setup := func(t *testing.T) map[string]map[string]any {
+		for _, h := range hosts {
+			u, err := user.Lookup(h["ansible_user"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.RemoveAll(filepath.Join(u.HomeDir, ".ansible")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return hosts
+	}
+	tc := corpusCase{name: "shellrc", check: checkShellRC, setup: setup}
 	runCompared(t, tc, runSpec{Playbook: "shellrc.yml", Mode: mode{true, "sftp"}}, nil)
 }
 
