@@ -72,8 +72,12 @@
 // # Modules
 //
 // RunModule takes the AnsiballZ wrapper Ansible generated, as package
-// ansiballz took it apart (the caller parses it once): the base64 zip in its ZIPDATA literal is sent once
-// per zip hash per agent; the rest, the template, goes whole the first
+// ansiballz took it apart (the caller parses it once): the base64 zip in
+// its ZIPDATA literal is sent once per agent and per set of files (a zip
+// whose files, names, CRC-32s and sizes, are those of one sent before,
+// the same module built by a later playbook run with new time stamps,
+// goes as a reference to that one: moduleReq.Twin); the rest, the
+// template, goes whole the first
 // time, and later only as the bytes between its common prefix and suffix
 // with that first one (zlib-compressed; templates of one zip differ in
 // their ANSIBALLZ_PARAMS literal), so a warm task costs a few hundred
