@@ -1,12 +1,10 @@
 package interp_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,31 +42,21 @@ func asSubreaper(t *testing.T, name string) bool {
 	return false
 }
 
-// ownChildren lists this process's children (pid → state letter, "Z" for a
-// zombie), as /proc shows them.
+// ownChildren lists this process's children (pid → state letter, "Z" for
+// a zombie), as /proc shows them.
 func ownChildren(t *testing.T) map[int]string {
 	t.Helper()
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	out := map[int]string{}
+	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[int]string{}
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // exited meanwhile
+	for _, e := range ents {
+		// state ppid ...
+		if f := procStat(e.Name()); len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+			pid, _ := strconv.Atoi(e.Name())
+			out[pid] = f[0]
 		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		pid, _ := strconv.Atoi(strings.Fields(string(b))[0])
-		out[pid] = f[0]
 	}
 	return out
 }
