@@ -76,8 +76,8 @@ func TestDecodeZipCache(t *testing.T) {
 }
 
 // TestZipFilesKeyIsAgents: the daemon names a module zip's files as the
-// agent does (agent.py's zip_files_key), for every recorded version's
-// zip: a twin sent by reference must be found.
+// agent does (agent.py's zip_files_key), on zips of 2.14 to 2.22: a twin
+// sent by reference must be found.
 func TestZipFilesKeyIsAgents(t *testing.T) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
