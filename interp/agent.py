@@ -3096,37 +3096,32 @@ class Agent(object):
             self.payload_down(home)
 
     def zip_entry(self, req, blob):
-        """The request's zip, stored on the first request that carries it,
-        and the offset in blob after it. (None, _) if the agent has not
-        got it."""
+        """The request's zip, stored on the first request that carries it
+        or names a held zip of the same files (its 'twin' key), and the
+        offset in blob after it. (None, _) if the agent has not got it."""
         digest = req['hash']
-        off = 0
         zlen = req.get('zip', 0)
         entry = self.zips.get(digest)
-        if zlen:
-            zdata = bytes(blob[off:off + zlen])
-            off += zlen
-            if entry is None:
+        if entry is None and (zlen or req.get('twin')):
+            if zlen:
+                zdata = bytes(blob[:zlen])
                 if hashlib.sha256(zdata).hexdigest() != digest:
                     raise ValueError('zip hash mismatch')
                 fkey = zip_files_key(zdata)
-                home = self.zip_homes.get(fkey) if fkey else None
-                if home is not None:
-                    entry = ZipEntry(digest, home.path, home.b64, home)
-                else:
-                    # Written once its template is read (store_zip).
-                    entry = ZipEntry(digest, None, base64.b64encode(zdata))
-                    entry.zdata = zdata
-                    if fkey:
-                        self.zip_homes[fkey] = entry
-                self.zips[digest] = entry
-        elif entry is None and req.get('twin'):
-            # Not sent again: a zip of the same files is held.
-            home = self.zip_homes.get(req['twin'])
+            else:
+                fkey = req['twin']  # not sent again: a zip of the same files may be held
+            home = self.zip_homes.get(fkey) if fkey else None
             if home is not None:
                 entry = ZipEntry(digest, home.path, home.b64, home)
+            elif zlen:
+                # Written once its template is read (store_zip).
+                entry = ZipEntry(digest, None, base64.b64encode(zdata))
+                entry.zdata = zdata
+                if fkey:
+                    self.zip_homes[fkey] = entry
+            if entry is not None:
                 self.zips[digest] = entry
-        return entry, off
+        return entry, zlen
 
     # A zip's payload dir is on disk while its tasks run, as stock's
     # wrapper has its own for the module's run: named as the wrapper names

@@ -306,9 +306,10 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 	// one lock, so the frame carrying the zip precedes any that relies on it.
 	c.zmu.Lock()
 	st := c.zips[w.hash]
+	whole := st == nil // the template goes whole, and the zip or its twin's key with it
 	var zip, ctpl []byte
 	var files string
-	if st == nil {
+	if whole {
 		// Ansible builds a module's zip again for every playbook run, its
 		// files the same but their time stamps: the agent runs such a
 		// twin from the zip it holds (agent.py's zip_entry), so it need
@@ -346,13 +347,13 @@ func (c *Client) runModule(ctx context.Context, w *moduleRun, req ModuleRequest)
 	mr.Zip, mr.Tpl = len(zip), len(ctpl)
 	blobs := append([][]byte{zip, ctpl}, fileData...)
 	err = c.send(cl, mr, blobs...)
-	if err == nil && (zip != nil || mr.Twin != "") {
+	if err == nil && whole {
 		c.zips[w.hash] = st
-	}
-	if err == nil && zip != nil {
-		c.zipsSent.Add(1)
-		if files != "" {
-			c.held[files] = true
+		if zip != nil {
+			c.zipsSent.Add(1)
+			if files != "" {
+				c.held[files] = true
+			}
 		}
 	}
 	c.zmu.Unlock()
