@@ -123,7 +123,7 @@ func runnerCommand(ctx context.Context, t *testing.T, j runnerJob) (*exec.Cmd, s
 		"env/ssh_key":      string(key),
 		"env/passwords":    map[string]string{`^SSH password:\s*?$`: password, `^BECOME password.*:\s*?$`: password},
 		"env/envvars":      envvars,
-		"env/extravars":    map[string]string{"job": j.name},
+		"env/extravars":    map[string]string{"job": runnerJobID(j.name)},
 		"env/cmdline":      "--ask-pass --ask-become-pass",
 		"env/settings":     map[string]any{"job_timeout": cmp.Or(j.timeout, 120), "suppress_ansible_output": true},
 		"project/site.yml": playbook,
@@ -171,6 +171,14 @@ func runnerCommand(ctx context.Context, t *testing.T, j runnerJob) (*exec.Cmd, s
 	cmd := exec.CommandContext(ctx, runner[0], runner[1:]...)
 	cmd.Env = append(cleanEnv(os.Environ()), "PATH="+suite.basePATH, "HOME="+home, "LANG=C.UTF-8")
 	return cmd, dir
+}
+
+// runnerJobID names job j's files on the target. The suite's work dir is
+// in it: a job that met the sshpass race (runJob) leaves its file behind,
+// and the same job in a later run on the machine would find it there and
+// report copy as ok, not changed.
+func runnerJobID(name string) string {
+	return name + "-" + filepath.Base(suite.work)
 }
 
 // runRunnerJob runs job j to its end and returns what it did; wantOK says
