@@ -1520,7 +1520,7 @@ class Prefaulter(object):
     def __init__(self):
         self.pages = set()
         self.ranges = []
-        self.reports = 0
+        self.learners = 0  # tasks told to report their pages
         self.madvise = None
         try:
             import ctypes
@@ -1533,14 +1533,20 @@ class Prefaulter(object):
         self.get_errno = ctypes.get_errno
         self.madvise = madvise
 
-    def learning(self):
-        return self.madvise is not None and self.reports < LEARN_TASKS
+    def take_learner(self):
+        """Whether the next task to be given should report its pages: the
+        first LEARN_TASKS. Counted as they are given, not as their reports
+        come, so that no late report changes the set (and drops the seed)
+        once the zygote is warm."""
+        if self.madvise is None or self.learners >= LEARN_TASKS:
+            return False
+        self.learners += 1
+        return True
 
     def learn(self, data):
         """Add a task's report of its pages; whether the set changed."""
         a = array.array('Q')
         a.frombytes(data[:len(data) // 8 * 8])
-        self.reports += 1
         if len(self.pages) + len(a) > MAX_LEARN_PAGES:
             return False
         n = len(self.pages)
@@ -1812,8 +1818,10 @@ def run_task(msg, tpl, wc, stdio_like, zippath):
         rc = finish_interpreter(rc)
         if _unhandled_sigint:
             rc = 128 + signal.SIGINT
-        report_status(msg, rc)
+        # Pages first: a learner's report is in before its answer, so the
+        # zygote has it before the tasks that answer lets through.
         report_pages(msg)
+        report_status(msg, rc)
         if _unhandled_sigint:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
@@ -2068,7 +2076,7 @@ class ZygoteServer(object):
     def offer_spare(self):
         """Hand the spare held to the agent: its pid and control socket."""
         pid, ctl = self.held
-        self.tell_agent({'spare': pid, 'learn': self.pf.learning()}, fds=[ctl.fileno()])
+        self.tell_agent({'spare': pid, 'learn': self.pf.take_learner()}, fds=[ctl.fileno()])
         ctl.close()
         self.handed, self.held = pid, None
 
@@ -2118,7 +2126,7 @@ class ZygoteServer(object):
     def start_task(self, msg, tpl, fds):
         """A task the agent sent here (it held no spare): to the spare held,
         or to one forked on the spot."""
-        if self.pf.learning():
+        if self.pf.take_learner():
             msg['learn'] = True
         pid = self.send_to_spare(msg, tpl, fds)
         # The task's arguments and environment stay in the spare that runs

@@ -996,17 +996,25 @@ class PrefaultTest(unittest.TestCase):
         self.assertEqual(agent.page_ranges([]), [])
 
     def test_learn(self):
-        """The first LEARN_TASKS reports are learned, except one too big;
-        learn says whether the set changed (the zygote then drops its seed)."""
+        """A report is learned unless too big; learn says whether the set
+        changed (the zygote then drops its seed)."""
         pf = agent.Prefaulter()
         if pf.madvise is None:
             self.skipTest('no ctypes')
         self.assertTrue(pf.learn(array.array('Q', [5, 6, 9]).tobytes()))
         self.assertFalse(pf.learn(array.array('Q', range(100, 100 + agent.MAX_LEARN_PAGES)).tobytes()))
         self.assertEqual(sorted(pf.pages), [5, 6, 9])
-        self.assertTrue(pf.learning())
         self.assertFalse(pf.learn(array.array('Q', [6, 9]).tobytes()))
-        self.assertFalse(pf.learning())
+
+    def test_learners_counted_as_given(self):
+        """The first LEARN_TASKS tasks given are learners, whether or not
+        their reports have come: none after them, however late those
+        reports are."""
+        pf = agent.Prefaulter()
+        if pf.madvise is None:
+            self.skipTest('no ctypes')
+        given = [pf.take_learner() for _ in range(agent.LEARN_TASKS + 2)]
+        self.assertEqual(given, [True] * agent.LEARN_TASKS + [False, False])
 
     @unittest.skipUnless(hasattr(os, 'register_at_fork'), 'python 3.7+')
     def test_prefault_first_after_fork(self):

@@ -149,7 +149,8 @@
 // pass messages in marshal's format, not JSON: they are one python, and
 // json's partly-Python encoder and decoder would write to many more pages
 // after each fork. Its first three tasks report which pages they came to own (copied
-// on write from the zygote; /proc/self/pagemap); later spares copy those
+// on write from the zygote; /proc/self/pagemap), before their answers, so
+// a warm zygote's set no longer changes (a change drops the seed); later spares copy those
 // pages while they wait (madvise MADV_POPULATE_WRITE, Linux 5.14+;
 // contents unchanged), first thing after the fork, which takes most
 // page-fault time off a task's path for some MiB more per spare (and
