@@ -151,6 +151,9 @@ EXIT_RECORD = struct.Struct('ii')
 # How long (s) a zygote waits for its seed's spare before forking one
 # itself (a stopped seed must not stop the zygote).
 SEED_WAIT = 10
+# SIGHUP as this python found it (ignored under nohup): what its tasks
+# get back, the agent and its zygotes having changed it.
+SIGHUP_AT_START = signal.getsignal(signal.SIGHUP)
 # How long (s) a process leaving waits for its children to exit, so that
 # their exits go to it and not to the target's init, which may reap
 # nothing (a container's PID 1): a zygote for its seed and spares, the
@@ -2351,6 +2354,7 @@ class ZygoteServer(object):
             prefault_after_fork()
             self.detach(ctl.fileno())
             self.detach_spare()
+            signal.signal(signal.SIGHUP, SIGHUP_AT_START)  # the task's, as python found it
             msg, tpl = self.receive_task(ctl)
         except BaseException:
             os._exit(127)
@@ -2577,6 +2581,11 @@ class Agent(object):
         _set_nonblock(self.wake_w)
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda *a: None)
+        if SIGHUP_AT_START == signal.SIG_DFL:
+            # A become interpreter on a terminal is hung up when its
+            # connection closes, and sudo relays the SIGHUP: it leaves
+            # as at the channel's end, its zygotes reaped first.
+            signal.signal(signal.SIGHUP, lambda sig, frame: self.shutdown(sig))
         self.sel.register(self.rfd, selectors.EVENT_READ, ('proto', None))
         self.sel.register(self.wake_r, selectors.EVENT_READ, ('wake', None))
 
@@ -2758,10 +2767,13 @@ class Agent(object):
                     # Never let one request take the agent down.
                     warn('%s: %r' % (kind, e))
 
-    def shutdown(self):
+    def shutdown(self, sig=None):
         """Exit, once the zygotes have (they exit when their sockets end,
         and at once when a task of theirs runs on): their exits go to the
-        agent, not to init. Never returns."""
+        agent, not to init; then die of sig, if given (the signal that
+        called this). Never returns."""
+        if SIGHUP_AT_START == signal.SIG_DFL:
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)  # leaving already
         for z in list(self.zygotes.values()):
             z.drop_spare()
             if z.sock is not None:
@@ -2774,6 +2786,9 @@ class Agent(object):
                 e.up = False
                 shutil.rmtree(e.pdir, ignore_errors=True)
         reap_within([z.pid for z in self.zygotes.values()], AGENT_TEARDOWN)
+        if sig is not None:
+            signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
         os._exit(0)
 
     # ---- requests: each op_* answers req (its JSON) and blob (the bytes
@@ -3381,6 +3396,10 @@ class Agent(object):
         if pid == 0:
             try:
                 signal.set_wakeup_fd(-1)
+                # The agent's teardown ends it (its socket closes): a
+                # SIGHUP to the agent's process group must not end it
+                # first and leave its seed and spares to init.
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)
                 close_fds_except(b.fileno(), self.code_fd)
                 self.forget_in_fork()
             except BaseException:

@@ -187,6 +187,12 @@
 // status, so the answer still waits for all output and no longer.
 // An agent keeps at most 8 zygotes; beyond that the least recently used
 // one is retired (it exits once its running tasks are done).
+// An agent leaves (its channel's end, an exit request, or a SIGHUP: a
+// become agent on a terminal is hung up when its connection drops, and
+// sudo relays the signal) after its zygotes, which leave after their
+// seeds and spares, so that no exit goes to the target's init, which may
+// reap nothing; zygotes and seeds ignore SIGHUP for this, and a spare
+// gives its task SIGHUP's disposition as python found it.
 // Since the wrapper's own `from ansible.module_utils import basic` is now
 // a cache hit, a warm task skips the imports, the bulk of a module's cost.
 // Each task is a fresh fork, so nothing one task changes (monkey-patched

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -135,5 +136,99 @@ func TestTeardownLeavesRunningTasks(t *testing.T) {
 		if state == "Z" {
 			t.Errorf("zombie %d left to the subreaper while the task runs", pid)
 		}
+	}
+}
+
+// TestHangupLeavesNoZombies: a become interpreter on a terminal is hung
+// up when its connection drops (no exit request comes), and sudo relays
+// the SIGHUP to it. Sent to the agent and to every process of its group
+// (its zygotes and their seeds), it ends them in the order a closed
+// channel does: none of its processes is left to init, and the agent
+// dies of the SIGHUP, as it would have before.
+func TestHangupLeavesNoZombies(t *testing.T) {
+	if !asSubreaper(t, "TestHangupLeavesNoZombies") {
+		return
+	}
+	ws := wrappers(t, job{"command", map[string]any{"_raw_params": "true"}}, job{"ping", map[string]any{}})
+	ctx := ctxT(t, 60*time.Second)
+	c := startAgent(t, agentEnv{})
+	for i := 0; i < 3; i++ {
+		for _, w := range ws {
+			if res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, w)}); err != nil || res.ExitCode != 0 {
+				t.Fatalf("task: %v %+v", err, res)
+			}
+		}
+	}
+	agent := c.Info().PID
+	group := sameGroupDescendants(t, agent)
+	if len(group) < 4 { // two zygotes and their seeds
+		t.Fatalf("the agent's group: %v, want its zygotes and their seeds", group)
+	}
+	for _, pid := range append([]int{agent}, group...) {
+		if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+			t.Fatalf("SIGHUP to %d: %v", pid, err)
+		}
+	}
+	err := c.Close()
+	if err == nil || !strings.Contains(err.Error(), "exit status 129") {
+		t.Errorf("the agent's end: %v, want its shell's exit status 129 (SIGHUP)", err)
+	}
+	if left := ownChildren(t); len(left) > 0 {
+		t.Fatalf("processes left to the subreaper after the hangup (pid: state): %v", left)
+	}
+}
+
+// sameGroupDescendants lists pid's descendants in its process group: a
+// spare (a session of its own) and what it forks are not.
+func sameGroupDescendants(t *testing.T, pid int) []int {
+	t.Helper()
+	pgrp := procStat(strconv.Itoa(pid))[2]
+	var out []int
+	for parents := []int{pid}; len(parents) > 0; {
+		var next []int
+		for _, p := range parents {
+			for _, child := range children(t, p) {
+				if f := procStat(strconv.Itoa(child)); len(f) > 2 && f[2] == pgrp {
+					out = append(out, child)
+					next = append(next, child)
+				}
+			}
+		}
+		parents = next
+	}
+	return out
+}
+
+// TestTaskSignalsAsStock: the agent catches SIGHUP and its zygotes ignore
+// it (TestHangupLeavesNoZombies), but a task's commands find the signal
+// dispositions stock's module gives them: SIGHUP's as python found it,
+// ignored under nohup.
+func TestTaskSignalsAsStock(t *testing.T) {
+	real := ansiblePython(t)
+	nohup := filepath.Join(t.TempDir(), "python-nohup")
+	if err := os.WriteFile(nohup, []byte("#!/bin/sh\ntrap '' HUP\nexec "+real+` "$@"`+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := wrappers(t, job{"command", map[string]any{"_raw_params": "grep -E '^Sig(Ign|Blk)' /proc/self/status"}})[0]
+	for _, py := range []string{real, nohup} {
+		t.Run(filepath.Base(py), func(t *testing.T) {
+			dir := t.TempDir()
+			env := append(os.Environ(), "HOME="+dir)
+			want := normJSON(t, stockRun(t, py, dir, env, w, "").Stdout)["stdout"]
+			c := startAgent(t, agentEnv{Python: py, Dir: dir, Env: env})
+			ctx := ctxT(t, 30*time.Second)
+			for i := 0; i < 3; i++ { // the first task and a warm zygote's spares
+				res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, w)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := normJSON(t, res.Stdout)["stdout"]; got != want {
+					t.Errorf("task %d's command: %q, stock's %q", i, got, want)
+				}
+			}
+			if ignored := strings.Contains(fmt.Sprint(want), "SigIgn:\t0000000000000001"); ignored != (py == nohup) {
+				t.Errorf("stock's command with %s: %q: SIGHUP ignored %v", py, want, ignored)
+			}
+		})
 	}
 }
