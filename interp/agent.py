@@ -2433,7 +2433,7 @@ class Proc(object):
         self.check_us = 0  # a module's: spent checking its imports were unchanged
         self.policy = False  # a module's: say whether it changed the become tools' policy
         self.shell = None  # a module's: the shell stock runs its python under
-        self.pty = False
+        self.pty = False  # on a terminal, whose master is out_fd
         self.status = None
         self.error = None
         self.cancelled = False
@@ -2774,6 +2774,13 @@ class Agent(object):
         called this). Never returns."""
         if SIGHUP_AT_START == signal.SIG_DFL:
             signal.signal(signal.SIGHUP, signal.SIG_IGN)  # leaving already
+        # A dropped connection hangs up its terminals at once, as sshd
+        # does: their processes get SIGHUP now, not once the zygotes
+        # (which wait a moment for their running tasks) are gone.
+        for p in self.procs.values():
+            if p.pty and p.out_fd is not None:
+                os.close(p.out_fd)
+                p.out_fd = None
         for z in list(self.zygotes.values()):
             z.drop_spare()
             if z.sock is not None:
@@ -2891,7 +2898,7 @@ class Agent(object):
             os.close(slave)
         p.pid = p.popen.pid
         self.procs[rid] = p
-        p.out_fd = master
+        p.out_fd, p.pty = master, True
         self.watch(master, 'pout', p)
         if req.get('stdin'):
             p.in_fd = os.dup(master)

@@ -232,3 +232,51 @@ func TestTaskSignalsAsStock(t *testing.T) {
 		})
 	}
 }
+
+// TestTeardownHangsUpTerminals: a task on a terminal when the agent's
+// channel ends is hung up at once, as sshd hangs up a session's terminal
+// when its connection drops; the agent does not first wait (up to 0.5 s)
+// for its zygote, which waits for that task.
+func TestTeardownHangsUpTerminals(t *testing.T) {
+	sleep := fmt.Sprintf("sleep 3600.%d", os.Getpid()+1) // TestTeardownLeavesRunningTasks has its own
+	ws := wrappers(t, job{"command", map[string]any{"_raw_params": "true"}},
+		job{"command", map[string]any{"_raw_params": sleep}})
+	c := startAgent(t, agentEnv{})
+	ctx := ctxT(t, 60*time.Second)
+	onTerminal := func(w []byte) interp.ModuleRequest {
+		return interp.ModuleRequest{Wrapper: parsed(t, w), PTY: &interp.PTY{}}
+	}
+	for i := 0; i < 3; i++ {
+		if res, err := c.RunModule(ctx, onTerminal(ws[0])); err != nil || res.ExitCode != 0 {
+			t.Fatalf("task: %v %+v", err, res)
+		}
+	}
+	go func() { _, _ = c.RunModule(context.Background(), onTerminal(ws[1])) }()
+	var sleeper int
+	if !pollAgent(t, ctx, c, func() bool {
+		out, _ := exec.Command("pgrep", "-x", "-f", sleep).Output()
+		sleeper, _ = strconv.Atoi(strings.TrimSpace(string(out)))
+		return sleeper != 0
+	}) {
+		t.Fatalf("no %q running 10 s after the task was sent", sleep)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(sleeper, syscall.SIGKILL) })
+	pidfd, err := unix.PidfdOpen(sleeper, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	start := time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	// A pidfd polls readable once its process has exited.
+	if n, err := unix.Poll([]unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}, 5000); n != 1 {
+		t.Fatalf("the task's sleep still runs 5 s after the agent left (%v)", err)
+	}
+	t.Logf("the agent left %v after close, its task on a terminal hung up", took)
+	if took >= 500*time.Millisecond {
+		t.Errorf("the agent left %v after close: it waited for its zygote's wait on the task, which it should have hung up first", took)
+	}
+}
