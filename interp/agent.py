@@ -1802,8 +1802,10 @@ def report_pages(msg):
         return
     try:
         lsock.send(array.array('Q', own_pages()).tobytes())
-    except (OSError, ValueError):
-        pass  # no /proc/self/pagemap here, or the zygote is gone: nothing learned from this task
+    except Exception:
+        # No /proc/self/pagemap here, or the zygote is gone: nothing
+        # learned from this task, whose status must still be reported.
+        pass
 
 
 def run_task(msg, tpl, wc, stdio_like, zippath):
