@@ -2,6 +2,7 @@ package interp_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -161,11 +162,12 @@ func TestHangupLeavesNoZombies(t *testing.T) {
 	}
 	agent := c.Info().PID
 	group := sameGroupDescendants(t, agent)
-	if len(group) < 4 { // two zygotes and their seeds
-		t.Fatalf("the agent's group: %v, want its zygotes and their seeds", group)
+	if len(group) < 2 { // two zygotes, and their seeds unless one is being replaced
+		t.Fatalf("the agent's group: %v, want its zygotes", group)
 	}
-	for _, pid := range append([]int{agent}, group...) {
-		if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+	// The agent last: once it has the signal its processes may leave.
+	for _, pid := range append(group, agent) {
+		if err := syscall.Kill(pid, syscall.SIGHUP); err != nil && !errors.Is(err, syscall.ESRCH) {
 			t.Fatalf("SIGHUP to %d: %v", pid, err)
 		}
 	}
