@@ -192,7 +192,9 @@
 // sudo relays the signal) after its zygotes, which leave after their
 // seeds and spares, so that no exit goes to the target's init, which may
 // reap nothing; zygotes and seeds ignore SIGHUP for this, and a spare
-// gives its task SIGHUP's disposition as python found it.
+// gives its task SIGHUP's disposition as python found it. It first
+// hangs up its running tasks' terminals, as sshd hangs up a dropped
+// connection's.
 // Since the wrapper's own `from ansible.module_utils import basic` is now
 // a cache hit, a warm task skips the imports, the bulk of a module's cost.
 // Each task is a fresh fork, so nothing one task changes (monkey-patched
