@@ -103,29 +103,8 @@ func TestTeardownLeavesRunningTasks(t *testing.T) {
 	if !asSubreaper(t, "TestTeardownLeavesRunningTasks") {
 		return
 	}
-	// A duration no other sleep here has, to find the task's by.
-	sleep := fmt.Sprintf("sleep 3600.%d", os.Getpid())
-	ws := wrappers(t, job{"command", map[string]any{"_raw_params": "true"}},
-		job{"command", map[string]any{"_raw_params": sleep}})
 	c := startAgent(t, agentEnv{})
-	ctx := ctxT(t, 60*time.Second)
-	for i := 0; i < 3; i++ {
-		if res, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(t, ws[0])}); err != nil || res.ExitCode != 0 {
-			t.Fatalf("task: %v %+v", err, res)
-		}
-	}
-	go func() {
-		_, _ = c.RunModule(context.Background(), interp.ModuleRequest{Wrapper: parsed(t, ws[1])})
-	}()
-	var sleeper int
-	if !pollAgent(t, ctx, c, func() bool {
-		out, _ := exec.Command("pgrep", "-x", "-f", sleep).Output()
-		sleeper, _ = strconv.Atoi(strings.TrimSpace(string(out)))
-		return sleeper != 0
-	}) {
-		t.Fatalf("no %q running 10 s after the task was sent", sleep)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(sleeper, syscall.SIGKILL) })
+	sleeper := startSleepTask(t, c, fmt.Sprintf("sleep 3600.%d", os.Getpid()), nil)
 	start := time.Now()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -139,6 +118,36 @@ func TestTeardownLeavesRunningTasks(t *testing.T) {
 			t.Errorf("zombie %d left to the subreaper while the task runs", pid)
 		}
 	}
+}
+
+// startSleepTask warms agent c's zygote with three `true` tasks, then
+// leaves a `command` task running sleep (a duration no other sleep here
+// has, to find the task's by; on a terminal if pty is set), and returns
+// the sleep's pid, killed at the end of t.
+func startSleepTask(t *testing.T, c *interp.Client, sleep string, pty *interp.PTY) int {
+	t.Helper()
+	ws := wrappers(t, job{"command", map[string]any{"_raw_params": "true"}},
+		job{"command", map[string]any{"_raw_params": sleep}})
+	ctx := ctxT(t, 60*time.Second)
+	request := func(w []byte) interp.ModuleRequest {
+		return interp.ModuleRequest{Wrapper: parsed(t, w), PTY: pty}
+	}
+	for i := 0; i < 3; i++ {
+		if res, err := c.RunModule(ctx, request(ws[0])); err != nil || res.ExitCode != 0 {
+			t.Fatalf("task: %v %+v", err, res)
+		}
+	}
+	go func() { _, _ = c.RunModule(context.Background(), request(ws[1])) }()
+	var sleeper int
+	if !pollAgent(t, ctx, c, func() bool {
+		out, _ := exec.Command("pgrep", "-x", "-f", sleep).Output()
+		sleeper, _ = strconv.Atoi(strings.TrimSpace(string(out)))
+		return sleeper != 0
+	}) {
+		t.Fatalf("no %q running 10 s after the task was sent", sleep)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(sleeper, syscall.SIGKILL) })
+	return sleeper
 }
 
 // TestHangupLeavesNoZombies: a become interpreter on a terminal is hung
@@ -248,29 +257,9 @@ func TestTaskSignalsAsStock(t *testing.T) {
 // for its zygote, which waits for that task.
 func TestTeardownHangsUpTerminals(t *testing.T) {
 	skipIfHangupIgnored(t)
-	sleep := fmt.Sprintf("sleep 3600.%d", os.Getpid()+1) // TestTeardownLeavesRunningTasks has its own
-	ws := wrappers(t, job{"command", map[string]any{"_raw_params": "true"}},
-		job{"command", map[string]any{"_raw_params": sleep}})
 	c := startAgent(t, agentEnv{})
-	ctx := ctxT(t, 60*time.Second)
-	onTerminal := func(w []byte) interp.ModuleRequest {
-		return interp.ModuleRequest{Wrapper: parsed(t, w), PTY: &interp.PTY{}}
-	}
-	for i := 0; i < 3; i++ {
-		if res, err := c.RunModule(ctx, onTerminal(ws[0])); err != nil || res.ExitCode != 0 {
-			t.Fatalf("task: %v %+v", err, res)
-		}
-	}
-	go func() { _, _ = c.RunModule(context.Background(), onTerminal(ws[1])) }()
-	var sleeper int
-	if !pollAgent(t, ctx, c, func() bool {
-		out, _ := exec.Command("pgrep", "-x", "-f", sleep).Output()
-		sleeper, _ = strconv.Atoi(strings.TrimSpace(string(out)))
-		return sleeper != 0
-	}) {
-		t.Fatalf("no %q running 10 s after the task was sent", sleep)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(sleeper, syscall.SIGKILL) })
+	// TestTeardownLeavesRunningTasks has a sleep of its own.
+	sleeper := startSleepTask(t, c, fmt.Sprintf("sleep 3600.%d", os.Getpid()+1), &interp.PTY{})
 	pidfd, err := unix.PidfdOpen(sleeper, 0)
 	if err != nil {
 		t.Fatal(err)
