@@ -154,7 +154,15 @@
 // pages while they wait (madvise MADV_POPULATE_WRITE, Linux 5.14+;
 // contents unchanged), first thing after the fork, which takes most
 // page-fault time off a task's path for some MiB more per spare (and
-// copies a page for less than a write fault does). A task is the spare: it receives stdout/stderr pipes and an
+// copies a page for less than a write fault does). A seed running as
+// root (CAP_IPC_LOCK in the initial user namespace) pins those pages
+// instead, as registered io_uring buffers: a fork copies a pinned page
+// at once, for a fraction of the copy-ahead's cost (each of its pages
+// takes a fault's path and a TLB flush, dear in a paravirtualised
+// guest), and such pins are charged to no one. Other users' pins would
+// count against the locked-memory allowance their other programs share,
+// so their spares copy ahead; so do those where io_uring is refused
+// (seccomp, io_uring_disabled). A task is the spare: it receives stdout/stderr pipes and an
 // exit-status pipe from the agent (SCM_RIGHTS), gets an empty pipe at
 // its end as stdin (what stock's pipelined module leaves its children:
 // ssh's channel, read to its end), its own session, the environment with the
