@@ -1,11 +1,17 @@
 package interp_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ansible-bridge/ansible-bridge/interp"
 )
@@ -141,4 +147,58 @@ func TestPrefault(t *testing.T) {
 // pyQuote quotes s as a Python string literal.
 func pyQuote(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// TestRootSeedPins: as root, a warm zygote's seed holds its learned pages
+// pinned, and the spares it forks hold neither pins nor the io_uring fd
+// (their copies came with the fork).
+func TestRootSeedPins(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root seed pins")
+	}
+	var params [120]byte
+	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, 1, uintptr(unsafe.Pointer(&params)), 0)
+	if errno != 0 {
+		t.Skipf("io_uring refused here (%v): seeds copy ahead instead", errno)
+	}
+	unix.Close(int(fd))
+	c := startAgent(t, agentEnv{Python: pythons(t)[0]})
+	ctx := ctxT(t, 60*time.Second)
+	w := fakeWrapper(t, map[string]any{})
+	z := 0
+	for i := 0; i < 6; i++ { // warm: pages learned, the seed forked knowing them
+		z = mustForkedFrom(t, ctx, c, w)
+	}
+	seed := 0
+	for _, p := range children(t, z) {
+		if vmPinKiB(p) > 0 {
+			seed = p
+		}
+	}
+	if seed == 0 {
+		t.Fatalf("no child of the warm zygote %d holds pinned pages", z)
+	}
+	for _, p := range children(t, seed) {
+		if kb := vmPinKiB(p); kb != 0 {
+			t.Errorf("spare %d holds %d KiB pinned", p, kb)
+		}
+		links, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", p))
+		for _, l := range links {
+			if target, _ := os.Readlink(l); strings.Contains(target, "io_uring") {
+				t.Errorf("spare %d holds the seed's io_uring fd (%s)", p, l)
+			}
+		}
+	}
+}
+
+// vmPinKiB reads a process's VmPin (0 if it is gone).
+func vmPinKiB(pid int) int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmPin:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return n
+		}
+	}
+	return 0
 }
