@@ -1552,6 +1552,31 @@ def pin_charges_no_one():
         return False
 
 
+def split_anonymous(ranges):
+    """Sorted (address, length) ranges, cut at this process's mappings'
+    bounds: (those in anonymous mappings, the rest)."""
+    maps = []
+    with open('/proc/self/maps', 'rb') as f:
+        for line in f:
+            fields = line.split(None, 5)
+            lo, hi = (int(x, 16) for x in fields[0].split(b'-'))
+            maps.append((lo, hi, fields[4] == b'0'))
+    anon, rest = [], []
+    i = 0
+    for addr, n in ranges:
+        end = addr + n
+        while addr < end:
+            while i < len(maps) and maps[i][1] <= addr:
+                i += 1
+            if i == len(maps) or maps[i][0] > addr:  # not mapped here
+                cut, into = end if i == len(maps) else min(end, maps[i][0]), rest
+            else:
+                cut, into = min(end, maps[i][1]), anon if maps[i][2] else rest
+            into.append((addr, cut - addr))
+            addr = cut
+    return anon, rest
+
+
 class Prefaulter(object):
     """Copies, in a spare fork, the pages its tasks would copy on write:
     the seed's fork copies them where the seed could pin them (pin), the
@@ -1562,7 +1587,7 @@ class Prefaulter(object):
         self.ranges = []
         self.learners = 0  # tasks told to report their pages
         self.madvise = None
-        self.pinned = None  # the io_uring fd holding the pins, in a seed
+        self.pinned = None  # the io_uring fd holding a seed's pins
         try:
             import ctypes
             libc = ctypes.CDLL(None, use_errno=True)
@@ -1601,9 +1626,11 @@ class Prefaulter(object):
 
     def pin(self):
         """In a seed: pin the learned pages as io_uring buffers, so that
-        each of its forks gets them copied at the fork (and prefault has
-        nothing left to do), where that charges no one. Whether it did;
-        any refusal (no io_uring, seccomp, a limit) leaves prefault's way."""
+        each of its forks gets them copied at the fork, where that charges
+        no one; or, where the kernel refuses pages of file-backed mappings
+        (python's data; before 6.4), those in anonymous mappings, and
+        prefault copies the rest. Whether it pinned; any other refusal (no
+        io_uring, seccomp, a limit) leaves them all to prefault."""
         if self.madvise is None or not self.ranges or not pin_charges_no_one():
             return False
         ctypes, syscall = self.ctypes, self.libc.syscall
@@ -1611,16 +1638,16 @@ class Prefaulter(object):
         fd = syscall(IO_URING_SETUP, 1, (ctypes.c_char * IO_URING_PARAMS_SIZE)())
         if fd < 0:
             return False
-        iov = (ctypes.c_size_t * (2 * len(self.ranges)))(*[x for r in self.ranges for x in r])
-        if syscall(IO_URING_REGISTER, fd, IORING_REGISTER_BUFFERS, iov, len(self.ranges)) != 0:
-            os.close(fd)
-            return False
-        self.pinned = fd
-        return True
+        for pin, rest in ((self.ranges, []), split_anonymous(self.ranges)):
+            iov = (ctypes.c_size_t * (2 * len(pin)))(*[x for r in pin for x in r])
+            if pin and syscall(IO_URING_REGISTER, fd, IORING_REGISTER_BUFFERS, iov, len(pin)) == 0:
+                self.pinned = fd
+                self.ranges = rest
+                return True
+        os.close(fd)
+        return False
 
     def prefault(self):
-        if self.pinned is not None:
-            return  # the fork copied them
         for addr, n in self.ranges:
             if self.madvise(addr, n, MADV_POPULATE_WRITE) != 0:
                 if self.get_errno() == errno.EINVAL:

@@ -21,7 +21,8 @@ import (
 // own must include the buffer's. A second child, its Prefaulter taught
 // those pages, must own them after prefault() and before writing a byte
 // (they were copied ahead, as a spare fork copies them while it waits).
-// As root, a third Prefaulter pins them, and a fork then owns them at once.
+// As root, a third Prefaulter pins those in anonymous mappings, and a fork
+// then owns them at once; prefault copies the rest.
 const prefaultCheck = `
 import mmap, os, sys
 page = os.sysconf('SC_PAGE_SIZE')
@@ -87,11 +88,21 @@ assert before == 0, ('pages owned before prefault', before)
 assert after == len(want), ('pages owned after prefault', after, len(want))
 assert bytes(buf[:1]) == b'\x01', 'prefault changed the contents'
 
-# As root, a seed pins the pages instead: its forks own them from the
-# fork on, with the contents they had at the fork, and nothing is left
-# for prefault to copy.
+# As root, a seed pins the pages instead (at least those in anonymous
+# mappings: kernels before 6.4 refuse a file's): its forks own them from
+# the fork on, with the contents they had at the fork, and prefault
+# copies the rest, if any (here a private mapping of a file).
+import tempfile
+tmp = tempfile.TemporaryFile()
+tmp.write(b'f' * 4 * page)
+tmp.flush()
+fmap = mmap.mmap(tmp.fileno(), 4 * page, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+faddr = ctypes.addressof((ctypes.c_char * len(fmap)).from_buffer(fmap))
+fpages = [faddr // page + i for i in range(4)]
+anon, rest = split_anonymous(page_ranges(sorted(copied + fpages)))
+assert anon == page_ranges(copied) and rest == page_ranges(fpages), (anon, rest)
 pinner = Prefaulter()
-pinner.learn(array.array('Q', copied).tobytes())
+pinner.learn(array.array('Q', copied + fpages).tobytes())
 if not pin_charges_no_one():
     print('OK' if os.geteuid() != 0 else 'FAIL root without CAP_IPC_LOCK in the initial namespace?')
     sys.exit(0)
@@ -101,12 +112,33 @@ if not pinner.pin():
 buf[page] = 3
 assert child(lambda: len(set(own_pages()) & want)) == len(want), 'a fork did not copy the pinned pages'
 assert child(lambda: bytes(buf[page:page + 1])) == b'\x03', 'a fork saw stale contents'
-def untouched():
-    pinner.madvise = None  # prefault must not call it
-    pinner.prefault()
-    return 'ok'
-assert child(untouched) == 'ok'
+assert pinner.ranges in ([], page_ranges(fpages)), pinner.ranges
+def file_pages_owned(pf=pinner):
+    before = len(set(own_pages()) & set(fpages))
+    pf.prefault()
+    return before, len(set(own_pages()) & set(fpages)), bytes(fmap[:1])
+want_file = (4 if pinner.ranges == [] else 0, 4, b'f')
+assert child(file_pages_owned) == want_file, ('the file pages owned at the fork and after prefault', want_file)
 os.close(pinner.pinned)
+
+# A kernel that refuses the file's pages: the anonymous ones are pinned.
+import types
+old_kernel = Prefaulter()
+old_kernel.learn(array.array('Q', copied + fpages).tobytes())
+real = old_kernel.libc.syscall
+real.restype = ctypes.c_long
+refused = []
+def refuse_first_register(nr, *args):
+    if nr == IO_URING_REGISTER and not refused:
+        refused.append(nr)
+        return -1
+    return real(nr, *args)
+old_kernel.libc = types.SimpleNamespace(syscall=refuse_first_register)
+assert old_kernel.pin() and refused, 'no second try with the anonymous pages'
+assert old_kernel.ranges == page_ranges(fpages), old_kernel.ranges
+assert child(lambda: len(set(own_pages()) & want)) == len(want), 'a fork did not copy the pinned pages'
+assert child(lambda: file_pages_owned(old_kernel)) == (0, 4, b'f'), 'prefault did not copy the unpinned file pages'
+os.close(old_kernel.pinned)
 print('OK')
 `
 
