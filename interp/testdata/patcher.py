@@ -12,6 +12,16 @@ def parent_of(pid):
         return int(f.read().rsplit(')', 1)[1].split()[1])
 
 
+def fd_targets():
+    out = []
+    for fd in os.listdir('/proc/self/fd'):
+        try:
+            out.append(os.readlink('/proc/self/fd/' + fd))
+        except OSError:
+            pass  # listdir's own
+    return sorted(out)
+
+
 def main():
     args = json.loads(basic._ANSIBLE_ARGS)['ANSIBLE_MODULE_ARGS']
     # The zygote's compile-once shim for its own imports must be gone.
@@ -34,6 +44,9 @@ def main():
         # The zygote forks a spare itself, or through its seed.
         'pppid': parent_of(os.getppid()),
         'argv': sys.argv[1:],
+        # What the task holds of its seed's: no fd of its, no pinned page.
+        'fds': fd_targets(),
+        'vmpin': [line.split()[1] for line in open('/proc/self/status') if line.startswith('VmPin:')],
         'python': '%d.%d' % sys.version_info[:2],
         # On a terminal (a PTY run) there is no end to read to.
         'stdin': None if sys.stdin.isatty() else sys.stdin.read(),
