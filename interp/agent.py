@@ -1638,12 +1638,16 @@ class Prefaulter(object):
         fd = syscall(IO_URING_SETUP, 1, (ctypes.c_char * IO_URING_PARAMS_SIZE)())
         if fd < 0:
             return False
-        for pin, rest in ((self.ranges, []), split_anonymous(self.ranges)):
-            iov = (ctypes.c_size_t * (2 * len(pin)))(*[x for r in pin for x in r])
-            if pin and syscall(IO_URING_REGISTER, fd, IORING_REGISTER_BUFFERS, iov, len(pin)) == 0:
-                self.pinned = fd
-                self.ranges = rest
-                return True
+        try:
+            for every in (True, False):
+                pin, rest = (self.ranges, []) if every else split_anonymous(self.ranges)
+                iov = (ctypes.c_size_t * (2 * len(pin)))(*[x for r in pin for x in r])
+                if pin and syscall(IO_URING_REGISTER, fd, IORING_REGISTER_BUFFERS, iov, len(pin)) == 0:
+                    self.pinned = fd
+                    self.ranges = rest
+                    return True
+        except (OSError, ValueError):
+            pass  # no /proc/self/maps to split by
         os.close(fd)
         return False
 
