@@ -160,11 +160,11 @@
 // at once, for a fraction of the copy-ahead's cost (each of its pages
 // takes a fault's path and a TLB flush, dear in a paravirtualised
 // guest), and such pins are charged to no one (a kernel before 6.4 will
-// not pin a file mapping's pages: it pins the rest, and spares copy those
-// ahead). Other users' pins would
-// count against the locked-memory allowance their other programs share,
-// so their spares copy ahead; so do those where io_uring is refused
-// (seccomp, io_uring_disabled). A task is the spare: it receives stdout/stderr pipes and an
+// not pin a file mapping's pages: it pins the rest, and spares copy
+// those ahead). Other users' pins would count against the locked-memory
+// allowance their other programs share, so their spares copy ahead; so
+// do those where io_uring is refused (seccomp, io_uring_disabled).
+// A task is the spare: it receives stdout/stderr pipes and an
 // exit-status pipe from the agent (SCM_RIGHTS), gets an empty pipe at
 // its end as stdin (what stock's pipelined module leaves its children:
 // ssh's channel, read to its end), its own session, the environment with the
