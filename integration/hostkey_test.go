@@ -383,16 +383,25 @@ func checkHostCert(t *testing.T, tc hostKeyCase, n int, dir, port, caKey, key st
 // by key, until t ends; it returns once sshd says it listens.
 func startCertSSHD(t *testing.T, hostKey string) string {
 	t.Helper()
+	return startSSHD(t, hostKey, fmt.Sprintf("HostCertificate %s-cert.pub\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n", hostKey))
+}
+
+// startSSHD starts an sshd on a free port of 127.0.0.1 with hostKey,
+// letting only the lab's user in, with the lines of extra added to its
+// configuration, until t ends; it returns the port once sshd says it
+// listens.
+func startSSHD(t *testing.T, hostKey, extra string) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	ln.Close()
-	cfg := hostKey + ".sshd_config"
-	conf := fmt.Sprintf("Port %s\nListenAddress 127.0.0.1\nHostKey %s\nHostCertificate %s-cert.pub\nPidFile %s.pid\n"+
-		"AllowUsers %s\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\n",
-		port, hostKey, hostKey, hostKey, suite.lab.User)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "sshd_config")
+	conf := fmt.Sprintf("Port %s\nListenAddress 127.0.0.1\nHostKey %s\nPidFile %s\nAllowUsers %s\nUsePAM yes\n%s",
+		port, hostKey, filepath.Join(dir, "sshd.pid"), suite.lab.User, extra)
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
