@@ -13,10 +13,10 @@ import (
 	"time"
 )
 
-// droppedLogin is what ssh prints when sshd drops its connection before
-// the banners (MaxStartups): which of the two depends on whether sshd
-// closed before or after ssh's banner reached it, for ssh as for the
-// bridge.
+// droppedLogin is what ssh prints (as runSSH has it) when sshd drops its
+// connection before the banners (MaxStartups): which of the two depends
+// on whether sshd closed before or after ssh's banner reached it, for ssh
+// as for the bridge.
 var droppedLogin = regexp.MustCompile(`\Akex_exchange_identification: (Connection closed by remote host\nConnection closed|read: Connection reset by peer\nConnection reset) by 127\.0\.0\.1 port N\z`)
 
 // TestMaxStartupsLikeOpenSSH: a login that sshd drops past MaxStartups
