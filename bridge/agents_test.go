@@ -182,6 +182,9 @@ func TestExpiryFreesMemory(t *testing.T) {
 	if freed != 2 {
 		t.Fatalf("memory freed %d times, want 2: once more after -O stop closed the last connection", freed)
 	}
+	if got := h.srv.Status().Memory.Returned; got != uint64(freed) {
+		t.Fatalf("status says memory returned %d times, want %d", got, freed)
+	}
 }
 
 // fakeAgents boots in-process fake interpreters that say hello and exit

@@ -83,6 +83,7 @@ type Server struct {
 	stopCh      chan struct{}
 	// freeMemory returns freed memory to the system; tests replace it.
 	freeMemory func()
+	returned   atomic.Uint64 // freeMemory's calls, for status
 	// collect runs a garbage collection; tests replace it.
 	collect func()
 	// collectIn counts the ticks until a collection is due (0: none): a
@@ -295,16 +296,21 @@ func (s *Server) expireIdle(now time.Time) {
 	connected := s.targets.connected()
 	switch {
 	case !connected && (expired || s.hadConns):
-		s.freeMemory()
+		s.returnMemory()
 		// The sessions' and interpreters' goroutines end a moment after
 		// their connection: what they held is freed on a later tick.
 		s.freeAgain = 2
 	case s.freeAgain > 0:
 		if s.freeAgain--; s.freeAgain == 0 && !connected {
-			s.freeMemory()
+			s.returnMemory()
 		}
 	}
 	s.hadConns = connected
+}
+
+func (s *Server) returnMemory() {
+	s.freeMemory()
+	s.returned.Add(1)
 }
 
 // expireJournal drops the journal's entries that are past their time,

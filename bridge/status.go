@@ -98,6 +98,10 @@ type MemoryStatus struct {
 	HeapReleased uint64 `json:"heap_released"` // spans given back
 	Stacks       uint64 `json:"stacks"`
 	Runtime      uint64 `json:"runtime"` // span, cache, GC and profiling metadata
+	// Returned counts the times the daemon gave its freed memory back to
+	// the system: twice each time its last connection closes (at once,
+	// and when that connection's goroutines have ended).
+	Returned uint64 `json:"returned"`
 }
 
 func readMemoryStatus() MemoryStatus {
@@ -174,6 +178,7 @@ func (s *Server) Status() Status {
 		FrontHandovers: s.handovers.snapshot(),
 		Memory:         readMemoryStatus(),
 	}
+	st.Memory.Returned = s.returned.Load()
 	targets, noTarget, fallbacks := s.targets.snapshot()
 	if len(noTarget) > 0 {
 		st.NoTarget = noTarget

@@ -638,6 +638,7 @@ func TestFleet(t *testing.T) {
 	d := newPrivateDaemon(t)
 	st := d.startDetached(t)
 	before := sampleProc(t, st.PID)
+	idle := d.mustStatus(t).Memory
 
 	vars := map[string]map[string]any{}
 	relays := map[string]*relay.Relay{}
@@ -655,10 +656,12 @@ func TestFleet(t *testing.T) {
 			"ansible_ssh_private_key_file": suite.lab.Key, "ansible_python_interpreter": "/usr/bin/python3",
 		}
 	}
+	stopWatch := watchPeak(t, st.PID)
 	res := runPlaybook(t, runSpec{
 		Playbook: "faults-fleet.yml", Mode: mode{true, "sftp"}, Side: bridge, HostVars: vars,
 		Env: append(d.env(), "ANSIBLE_FORKS="+strconv.Itoa(hosts)),
 	})
+	peak := stopWatch()
 	wantExit(t, res, 0)
 	for name, r := range relays {
 		wantStats(t, res, name, map[string]int{"ok": 4, "failures": 0, "unreachable": 0})
@@ -668,18 +671,22 @@ func TestFleet(t *testing.T) {
 			t.Errorf("%s: %d TCP connections, want 1", name, n)
 		}
 	}
-	during := sampleProc(t, st.PID)
-	waitFor(t, time.Minute, "every connection to close", func() bool {
+	// The daemon returns its freed memory twice once its last connection
+	// has closed (Server.expireIdle): what it holds after that stays.
+	var mem abridge.MemoryStatus
+	waitFor(t, time.Minute, "every connection to close and the daemon to return its memory", func() bool {
 		s := d.mustStatus(t)
 		for _, ts := range s.Targets {
 			if ts.Connections > 0 {
 				return false
 			}
 		}
-		return true
+		mem = s.Memory
+		return mem.Returned >= idle.Returned+2
 	})
 	after := sampleProc(t, st.PID)
-	t.Logf("daemon %d: at start %v; after the run %v; connections closed %v", st.PID, before, during, after)
+	t.Logf("daemon %d: at start %v, Go heap %.1f MiB; at the peak %v; connections closed %v, Go heap %.1f MiB",
+		st.PID, before, mib(idle.HeapLive), peak, after, mib(mem.HeapLive))
 	// Loose bounds: the runtime keeps some threads it made under load, and
 	// logs stay open; a leak per host would be 50 or more.
 	if after.FDs > before.FDs+5 {
@@ -688,8 +695,65 @@ func TestFleet(t *testing.T) {
 	if after.Threads > before.Threads+10 {
 		t.Errorf("daemon threads: %d at start, %d once the connections closed", before.Threads, after.Threads)
 	}
+	// What a connected target costs the daemon at the peak, each with a
+	// task in flight (2026-12-03: 1.04–1.11 MiB and 3.1 fds): the TCP
+	// connection, its ControlPath's listener and master, the shim's socket.
+	if per := float64(peak.RSSKiB-before.RSSKiB) / hosts; per > 1536 {
+		t.Errorf("daemon RSS at the peak: %.0f KiB per connected target, want at most 1.5 MiB", per)
+	}
+	if per := float64(peak.FDs-before.FDs) / hosts; per > 4 {
+		t.Errorf("daemon fds at the peak: %.1f per connected target, want at most 4", per)
+	}
+	// Nothing per target stays once its connection has closed (2026-12-03:
+	// the Go heap 1.3 -> 1.6 MiB), and the memory the run took goes back
+	// to the system (RSS +52 MiB at the peak, +5.2 MiB kept: the runtime's
+	// bookkeeping for the peak, docs/limits.md).
+	if grew := float64(mem.HeapLive) - float64(idle.HeapLive); grew > hosts*32<<10 {
+		t.Errorf("daemon's Go heap: %.1f MiB at start, %.1f MiB once the connections closed: more than 32 KiB a target stayed",
+			mib(idle.HeapLive), mib(mem.HeapLive))
+	}
+	if kept, took := after.RSSKiB-before.RSSKiB, peak.RSSKiB-before.RSSKiB; kept > took/4 {
+		t.Errorf("daemon RSS: %d KiB more at the peak, %d KiB still more once the connections closed: want at most a quarter kept", took, kept)
+	}
 	if s := d.mustStatus(t); s.PID != st.PID {
 		t.Errorf("daemon pid %d became %d", st.PID, s.PID)
+	}
+}
+
+func mib(n uint64) float64 { return float64(n) / (1 << 20) }
+
+// watchPeak samples pid's RSS and fds every 100 ms until the returned
+// function is called, which returns the highest of each (a sampler, not
+// a wait: the peak of a run in progress has no event to wait for).
+func watchPeak(t *testing.T, pid int) (stop func() procstat.Sample) {
+	t.Helper()
+	var (
+		peak = sampleProc(t, pid)
+		done = make(chan struct{})
+		wg   sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			s, err := procstat.Read(pid)
+			if err != nil {
+				continue // the test reports a daemon that died
+			}
+			peak.RSSKiB, peak.FDs, peak.Threads = max(peak.RSSKiB, s.RSSKiB), max(peak.FDs, s.FDs), max(peak.Threads, s.Threads)
+		}
+	}()
+	return func() procstat.Sample {
+		close(done)
+		wg.Wait()
+		return peak
 	}
 }
 
