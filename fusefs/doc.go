@@ -11,7 +11,7 @@
 //	    argv                           the shim's argv, shell-quoted on one line
 //	    route                          e.g. module, exec, housekeeping, sftp, scp, control, passthrough, fallback
 //	    target                         user@host:port
-//	    stdin, stdout, stderr          the streams' first bytes (journal.CaptureLimit)
+//	    stdin, stdout, stderr          the streams' first bytes (journal.CaptureLimit; a module's wrapper on stdin, WrapperCaptureLimit)
 //	    timing                         "queued_ms N\nremote_ms N\ntotal_ms N\nstarted RFC3339\nstate running|done\n"
 //	    exit                           the exit status, once finished
 //	    module                         the AnsiballZ module's name, when one ran

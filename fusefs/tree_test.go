@@ -160,7 +160,7 @@ func TestTreeContent(t *testing.T) {
 		{"journal/000001-module/module", "ansible.modules.ping\n"},
 		{"journal/000001-module/module_args.json", strings.ReplaceAll(string(wantArgs), secret, journal.Mask)},
 		{"journal/000001-module/exit", "0\n"},
-		{"journal/000001-module/truncated", fmt.Sprintf("stdin %d of %d bytes kept\n", journal.CaptureLimit-(len(secret)-1), len(wrapper(t)))},
+		{"journal/000001-module/truncated", fmt.Sprintf("stdin %d of %d bytes kept\n", journal.WrapperCaptureLimit-(len(secret)-1), len(wrapper(t)))},
 		{"journal/000002-exec/argv", "ssh web1 'echo hello " + journal.Mask + "'\n"},
 		{"journal/000002-exec/stdout", "hello " + journal.Mask + "\n"},
 		{"journal/000002-exec/stderr", "Shared connection to web1 closed.\r\n"},
@@ -180,7 +180,7 @@ func TestTreeContent(t *testing.T) {
 		})
 	}
 	// A cut capture leaves out a tail that could begin a secret.
-	if in := mustRead(t, root, "journal/000001-module/stdin"); !bytes.HasPrefix(wrapper(t), in) || len(in) < journal.CaptureLimit-len(secret) {
+	if in := mustRead(t, root, "journal/000001-module/stdin"); !bytes.HasPrefix(wrapper(t), in) || len(in) < journal.WrapperCaptureLimit-len(secret) {
 		t.Errorf("stdin (%d bytes) is not the wrapper's beginning", len(in))
 	}
 	timing := string(mustRead(t, root, "journal/000003-passthrough/timing"))

@@ -94,7 +94,7 @@
 //     destination absent or whole, and the next run completes it.
 //   - TestFleet: 50 hosts (127.0.0.2–51, a relay each), forks=50: one TCP
 //     connection per host; the daemon's RSS and fds at the peak per
-//     connected target (at most 1.5 MiB and 4); once the connections have
+//     connected target (at most 1 MiB and 4); once the connections have
 //     closed and the daemon has returned its memory, its fds and threads
 //     as at the start, its Go heap at most 32 KiB a host above the start's,
 //     and at most a quarter of the RSS the run took still held.

@@ -24,9 +24,10 @@
 // *Entry, whose methods do nothing: the daemon needs no branches when
 // the journal is off.
 //
-// Each of stdin, stdout and stderr keeps its first CaptureLimit bytes; a
-// Capture also tells how many bytes passed in all and whether some were
-// dropped.
+// Each of stdin, stdout and stderr keeps its first CaptureLimit bytes
+// (stdin that is a module's wrapper, WrapperCaptureLimit: its code, not
+// its zip); a Capture also tells how many bytes passed in all and
+// whether some were dropped.
 //
 // # Modules
 //

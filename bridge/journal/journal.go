@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"cmp"
 	"encoding/json"
 	"io"
 	"sort"
@@ -17,6 +18,12 @@ const (
 	// CaptureLimit is how many bytes of each of stdin, stdout and
 	// stderr an entry keeps.
 	CaptureLimit = 64 << 10
+	// WrapperCaptureLimit is how many bytes of stdin an entry keeps once
+	// it is known to be a module's AnsiballZ wrapper: the wrapper's code.
+	// The rest up to CaptureLimit is the zip's base64, its module and
+	// arguments are kept apart (ModuleArgs), and 200 wrappers kept to
+	// CaptureLimit were a third of the daemon's heap at a fleet's peak.
+	WrapperCaptureLimit = 8 << 10
 	// DefaultKeep is how long a finished entry is kept at most unless
 	// Config.Keep says otherwise.
 	DefaultKeep = 10 * time.Minute
@@ -337,13 +344,15 @@ func (e *Entry) touch() {
 }
 
 type capture struct {
-	data []byte
-	size int64
+	data  []byte
+	size  int64
+	limit int // bytes kept at most; 0: CaptureLimit
 }
 
 func (c *capture) append(b []byte) {
 	c.size += int64(len(b))
-	room := CaptureLimit - len(c.data)
+	limit := cmp.Or(c.limit, CaptureLimit)
+	room := limit - len(c.data)
 	if room <= 0 {
 		return
 	}
@@ -353,12 +362,25 @@ func (c *capture) append(b []byte) {
 		// readable; and as needed: most invocations print a line, and
 		// wiping a whole CaptureLimit for each cost the daemon more than
 		// the rest of its answer.
-		grown := make([]byte, len(c.data), min(CaptureLimit, max(need, 2*cap(c.data), 256)))
+		grown := make([]byte, len(c.data), min(limit, max(need, 2*cap(c.data), 256)))
 		copy(grown, c.data)
 		clear(c.data)
 		c.data = grown
 	}
 	c.data = append(c.data, b...)
+}
+
+// keepHead keeps the first n bytes at most, from now on too; what it
+// drops is overwritten.
+func (c *capture) keepHead(n int) {
+	c.limit = n
+	if len(c.data) <= n {
+		return
+	}
+	head := make([]byte, n)
+	copy(head, c.data)
+	clear(c.data[:cap(c.data)])
+	c.data = head
 }
 
 // count records that b passed without keeping it.
@@ -483,6 +505,9 @@ func (e *Entry) setModule(module string, args json.RawMessage, noLog bool) {
 	if noLog || ansiballz.IsAsyncStatus(module) {
 		e.markNoLog()
 	}
+	if e.wrapperIn {
+		e.stdin.keepHead(WrapperCaptureLimit)
+	}
 }
 
 // keep reports whether a stream's bytes are kept: not for no_log.
@@ -585,8 +610,8 @@ func (e *Entry) scanned(end bool) {
 	}
 	// A wrapper whose arguments cannot be read may be a no_log one.
 	if f := e.scan.result(); (f.ok || e.scan.marked) && e.module == "" {
-		e.setModule(f.module, f.args, f.noLog || !f.ok)
 		e.wrapperIn = true
+		e.setModule(f.module, f.args, f.noLog || !f.ok)
 	}
 	e.scan = nil
 }

@@ -105,10 +105,10 @@ func TestStreamedWrapper(t *testing.T) {
 			if v.ModuleName != pingFQN || string(v.ModuleArgs) != want {
 				t.Errorf("module %q args:\n%s", v.ModuleName, v.ModuleArgs)
 			}
-			if !v.Stdin.Truncated || v.Stdin.Size != int64(len(src)) || len(v.Stdin.Data) != CaptureLimit {
+			if !v.Stdin.Truncated || v.Stdin.Size != int64(len(src)) || len(v.Stdin.Data) != WrapperCaptureLimit {
 				t.Errorf("stdin: %d bytes kept of %d, truncated %v", len(v.Stdin.Data), v.Stdin.Size, v.Stdin.Truncated)
 			}
-			if !bytes.Equal(v.Stdin.Data, src[:CaptureLimit]) {
+			if !bytes.Equal(v.Stdin.Data, src[:WrapperCaptureLimit]) {
 				t.Error("stdin capture differs from the stream")
 			}
 		})

@@ -50,7 +50,7 @@ func TestAwaitModule(t *testing.T) {
 	if v.ModuleName != pingFQN || string(v.ModuleArgs) != want {
 		t.Errorf("module %q args:\n%s", v.ModuleName, v.ModuleArgs)
 	}
-	if !bytes.Equal(v.Stdin.Data, src[:CaptureLimit]) || !v.Stdin.Truncated {
+	if !bytes.Equal(v.Stdin.Data, src[:WrapperCaptureLimit]) || !v.Stdin.Truncated {
 		t.Error("stdin capture differs from the stream")
 	}
 }
@@ -662,4 +662,22 @@ func copiesInOwnMemory(t *testing.T, notB []byte) int {
 		}
 	}
 	return n
+}
+
+// TestAwaitedScriptKeepsCapture: stdin awaited as a wrapper that turns
+// out to be a plain script keeps CaptureLimit bytes, not a wrapper's.
+func TestAwaitedScriptKeepsCapture(t *testing.T) {
+	src := bytes.Repeat([]byte("print('not a wrapper')\n"), 2*CaptureLimit/23)
+	j := New(0)
+	e := j.Begin("u@h:22", "module", []string{"ssh", "h", "python3"})
+	e.AwaitModule()
+	e.AppendStdin(src)
+	if e.SetModuleSource(src) {
+		t.Fatal("a plain script taken for a module")
+	}
+	e.Finish(0)
+	v, _ := j.Get(e.Seq())
+	if !bytes.Equal(v.Stdin.Data, src[:CaptureLimit]) || v.Stdin.Size != int64(len(src)) {
+		t.Errorf("stdin: %d bytes kept of %d, want the first %d", len(v.Stdin.Data), v.Stdin.Size, CaptureLimit)
+	}
 }
