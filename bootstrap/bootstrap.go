@@ -138,7 +138,7 @@ func Attach(ctx context.Context, conn interp.Conn, log logrus.FieldLogger) (*int
 	// not block us; the hello wait below is what is bounded.
 	werr := make(chan error, 1)
 	go func() {
-		_, err := stdin.Write(Payload())
+		_, err := interp.WriteChunked(stdin, Payload())
 		werr <- err
 	}()
 	c, err := interp.NewClient(ctx, conn, log)

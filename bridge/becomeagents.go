@@ -81,7 +81,9 @@ func (r *request) startBecomeAgent(w *become.Wrapper, python string, pty bool, s
 	agentErr, agentErrW := io.Pipe()
 	errDone := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(errOut, sessErr)
+		// A small buffer: it lasts as long as the interpreter, whose
+		// stderr is its log lines.
+		_, _ = io.CopyBuffer(errOut, sessErr, make([]byte, 4<<10))
 		agentErrW.Close()
 		close(errDone)
 	}()

@@ -696,7 +696,7 @@ func TestFleet(t *testing.T) {
 		t.Errorf("daemon threads: %d at start, %d once the connections closed", before.Threads, after.Threads)
 	}
 	// What a connected target costs the daemon at the peak, each with a
-	// task in flight (2026-12-03: 0.80 MiB and 3.1 fds): the TCP
+	// task in flight (2026-12-03: 0.58 MiB and 3.1 fds): the TCP
 	// connection, its ControlPath's listener and master, the shim's socket.
 	if per := float64(peak.RSSKiB-before.RSSKiB) / hosts; per > 1024 {
 		t.Errorf("daemon RSS at the peak: %.0f KiB per connected target, want at most 1 MiB", per)
@@ -706,7 +706,7 @@ func TestFleet(t *testing.T) {
 	}
 	// Nothing per target stays once its connection has closed (2026-12-03:
 	// the Go heap 1.3 -> 1.6 MiB), and the memory the run took goes back
-	// to the system (RSS +40 MiB at the peak, +5.2 MiB kept: the runtime's
+	// to the system (RSS +29 MiB at the peak, +5.3 MiB kept: the runtime's
 	// bookkeeping for the peak, docs/limits.md).
 	if grew := float64(mem.HeapLive) - float64(idle.HeapLive); grew > hosts*32<<10 {
 		t.Errorf("daemon's Go heap: %.1f MiB at start, %.1f MiB once the connections closed: more than 32 KiB a target stayed",

@@ -431,6 +431,20 @@ func (c *Client) fail(cause error) {
 // connection, so in a fleet both count per connected target.
 const writeChunk = 8 << 10
 
+// WriteChunked writes b to an interpreter's channel w in writes of a
+// bounded size (writeChunk), as everything written to one must be.
+func WriteChunked(w io.Writer, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := w.Write(b[n:min(n+writeChunk, len(b))])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 func (c *Client) writeLoop() {
 	defer close(c.wdone)
 	for {
@@ -452,12 +466,7 @@ func (c *Client) writeLoop() {
 		for _, b := range q {
 			buf = append(buf, b...)
 		}
-		var err error
-		for rest := buf; len(rest) > 0 && err == nil; {
-			k := min(writeChunk, len(rest))
-			_, err = c.conn.Stdin.Write(rest[:k])
-			rest = rest[k:]
-		}
+		_, err := WriteChunked(c.conn.Stdin, buf)
 		// Written (or never to be): requests carry tasks' arguments,
 		// which must not linger in freed memory.
 		clear(buf)
