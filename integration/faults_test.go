@@ -685,8 +685,8 @@ func TestFleet(t *testing.T) {
 		return mem.Returned >= idle.Returned+2
 	})
 	after := sampleProc(t, st.PID)
-	t.Logf("daemon %d: at start %v, Go heap %.1f MiB; at the peak %v; connections closed %v, Go heap %.1f MiB",
-		st.PID, before, mib(idle.HeapLive), peak, after, mib(mem.HeapLive))
+	t.Logf("daemon %d: at start %v, Go %v; at the peak %v; connections closed %v, Go %v",
+		st.PID, before, goMemory(idle), peak, after, goMemory(mem))
 	// Loose bounds: the runtime keeps some threads it made under load, and
 	// logs stay open; a leak per host would be 50 or more.
 	if after.FDs > before.FDs+5 {
@@ -722,6 +722,12 @@ func TestFleet(t *testing.T) {
 
 func mib(n uint64) float64 { return float64(n) / (1 << 20) }
 
+// goMemory is the Go runtime's account of the daemon's memory, in MiB.
+func goMemory(m abridge.MemoryStatus) string {
+	return fmt.Sprintf("heap %.1f live, %.1f in spans, %.1f free; stacks %.1f; runtime %.1f",
+		mib(m.HeapLive), mib(m.HeapInUse), mib(m.HeapFree), mib(m.Stacks), mib(m.Runtime))
+}
+
 // watchPeak samples pid's RSS and fds every 100 ms until the returned
 // function is called, which returns the highest of each (a sampler, not
 // a wait: the peak of a run in progress has no event to wait for).
@@ -747,7 +753,8 @@ func watchPeak(t *testing.T, pid int) (stop func() procstat.Sample) {
 			if err != nil {
 				continue // the test reports a daemon that died
 			}
-			peak.RSSKiB, peak.FDs, peak.Threads = max(peak.RSSKiB, s.RSSKiB), max(peak.FDs, s.FDs), max(peak.Threads, s.Threads)
+			peak.RSSKiB, peak.AnonKiB = max(peak.RSSKiB, s.RSSKiB), max(peak.AnonKiB, s.AnonKiB)
+			peak.FDs, peak.Threads = max(peak.FDs, s.FDs), max(peak.Threads, s.Threads)
 		}
 	}()
 	return func() procstat.Sample {

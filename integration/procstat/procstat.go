@@ -13,10 +13,11 @@ import (
 // Sample is one reading of a process.
 type Sample struct {
 	RSSKiB, FDs, Threads int
+	AnonKiB              int // of RSSKiB, not backed by a file (the binary's pages are)
 }
 
 func (s Sample) String() string {
-	return fmt.Sprintf("RSS %.1f MiB, %d fds, %d threads", float64(s.RSSKiB)/1024, s.FDs, s.Threads)
+	return fmt.Sprintf("RSS %.1f MiB (%.1f anonymous), %d fds, %d threads", float64(s.RSSKiB)/1024, float64(s.AnonKiB)/1024, s.FDs, s.Threads)
 }
 
 // Read reads pid's resident memory, threads and open fds.
@@ -36,6 +37,8 @@ func Read(pid int) (Sample, error) {
 		switch k {
 		case "VmRSS":
 			s.RSSKiB = n
+		case "RssAnon":
+			s.AnonKiB = n
 		case "Threads":
 			s.Threads = n
 		}
