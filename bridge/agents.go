@@ -514,17 +514,11 @@ func (r *sessionRunner) Start(ctx context.Context, command string) (interp.Conn,
 // session and returns; the await ends once the server confirms the close
 // (or the connection goes), not when a stuck remote command would exit.
 func sessionWait(sess *sshclient.Exec, release func()) func(context.Context) error {
-	ended := make(chan struct{})
-	var err error
-	go func() {
-		err = sess.Wait()
-		release()
-		close(ended)
-	}()
+	sess.AtEnd(release)
 	return func(ctx context.Context) error {
 		select {
-		case <-ended:
-			return err
+		case <-sess.Done():
+			return sess.Wait()
 		case <-ctx.Done():
 			_ = sess.Close()
 			return fmt.Errorf("remote command still running: %w", ctx.Err())

@@ -653,17 +653,18 @@ func (t *target) dial(ctx context.Context, p sshclient.Prompter, kind sessionKin
 	}
 	t.conns = append(t.conns, c)
 	t.log.WithField("connections", len(t.conns)).Info("connected")
-	go func() {
-		_ = client.Wait()
-		c.markDead()
-	}()
 	timeout := func() {
 		t.log.Warn(settings.TimeoutMessage())
 		c.timedOut.Store(true)
 		c.kill()
 	}
-	go sshclient.KeepAlive(context.Background(), client.Client, settings.ServerAliveInterval, settings.ServerAliveCountMax, timeout,
+	stopKeepAlive := sshclient.KeepAlive(client.Client, settings.ServerAliveInterval, settings.ServerAliveCountMax, timeout,
 		func(d time.Duration) { t.rtt.Store(int64(d)) })
+	go func() {
+		_ = client.Wait()
+		stopKeepAlive()
+		c.markDead()
+	}()
 	return c, nil
 }
 

@@ -127,11 +127,13 @@ func dial(ctx context.Context, s *Settings, p Prompter, log logrus.FieldLogger) 
 	upd := newHostKeyUpdater(s, hk, log)
 	var client *ssh.Client
 	if upd != nil {
-		// NewClient refuses the requests it gets; the first
-		// hostkeys-00@openssh.com is ours, and its proof needs the client.
-		out := make(chan *ssh.Request)
-		client = ssh.NewClient(c, chans, out)
-		go upd.filter(reqs, out, client)
+		// The first hostkeys-00@openssh.com is ours, and its proof
+		// needs the client; filter refuses the others, as NewClient
+		// would with a goroutine of its own.
+		none := make(chan *ssh.Request)
+		close(none)
+		client = ssh.NewClient(c, chans, none)
+		go upd.filter(reqs, client)
 	} else {
 		client = ssh.NewClient(c, chans, reqs)
 	}

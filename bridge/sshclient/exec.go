@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -24,6 +25,10 @@ type Exec struct {
 	status int
 	signal string
 	got    bool // an exit-status or exit-signal came
+
+	mu    sync.Mutex
+	ended bool     // serve is done with the channel
+	atEnd []func() // run once it is, before Wait returns (AtEnd)
 }
 
 // PTY is a terminal to request for an Exec: its TERM and size, with the
@@ -214,7 +219,17 @@ func (e *Exec) WindowChange(h, w int) error {
 // serve takes the session's requests until the channel closes: the exit
 // status or signal is kept, eow@openssh.com noted, anything else refused.
 func (e *Exec) serve(reqs <-chan *ssh.Request) {
-	defer close(e.done)
+	defer func() {
+		e.mu.Lock()
+		e.ended = true
+		atEnd := e.atEnd
+		e.atEnd = nil
+		e.mu.Unlock()
+		for _, f := range atEnd {
+			f()
+		}
+		close(e.done)
+	}()
 	eow := false
 	for req := range reqs {
 		switch req.Type {
@@ -268,6 +283,24 @@ func (e *Exec) Wait() error {
 
 // Close closes the channel.
 func (e *Exec) Close() error { return e.ch.Close() }
+
+// Done is closed once the channel has closed and the AtEnd functions
+// have run; Wait then returns at once.
+func (e *Exec) Done() <-chan struct{} { return e.done }
+
+// AtEnd has f run once the channel has closed, before Done closes (at
+// once if it already has): what a session held is released when it
+// ends, without a goroutine waiting for each.
+func (e *Exec) AtEnd(f func()) {
+	e.mu.Lock()
+	if !e.ended {
+		e.atEnd = append(e.atEnd, f)
+		e.mu.Unlock()
+		return
+	}
+	e.mu.Unlock()
+	f()
+}
 
 // ExitError is how an Exec's command ended other than with status 0:
 // Status (-1 when the channel closed without one, as when the command

@@ -146,6 +146,40 @@ func TestStartExecNoStatus(t *testing.T) {
 	}
 }
 
+// TestExecAtEnd: a function given before the channel closes runs once it
+// has, before Done closes; one given after runs at once.
+func TestExecAtEnd(t *testing.T) {
+	status := uint32(0)
+	c := startExecServer(t, &execServer{exitStatus: &status})
+	e, err := StartExec(c, nil, nil, "cat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran []string
+	e.AtEnd(func() {
+		select {
+		case <-e.Done():
+			t.Error("Done closed before the AtEnd function ran")
+		default:
+		}
+		ran = append(ran, "before")
+	})
+	_ = e.Stdin().Close()
+	go func() { _, _ = io.Copy(io.Discard, e.Stderr()) }()
+	_, _ = io.Copy(io.Discard, e.Stdout())
+	<-e.Done()
+	if len(ran) != 1 {
+		t.Fatalf("AtEnd given before the end ran %d times by Done", len(ran))
+	}
+	e.AtEnd(func() { ran = append(ran, "after") })
+	if strings.Join(ran, " ") != "before after" {
+		t.Errorf("ran %q, want before, then after at once", ran)
+	}
+	if err := e.Wait(); err != nil {
+		t.Errorf("Wait = %v", err)
+	}
+}
+
 // TestOpenSession: a pty-req and an exec wait for their replies, as
 // x/crypto's Session, and eow@openssh.com shows on EOW.
 func TestOpenSession(t *testing.T) {

@@ -1,8 +1,8 @@
 package sshclient
 
 import (
-	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,57 +12,85 @@ import (
 // KeepAlive sends "keepalive@openssh.com" global requests every interval,
 // like OpenSSH's ServerAliveInterval: any reply, even a failure, shows the
 // server is alive; when more than countMax intervals pass without one,
-// onDead is called once and KeepAlive returns. It also returns when ctx is
-// done or the connection closes. countMax <= 0 means OpenSSH's default, 3.
-// onDead should close c: requests still waiting for a reply end then.
-// With interval <= 0 (ServerAliveInterval 0, OpenSSH's default) nothing
-// ends the connection, as nothing ends ssh's: a link silent for minutes
-// that comes back keeps it. onRTT, if set, gets each probe's round-trip
-// time; the first probe goes after a second, so that it is known early,
-// yet not measured behind the requests that follow a login, and with
-// interval <= 0 it is the only one.
-func KeepAlive(ctx context.Context, c *ssh.Client, interval time.Duration, countMax int, onDead func(), onRTT func(time.Duration)) {
+// onDead is called once and the probes stop. countMax <= 0 means OpenSSH's
+// default, 3. onDead should close c: requests still waiting for a reply
+// end then. With interval <= 0 (ServerAliveInterval 0, OpenSSH's default)
+// nothing ends the connection, as nothing ends ssh's: a link silent for
+// minutes that comes back keeps it. onRTT, if set, gets each probe's
+// round-trip time; the first probe goes after a second, so that it is
+// known early, yet not measured behind the requests that follow a login,
+// and with interval <= 0 it is the only one.
+//
+// It runs on timers, with no goroutine of its own between probes (a
+// fleet has one connection a target); stop ends it, and the caller calls
+// it once the connection has closed.
+func KeepAlive(c *ssh.Client, interval time.Duration, countMax int, onDead func(), onRTT func(time.Duration)) (stop func()) {
 	if countMax <= 0 {
 		countMax = 3
 	}
-	closed := make(chan struct{})
-	go func() {
-		_ = c.Wait()
-		close(closed)
-	}()
-	var missed atomic.Int32
-	probe := func() {
-		start := time.Now()
-		if _, _, err := c.SendRequest("keepalive@openssh.com", true, nil); err == nil {
-			missed.Store(0)
-			if onRTT != nil {
-				onRTT(time.Since(start))
-			}
-		}
-	}
-	first := time.AfterFunc(time.Second, probe)
-	defer first.Stop()
-	var tick <-chan time.Time
+	k := &keepAlive{c: c, countMax: int32(countMax), onDead: onDead, onRTT: onRTT}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.first = time.AfterFunc(time.Second, k.probe)
 	if interval > 0 {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		tick = t.C
+		k.tick = time.AfterFunc(interval, func() { k.interval(interval) })
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-closed:
-			return
-		case <-tick:
+	return k.stop
+}
+
+type keepAlive struct {
+	c        *ssh.Client
+	countMax int32
+	onDead   func()
+	onRTT    func(time.Duration)
+	missed   atomic.Int32
+
+	mu          sync.Mutex
+	stopped     bool
+	first, tick *time.Timer
+}
+
+// probe sends one request and waits for its reply, which may never come.
+func (k *keepAlive) probe() {
+	start := time.Now()
+	if _, _, err := k.c.SendRequest("keepalive@openssh.com", true, nil); err == nil {
+		k.missed.Store(0)
+		if k.onRTT != nil {
+			k.onRTT(time.Since(start))
 		}
-		if int(missed.Add(1)) > countMax {
-			if onDead != nil {
-				onDead()
-			}
-			return
+	}
+}
+
+// interval runs once an interval: the verdict on the probes so far, then
+// the next probe, with the next interval already timed so that a probe
+// left without a reply does not hold it back.
+func (k *keepAlive) interval(every time.Duration) {
+	k.mu.Lock()
+	if k.stopped {
+		k.mu.Unlock()
+		return
+	}
+	if k.missed.Add(1) > k.countMax {
+		k.stopped = true
+		k.first.Stop()
+		k.mu.Unlock()
+		if k.onDead != nil {
+			k.onDead()
 		}
-		go probe()
+		return
+	}
+	k.tick.Reset(every)
+	k.mu.Unlock()
+	k.probe()
+}
+
+func (k *keepAlive) stop() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.stopped = true
+	k.first.Stop()
+	if k.tick != nil {
+		k.tick.Stop()
 	}
 }
 

@@ -59,15 +59,15 @@ func newHostKeyUpdater(s *Settings, hk *hostKeyChecker, log logrus.FieldLogger) 
 	return u
 }
 
-// filter passes the server's global requests on to out, handling the
-// first hostkeys-00@openssh.com itself; the update runs beside the
-// connection (its proof is a round trip).
-func (u *hostKeyUpdater) filter(in <-chan *ssh.Request, out chan<- *ssh.Request, c *ssh.Client) {
-	defer close(out)
+// filter takes the server's global requests: it refuses them, as ssh
+// does, except the first hostkeys-00@openssh.com, whose update runs
+// beside the connection (its proof is a round trip).
+func (u *hostKeyUpdater) filter(in <-chan *ssh.Request, c *ssh.Client) {
 	defer u.finish()
 	for req := range in {
 		if req.Type != hostKeysRequest {
-			out <- req
+			// As x/crypto's client and OpenSSH's: keepalives included.
+			_ = req.Reply(false, nil)
 			continue
 		}
 		u.started.Store(true)
