@@ -23,6 +23,7 @@ import (
 	"github.com/ansible-bridge/ansible-bridge/bridge/sshclient"
 	"github.com/ansible-bridge/ansible-bridge/fakessh"
 	"github.com/ansible-bridge/ansible-bridge/fakessh/wire"
+	"github.com/ansible-bridge/ansible-bridge/interp"
 	"github.com/sirupsen/logrus"
 )
 
@@ -308,7 +309,11 @@ func (s *Server) expireIdle(now time.Time) {
 	s.hadConns = connected
 }
 
+// returnMemory gives the memory freed back to the system, once nothing is
+// connected: the module zips decoded for the runs that have ended go too
+// (a run's next task brings its zip again).
 func (s *Server) returnMemory() {
+	interp.ForgetZips()
 	s.freeMemory()
 	s.returned.Add(1)
 }

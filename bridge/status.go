@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ansible-bridge/ansible-bridge/interp"
 )
 
 // StatusColumns defines the columns of `ansible-bridge status`, for its
@@ -102,6 +104,9 @@ type MemoryStatus struct {
 	// the system: twice each time its last connection closes (at once,
 	// and when that connection's goroutines have ended).
 	Returned uint64 `json:"returned"`
+	// ZipsCached is how many decoded module zips the daemon holds (the
+	// cache goes when the last connection closes).
+	ZipsCached int `json:"zips_cached"`
 }
 
 func readMemoryStatus() MemoryStatus {
@@ -110,8 +115,9 @@ func readMemoryStatus() MemoryStatus {
 	return MemoryStatus{
 		HeapLive: m.HeapAlloc, HeapInUse: m.HeapInuse,
 		HeapFree: m.HeapIdle - m.HeapReleased, HeapReleased: m.HeapReleased,
-		Stacks:  m.StackSys,
-		Runtime: m.MSpanSys + m.MCacheSys + m.GCSys + m.BuckHashSys + m.OtherSys,
+		Stacks:     m.StackSys,
+		Runtime:    m.MSpanSys + m.MCacheSys + m.GCSys + m.BuckHashSys + m.OtherSys,
+		ZipsCached: interp.ZipsCached(),
 	}
 }
 

@@ -97,7 +97,8 @@
 //     connected target (at most 1 MiB and 4); once the connections have
 //     closed and the daemon has returned its memory, its fds and threads
 //     as at the start, its Go heap at most 32 KiB a host above the start's,
-//     and at most a third of the RSS the run took still held.
+//     no decoded module zip kept, and at most a third of the RSS the run
+//     took still held.
 //   - TestOtherUIDRefused, TestDaemonSurvivesGarbage,
 //     TestNoPasswordInStatusOrProcesses: another uid gets nothing (its
 //     shim runs the real ssh; its Hello is refused by SO_PEERCRED), 200

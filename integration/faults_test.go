@@ -712,6 +712,9 @@ func TestFleet(t *testing.T) {
 		t.Errorf("daemon's Go heap: %.1f MiB at start, %.1f MiB once the connections closed: more than 32 KiB a target stayed",
 			mib(idle.HeapLive), mib(mem.HeapLive))
 	}
+	if mem.ZipsCached != 0 {
+		t.Errorf("daemon holds %d decoded module zips once the connections closed, want none", mem.ZipsCached)
+	}
 	if kept, took := after.RSSKiB-before.RSSKiB, peak.RSSKiB-before.RSSKiB; kept > took/3 {
 		t.Errorf("daemon RSS: %d KiB more at the peak, %d KiB still more once the connections closed: want at most a third kept", took, kept)
 	}

@@ -73,6 +73,17 @@ func TestDecodeZipCache(t *testing.T) {
 			t.Fatalf("non-canonical literal: %v", err)
 		}
 	}
+	// Forgotten (the daemon's last connection closed): decoded afresh.
+	if n := ZipsCached(); n != zipCacheSize {
+		t.Fatalf("%d zips cached, want %d", n, zipCacheSize)
+	}
+	if n := ForgetZips(); n != zipCacheSize || ZipsCached() != 0 {
+		t.Fatalf("ForgetZips forgot %d, %d left", n, ZipsCached())
+	}
+	a4, h4, _ := decodeZip(lit(0))
+	if &a4[0] == &a3[0] || h4 != h1 || !bytes.Equal(a4, want) {
+		t.Fatal("a forgotten literal was still cached, or decodes differently")
+	}
 }
 
 // TestZipFilesKeyIsAgents: the daemon names a module zip's files as the
