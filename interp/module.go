@@ -64,14 +64,11 @@ var zipCache struct {
 	entries []decodedZip
 }
 
-// ForgetZips empties the cache of decoded module zips; it returns how
-// many it held.
-func ForgetZips() int {
+// ForgetZips empties the cache of decoded module zips.
+func ForgetZips() {
 	zipCache.mu.Lock()
 	defer zipCache.mu.Unlock()
-	n := len(zipCache.entries)
 	zipCache.entries = nil
-	return n
 }
 
 // ZipsCached is how many decoded module zips the cache holds.

@@ -28,18 +28,19 @@ func KeepAlive(c *ssh.Client, interval time.Duration, countMax int, onDead func(
 	if countMax <= 0 {
 		countMax = 3
 	}
-	k := &keepAlive{c: c, countMax: int32(countMax), onDead: onDead, onRTT: onRTT}
+	k := &keepAlive{c: c, every: interval, countMax: int32(countMax), onDead: onDead, onRTT: onRTT}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.first = time.AfterFunc(time.Second, k.probe)
 	if interval > 0 {
-		k.tick = time.AfterFunc(interval, func() { k.interval(interval) })
+		k.next = time.AfterFunc(interval, k.onInterval)
 	}
 	return k.stop
 }
 
 type keepAlive struct {
 	c        *ssh.Client
+	every    time.Duration // ServerAliveInterval
 	countMax int32
 	onDead   func()
 	onRTT    func(time.Duration)
@@ -47,7 +48,7 @@ type keepAlive struct {
 
 	mu          sync.Mutex
 	stopped     bool
-	first, tick *time.Timer
+	first, next *time.Timer // the first probe, the next interval
 }
 
 // probe sends one request and waits for its reply, which may never come.
@@ -61,10 +62,10 @@ func (k *keepAlive) probe() {
 	}
 }
 
-// interval runs once an interval: the verdict on the probes so far, then
-// the next probe, with the next interval already timed so that a probe
-// left without a reply does not hold it back.
-func (k *keepAlive) interval(every time.Duration) {
+// onInterval runs once an interval: the verdict on the probes so far,
+// then the next probe, with the next interval already timed so that a
+// probe left without a reply does not hold it back.
+func (k *keepAlive) onInterval() {
 	k.mu.Lock()
 	if k.stopped {
 		k.mu.Unlock()
@@ -79,7 +80,7 @@ func (k *keepAlive) interval(every time.Duration) {
 		}
 		return
 	}
-	k.tick.Reset(every)
+	k.next.Reset(k.every)
 	k.mu.Unlock()
 	k.probe()
 }
@@ -89,8 +90,8 @@ func (k *keepAlive) stop() {
 	defer k.mu.Unlock()
 	k.stopped = true
 	k.first.Stop()
-	if k.tick != nil {
-		k.tick.Stop()
+	if k.next != nil {
+		k.next.Stop()
 	}
 }
 
