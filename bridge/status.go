@@ -107,6 +107,11 @@ type MemoryStatus struct {
 	// ZipsCached is how many decoded module zips the daemon holds (the
 	// cache goes when the last connection closes).
 	ZipsCached int `json:"zips_cached"`
+	// GCCycles counts the garbage collections so far; GCForced those the
+	// daemon asked for (to overwrite what dropped secrets left, and to
+	// give memory back).
+	GCCycles uint32 `json:"gc_cycles"`
+	GCForced uint32 `json:"gc_forced"`
 }
 
 func readMemoryStatus() MemoryStatus {
@@ -118,6 +123,7 @@ func readMemoryStatus() MemoryStatus {
 		Stacks:     m.StackSys,
 		Runtime:    m.MSpanSys + m.MCacheSys + m.GCSys + m.BuckHashSys + m.OtherSys,
 		ZipsCached: interp.ZipsCached(),
+		GCCycles:   m.NumGC, GCForced: m.NumForcedGC,
 	}
 }
 

@@ -13,11 +13,9 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/crypto/ssh"
@@ -92,27 +90,12 @@ func (a *authState) close() {
 	if loaded {
 		// What x/crypto drops unwiped (the decrypted key file, the
 		// passphrase's hash states) is overwritten once collected (the
-		// daemon runs with GODEBUG=clobberfree=1): now, not at the next
-		// collection, which an idle daemon may not run for minutes. The
-		// expanded key crypto/ed25519 (and rsa, ecdsa) caches until the
-		// key is collected goes a collection later.
-		go collectKeys()
-	}
-}
-
-// collectKeys runs the collections after which nothing of a dropped key
-// is left: the first frees the key, the cleanups it queues evict what
-// the crypto packages cached for it, a later one frees that. Each round
-// waits for a cleanup queued with those.
-func collectKeys() {
-	for range 3 {
-		done := make(chan struct{})
-		runtime.AddCleanup(new([64]byte), func(c chan struct{}) { close(c) }, done)
-		runtime.GC()
-		select {
-		case <-done:
-		case <-time.After(time.Second):
-		}
+		// daemon runs with GODEBUG=clobberfree=1): now, or within two
+		// seconds when logins come at once, not at the next collection,
+		// which an idle daemon may not run for minutes. The expanded key
+		// crypto/ed25519 (and rsa, ecdsa) caches until the key is
+		// collected goes a collection later.
+		droppedKeys.request()
 	}
 }
 

@@ -50,6 +50,9 @@ type fleetResult struct {
 	// it waited for (workers, ssh or shims, Mitogen's), plus the bridge
 	// daemon's.
 	cpu, daemonCPU time.Duration
+	// gcs and gcsForced are the daemon's garbage collections during the
+	// run, and those it asked for itself.
+	gcs, gcsForced uint32
 	// targetCPU is what the lab sshd's cgroup used during the run: the
 	// targets' logins, interpreters and modules (counted: there is one).
 	targetCPU     time.Duration
@@ -243,6 +246,9 @@ func fleetOne(ctx context.Context, cfg config, dir, book string, m mode, tl tool
 	if m.bridge {
 		res.daemonCPU = daemonCPU(daemonPID) - warmCPU
 		res.cpu += res.daemonCPU
+		if end, err := tl.bridge.sample(ctx); err == nil {
+			res.gcs, res.gcsForced = end.gcs-res.mem.idle.gcs, end.gcsForced-res.mem.idle.gcsForced
+		}
 		closeErr := tl.bridge.closeTargets(ctx, res.mem.idle)
 		if closeErr == nil {
 			res.mem.after, _ = tl.bridge.settledSample(ctx, daemonPID)
@@ -408,7 +414,7 @@ func renderFleet(cfg config, rs []fleetResult) string {
 		}
 		daemon := "—"
 		if r.mode.bridge {
-			daemon = fmt.Sprintf("%.2f", r.daemonCPU.Seconds())
+			daemon = fmt.Sprintf("%.2f (%d GCs, %d forced)", r.daemonCPU.Seconds(), r.gcs, r.gcsForced)
 		}
 		target := "—"
 		if r.targetCounted {
@@ -430,7 +436,8 @@ func renderFleet(cfg config, rs []fleetResult) string {
 	b.WriteString("\nController CPU: ansible-playbook and every process it waited for (workers, ssh or shims, Mitogen's), plus the bridge daemon; " +
 		"the targets (sshd, interpreters, modules) share the same cores. " +
 		"Target CPU: what the lab sshd's cgroup (AB_TARGET_CGROUP, made by scripts/lab.sh where it can) used during the run: " +
-		"the targets' logins, interpreters and modules.\n")
+		"the targets' logins, interpreters and modules. " +
+		"The daemon's GCs: its garbage collections during the run; forced: those it asked for (after a login with a key from a file, to overwrite what the key left).\n")
 	if br != nil {
 		fmt.Fprintf(&b, "Wall time, bridge-pipelining ÷ Mitogen: %s; ÷ stock-pipelining: %s. Controller CPU ÷ Mitogen's: %s.\n",
 			ratio(br, mg, 0.7, wall), ratio(br, st, 0.3, wall), ratio(br, mg, 0.8, cpu))

@@ -29,6 +29,7 @@ type daemonSample struct {
 	heapInUseKiB, stacksKiB, runtimeKiB int64
 	fds                                 int
 	goroutines                          int
+	gcs, gcsForced                      uint32 // status's memory.gc_cycles and gc_forced
 }
 
 // fleetMemory is a fleet run's footprint.
@@ -43,10 +44,12 @@ type daemonStatus struct {
 	PID        int `json:"pid"`
 	Goroutines int `json:"goroutines"`
 	Memory     struct {
-		HeapLive  int64 `json:"heap_live"`
-		HeapInUse int64 `json:"heap_in_use"`
-		Stacks    int64 `json:"stacks"`
-		Runtime   int64 `json:"runtime"`
+		HeapLive  int64  `json:"heap_live"`
+		HeapInUse int64  `json:"heap_in_use"`
+		Stacks    int64  `json:"stacks"`
+		Runtime   int64  `json:"runtime"`
+		GCCycles  uint32 `json:"gc_cycles"`
+		GCForced  uint32 `json:"gc_forced"`
 	} `json:"memory"`
 	Targets []struct {
 		ControlPath string `json:"control_path"`
@@ -72,7 +75,7 @@ func (b *bridgeBin) sample(ctx context.Context) (daemonSample, error) {
 	m := st.Memory
 	return daemonSample{pid: st.PID, rssKiB: procRSS(st.PID), heapKiB: m.HeapLive / 1024,
 		heapInUseKiB: m.HeapInUse / 1024, stacksKiB: m.Stacks / 1024, runtimeKiB: m.Runtime / 1024,
-		fds: procFDs(st.PID), goroutines: st.Goroutines}, nil
+		fds: procFDs(st.PID), goroutines: st.Goroutines, gcs: m.GCCycles, gcsForced: m.GCForced}, nil
 }
 
 // closeTargets asks the daemon to close every target's connections, as
