@@ -404,54 +404,90 @@ func (iv *invocation) readShim(w *io.PipeWriter) {
 	defer close(iv.gone)
 	stdinOpen := true
 	for {
-		f, err := wire.Read(iv.conn)
+		var buf *[]byte
+		var payload []byte // in buf: cleared before it goes back, whatever came
+		f, err := wire.ReadWith(iv.conn, func(n int) []byte {
+			if buf = stdinBuf(n); buf == nil {
+				return make([]byte, n)
+			}
+			payload = (*buf)[:n]
+			return payload
+		})
+		if err == nil {
+			err = iv.shimFrame(f, w, &stdinOpen)
+		}
+		if buf != nil {
+			clear(payload)
+			stdinBufs.Put(buf)
+		}
 		if err != nil {
 			if stdinOpen {
 				w.CloseWithError(errShimGone)
 			}
 			return
 		}
-		switch f.Type {
-		case wire.Stdin:
-			if stdinOpen {
-				iv.bytesIn.Add(int64(len(f.Payload)))
-				if !iv.noStdinCapture {
-					iv.entry.AppendStdin(f.Payload)
-				}
-				if _, err := w.Write(f.Payload); err != nil {
-					stdinOpen = false // the session stopped reading
-				}
+	}
+}
+
+// stdinBufs hold the shim's larger frames (its stdin, in chunks of up to
+// 256 KiB) while the daemon hands them on: a module's wrapper came in a
+// new buffer each task, a fleet's largest garbage.
+var stdinBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// stdinBuf is a buffer of stdinBufs with room for n bytes, or nil for a
+// frame small enough, or too large, to allocate as it comes.
+func stdinBuf(n int) *[]byte {
+	if n < 4<<10 || n > 256<<10 {
+		return nil
+	}
+	b := stdinBufs.Get().(*[]byte)
+	if cap(*b) < n {
+		*b = make([]byte, n, max(n, 64<<10))
+	}
+	return b
+}
+
+// shimFrame handles one frame the shim sent once the invocation was
+// accepted; an error means the shim is to be taken as gone.
+func (iv *invocation) shimFrame(f wire.Frame, w *io.PipeWriter, stdinOpen *bool) error {
+	switch f.Type {
+	case wire.Stdin:
+		if *stdinOpen {
+			iv.bytesIn.Add(int64(len(f.Payload)))
+			if !iv.noStdinCapture {
+				iv.entry.AppendStdin(f.Payload)
 			}
-			// Read or dropped, the frame may hold a password or a no_log
-			// task's wrapper; a reader has its copy (a pipe hands over).
-			clear(f.Payload)
-		case wire.OutputClosed:
-			iv.goneOnce.Do(func() { close(iv.outputGoneChan()) })
-		case wire.StdinEOF:
-			if stdinOpen {
-				w.Close()
-				stdinOpen = false
+			if _, err := w.Write(f.Payload); err != nil {
+				*stdinOpen = false // the session stopped reading
 			}
-		case wire.Signal:
+		}
+		// Read or dropped, the frame may hold a password or a no_log
+		// task's wrapper; a reader has its copy (a pipe hands over).
+		clear(f.Payload)
+	case wire.OutputClosed:
+		iv.goneOnce.Do(func() { close(iv.outputGoneChan()) })
+	case wire.StdinEOF:
+		if *stdinOpen {
+			w.Close()
+			*stdinOpen = false
+		}
+	case wire.Signal:
+		select {
+		case iv.signals <- string(f.Payload):
+		default:
+		}
+	case wire.WindowSize:
+		if rows, cols, err := wire.Size(f.Payload); err == nil {
 			select {
-			case iv.signals <- string(f.Payload):
+			case iv.winch <- [2]int{rows, cols}:
 			default:
 			}
-		case wire.WindowSize:
-			if rows, cols, err := wire.Size(f.Payload); err == nil {
-				select {
-				case iv.winch <- [2]int{rows, cols}:
-				default:
-				}
-			}
-		default:
-			iv.log.WithField("frame", string(f.Type)).Warn("unexpected frame from shim; hanging up")
-			if stdinOpen {
-				w.CloseWithError(errShimGone)
-			}
-			return
 		}
+	default:
+		iv.log.WithField("frame", string(f.Type)).Warn("unexpected frame from shim; hanging up")
+		return errShimGone
 	}
+	return nil
 }
 
 var errShimGone = errors.New("shim disconnected")

@@ -591,11 +591,14 @@ func (e *Entry) AppendStdin(b []byte) {
 	if e.stdin.size == 0 && e.module == "" && !e.awaiting {
 		e.scan = &wrapperScanner{}
 	}
-	e.stdin.take(b, e.keep() && !e.hideStdin)
+	// Scanned first: a wrapper recognised in this chunk is kept to
+	// WrapperCaptureLimit, or not at all when no_log, from its first
+	// byte (kept to CaptureLimit and then cut, it cost 64 KiB a task).
 	if e.scan != nil {
 		e.scan.write(b)
 		e.scanned(false)
 	}
+	e.stdin.take(b, e.keep() && !e.hideStdin)
 	e.touch()
 }
 
@@ -674,6 +677,12 @@ func (e *Entry) SetModuleSource(src []byte) bool {
 	e.scan = nil
 	e.touch()
 	if !f.ok && !s.marked {
+		if e.stdin.limit == WrapperCaptureLimit && !e.hideStdin && e.keep() {
+			// Not a wrapper after all: stdin is kept as any other.
+			e.stdin.wipe()
+			e.stdin.limit = 0
+			e.stdin.data = append([]byte(nil), src[:min(len(src), CaptureLimit)]...)
+		}
 		return false
 	}
 	e.setModule(f.module, f.args, f.noLog || !f.ok)
@@ -714,6 +723,10 @@ func (e *Entry) AwaitModule() {
 	defer e.mu.Unlock()
 	e.awaiting = true
 	e.wrapperIn = true
+	// Kept to a wrapper's limit as it flows: kept to CaptureLimit and
+	// cut at SetModule, it cost 64 KiB a task. SetModuleSource keeps
+	// more of what proves not to be a wrapper.
+	e.stdin.limit = WrapperCaptureLimit
 	e.scan = nil
 	e.touch()
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -112,6 +113,61 @@ func TestStreamedWrapper(t *testing.T) {
 				t.Error("stdin capture differs from the stream")
 			}
 		})
+	}
+}
+
+// TestWrapperCaptureAllocates: a wrapper is captured to
+// WrapperCaptureLimit from its first byte, not to CaptureLimit and then
+// cut (64 KiB more for every task): recognised by the scanner in its
+// first chunk, or awaited (AwaitModule) while it flows in chunks.
+func TestWrapperCaptureAllocates(t *testing.T) {
+	src := readTestdata(t, "AnsiballZ_ping.py")
+	if len(src) < CaptureLimit {
+		t.Fatalf("testdata wrapper of %d bytes: too short to tell", len(src))
+	}
+	w := parse(t, src)
+	for _, awaited := range []bool{false, true} {
+		j := New(0)
+		var before, after runtime.MemStats
+		const n = 20
+		runtime.ReadMemStats(&before)
+		for range n {
+			e := j.Begin("u@h:22", "module", []string{"ssh", "h", "python3 && sleep 0"})
+			if !awaited {
+				e.AppendStdin(src)
+			} else {
+				e.AwaitModule()
+				for b := src; len(b) > 0; b = b[min(4096, len(b)):] {
+					e.AppendStdin(b[:min(4096, len(b))])
+				}
+				e.SetModule(w)
+			}
+			e.Finish(0)
+		}
+		runtime.ReadMemStats(&after)
+		if per := (after.TotalAlloc - before.TotalAlloc) / n; per > CaptureLimit/2 {
+			t.Errorf("awaited %v: %d bytes allocated an entry; want under %d", awaited, per, CaptureLimit/2)
+		}
+	}
+}
+
+// TestAwaitedNotWrapper: stdin awaited as a module's that proves not to
+// be a wrapper is kept as any stdin is, to CaptureLimit.
+func TestAwaitedNotWrapper(t *testing.T) {
+	src := bytes.Repeat([]byte("print('not a wrapper')\n"), CaptureLimit/8)
+	j := New(0)
+	e := j.Begin("u@h:22", "module", []string{"ssh", "h", "python3"})
+	e.AwaitModule()
+	for b := src; len(b) > 0; b = b[min(4096, len(b)):] {
+		e.AppendStdin(b[:min(4096, len(b))])
+	}
+	if e.SetModuleSource(src) {
+		t.Fatal("taken for a wrapper")
+	}
+	e.Finish(0)
+	v, _ := j.Get(e.Seq())
+	if !bytes.Equal(v.Stdin.Data, src[:CaptureLimit]) || v.Stdin.Size != int64(len(src)) || !v.Stdin.Truncated {
+		t.Errorf("stdin: %d bytes kept of %d, truncated %v", len(v.Stdin.Data), v.Stdin.Size, v.Stdin.Truncated)
 	}
 }
 

@@ -156,8 +156,8 @@ func TestAsyncStatusIsNoLog(t *testing.T) {
 }
 
 // TestAwaitedUnsaid: a wrapper awaited and never handed over is judged
-// by what was kept of it at Finish: the first CaptureLimit bytes, which
-// do not hold the arguments here, so nothing is shown.
+// by what was kept of it at Finish: the first WrapperCaptureLimit bytes,
+// which do not hold the arguments here, so nothing is shown.
 func TestAwaitedUnsaid(t *testing.T) {
 	src := readTestdata(t, "AnsiballZ_ping.py")
 	j := New(0)

@@ -141,6 +141,13 @@ func encode(t Type, payload []byte) ([]byte, error) {
 // Read reads one frame. io.EOF is returned only at a frame boundary; a
 // frame cut short gives io.ErrUnexpectedEOF.
 func Read(r io.Reader) (Frame, error) {
+	return ReadWith(r, func(n int) []byte { return make([]byte, n) })
+}
+
+// ReadWith reads one frame as Read does, into alloc(n): n bytes that
+// alloc gives once the header has come, so that a reader can reuse
+// buffers without holding one while it waits.
+func ReadWith(r io.Reader, alloc func(n int) []byte) (Frame, error) {
 	var hdr [HeaderLen]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return Frame{}, err
@@ -149,7 +156,7 @@ func Read(r io.Reader) (Frame, error) {
 	if n > MaxPayload {
 		return Frame{}, fmt.Errorf("%w: %d bytes", ErrTooLarge, n)
 	}
-	f := Frame{Type: Type(hdr[0]), Payload: make([]byte, n)}
+	f := Frame{Type: Type(hdr[0]), Payload: alloc(int(n))}
 	if _, err := io.ReadFull(r, f.Payload); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
