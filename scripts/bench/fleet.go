@@ -437,7 +437,7 @@ func renderFleet(cfg config, rs []fleetResult) string {
 		"the targets (sshd, interpreters, modules) share the same cores. " +
 		"Target CPU: what the lab sshd's cgroup (AB_TARGET_CGROUP, made by scripts/lab.sh where it can) used during the run: " +
 		"the targets' logins, interpreters and modules. " +
-		"The daemon's GCs: its garbage collections during the run; forced: those it asked for (after a login with a key from a file, to overwrite what the key left).\n")
+		"The daemon's GCs: its garbage collections during the run; forced: those it asked for (after logins with a key from a file, and after a typed password, to overwrite what they left).\n")
 	if br != nil {
 		fmt.Fprintf(&b, "Wall time, bridge-pipelining ÷ Mitogen: %s; ÷ stock-pipelining: %s. Controller CPU ÷ Mitogen's: %s.\n",
 			ratio(br, mg, 0.7, wall), ratio(br, st, 0.3, wall), ratio(br, mg, 0.8, cpu))
