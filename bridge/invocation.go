@@ -405,19 +405,23 @@ func (iv *invocation) readShim(w *io.PipeWriter) {
 	stdinOpen := true
 	for {
 		var buf *[]byte
-		var payload []byte // in buf: cleared before it goes back, whatever came
+		var payload []byte
 		f, err := wire.ReadWith(iv.conn, func(n int) []byte {
 			if buf = stdinBuf(n); buf == nil {
-				return make([]byte, n)
+				payload = make([]byte, n)
+			} else {
+				payload = (*buf)[:n]
 			}
-			payload = (*buf)[:n]
 			return payload
 		})
 		if err == nil {
 			err = iv.shimFrame(f, w, &stdinOpen)
 		}
+		// Read or dropped, whole or cut short, a frame may hold a password
+		// or a no_log task's wrapper; a reader has its copy (a pipe hands
+		// over), and a pooled buffer goes back empty.
+		clear(payload)
 		if buf != nil {
-			clear(payload)
 			stdinBufs.Put(buf)
 		}
 		if err != nil {
@@ -448,7 +452,8 @@ func stdinBuf(n int) *[]byte {
 }
 
 // shimFrame handles one frame the shim sent once the invocation was
-// accepted; an error means the shim is to be taken as gone.
+// accepted (readShim clears its payload after); an error means the shim
+// is to be taken as gone.
 func (iv *invocation) shimFrame(f wire.Frame, w *io.PipeWriter, stdinOpen *bool) error {
 	switch f.Type {
 	case wire.Stdin:
@@ -461,9 +466,6 @@ func (iv *invocation) shimFrame(f wire.Frame, w *io.PipeWriter, stdinOpen *bool)
 				*stdinOpen = false // the session stopped reading
 			}
 		}
-		// Read or dropped, the frame may hold a password or a no_log
-		// task's wrapper; a reader has its copy (a pipe hands over).
-		clear(f.Payload)
 	case wire.OutputClosed:
 		iv.goneOnce.Do(func() { close(iv.outputGoneChan()) })
 	case wire.StdinEOF:

@@ -673,12 +673,14 @@ func (e *Entry) SetModuleSource(src []byte) bool {
 	f := s.result()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	awaited := e.awaiting
 	e.awaiting = false
 	e.scan = nil
 	e.touch()
 	if !f.ok && !s.marked {
-		if e.stdin.limit == WrapperCaptureLimit && !e.hideStdin && e.keep() {
-			// Not a wrapper after all: stdin is kept as any other.
+		if awaited && !e.hideStdin && e.keep() {
+			// Not a wrapper after all: stdin is kept as any other, not to
+			// the wrapper's limit AwaitModule set.
 			e.stdin.wipe()
 			e.stdin.limit = 0
 			e.stdin.data = append([]byte(nil), src[:min(len(src), CaptureLimit)]...)
