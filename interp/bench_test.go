@@ -2,14 +2,17 @@ package interp_test
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/ansible-bridge/ansible-bridge/interp"
 )
 
 // benchModule measures warm RunModule latency for a wrapper.
+// AB_BENCH_PYTHON names the target python to run it with (default:
+// ansible's).
 func benchModule(b *testing.B, w []byte) {
-	c := startAgent(b, agentEnv{})
+	c := startAgent(b, agentEnv{Python: os.Getenv("AB_BENCH_PYTHON")})
 	ctx := context.Background()
 	if _, err := c.RunModule(ctx, interp.ModuleRequest{Wrapper: parsed(b, w)}); err != nil {
 		b.Fatal(err)

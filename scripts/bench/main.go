@@ -11,7 +11,8 @@
 // # What it runs
 //
 // Two generated playbooks against the lab's sshd as $AB_USER, both with
-// gather_facts: false and /usr/bin/python3:
+// gather_facts: false and the targets' python (-python, default
+// /usr/bin/python3):
 //
 //   - loop: one `command: hostname` task looping over range(n);
 //   - tasks: n separate `command: hostname` tasks.
@@ -135,6 +136,8 @@ type config struct {
 	fleetDefaults bool
 	// firstRuns is the runs per mode of the first-task scenario (0: off).
 	firstRuns int
+	// python is the targets' interpreter (ansible_python_interpreter).
+	python string
 
 	lab  labEnv
 	root string // module root, where `go build .` makes the binary
@@ -166,6 +169,7 @@ func main() {
 	flag.BoolVar(&cfg.fleetDefaults, "fleet-defaults", false, "also run the fleet scenario with Ansible's defaults, in modes "+strings.Join(fleetDefaultModes, ", ")+" (as -modes selects)")
 	flag.DurationVar(&cfg.fleetLatency, "fleet-latency", 0, "one-way `delay` each fleet target's relay adds in each direction (a WAN fleet; 0: none)")
 	flag.IntVar(&cfg.firstRuns, "first", 0, "after the tables, time the first task of a cold run this many `times` per mode (0: off) in modes "+strings.Join(firstModes, ", "))
+	flag.StringVar(&cfg.python, "python", "/usr/bin/python3", "the targets' python (ansible_python_interpreter): the lab's pythons are in $AB_PYTHONS")
 	flag.IntVar(&cfg.repeat, "repeat", 1, "runs of each playbook and mode in the main table, interleaved; the table shows the run with the median wall time")
 	versions := flag.Bool("versions", false, "compare the `JSON` files earlier runs wrote next to -out (the arguments; the first is the reference, normally 2.14) across ansible-core versions, print the table (and write it to -out), and exit")
 	flag.Usage = func() {

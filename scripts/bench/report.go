@@ -33,9 +33,9 @@ func renderReport(cfg config, version string, results []result) string {
 	if err != nil {
 		sshPath = "none on PATH"
 	}
-	fmt.Fprintf(&b, "%s; %s; stock ssh: %s; %d CPUs; n=%d; relay one-way latency %v (RTT +%v) in front of sshd %s as %s.\n\n",
+	fmt.Fprintf(&b, "%s; %s; stock ssh: %s; %d CPUs; n=%d; relay one-way latency %v (RTT +%v) in front of sshd %s as %s; targets' python %s.\n\n",
 		time.Now().Format("2006-01-02 15:04"), version, sshPath, runtime.NumCPU(), cfg.n,
-		cfg.latency, 2*cfg.latency, cfg.lab.target(), cfg.lab.user)
+		cfg.latency, 2*cfg.latency, cfg.lab.target(), cfg.lab.user, cfg.python)
 	b.WriteString(resultRows(cfg, results))
 	b.WriteString("\nin interpreters: the run's module steps the bridge ran in its persistent interpreters (routes module and become, from `ansible-bridge status --json`); freshness checks: what the interpreters spent, before those steps, checking that nothing they imported had changed, as a share of the run's wall time; slow: invocations it counted as a slow path.\n")
 	b.WriteString("bytes: relayed payload, both directions; turns: client→server to server→client direction changes, " +

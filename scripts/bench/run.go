@@ -298,7 +298,7 @@ func runOne(ctx context.Context, cfg config, dir, book, pb string, m mode, tl to
 	}
 	defer rl.Close()
 	inv := filepath.Join(dir, "inventory-"+tag+".ini")
-	if err := writeInventory(inv, cfg.lab, rl.Port()); err != nil {
+	if err := writeInventory(inv, cfg.lab, rl.Port(), cfg.python); err != nil {
 		res.err = err
 		return res
 	}
